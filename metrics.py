@@ -1,0 +1,122 @@
+"""Evaluation metrics for test-time search over sets of answers.
+
+Everything here is a pure function of numbers or strings already in hand:
+pass@k and best@k (expected max of k draws), curves of them over k, and
+descriptions of a pool of reward vectors (diversity, Pareto fraction,
+best@k under held-out weightings of the reward).  Nothing here samples,
+calls a model or touches torch; drawing the candidates lives in search.py.
+Every estimator is exact (an expectation over all size-k subsets of the
+pool), not a Monte Carlo average, so tests can pin values to 1e-12.
+"""
+import math
+import operator
+
+import numpy as np
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of Chen et al. 2021: 1 - C(n-c, k) / C(n, k)."""
+    n, c, k = operator.index(n), operator.index(c), operator.index(k)
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+    if not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n, got n={n}, k={k}")
+    if n - c < k:
+        return 1.0  # every size-k subset holds a correct sample
+    # The product form never builds C(n, k), which overflows floats near n=1000.
+    return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1, dtype=float)))
+
+
+def pass_at_k_curve(n: int, c: int, ks) -> list[float]:
+    """pass_at_k(n, c, k) for each k in ks."""
+    return [pass_at_k(n, c, k) for k in ks]
+
+
+def _max_weights(n: int, k: int) -> np.ndarray:
+    """w[i] = P(the (i+1)-th smallest of n is the max of a random k-subset)."""
+    k = operator.index(k)
+    if not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n, got n={n}, k={k}")
+    # Exact integers, divided once: int / int is correctly rounded in Python,
+    # so each weight is exact to one ulp even when C(n, k) is ~1e299.
+    total = math.comb(n, k)
+    w = np.zeros(n)
+    num = 1  # C(k-1, k-1); walk C(j, k-1) up j by an exact integer recurrence
+    for j in range(k - 1, n):
+        w[j] = num / total
+        num = num * (j + 1) // (j + 2 - k)
+    return w
+
+
+def _as_scores(scores) -> np.ndarray:
+    s = np.asarray(scores, dtype=float)
+    if s.ndim != 1 or s.size == 0:
+        raise ValueError(f"scores must be a non-empty 1-D array, got shape {s.shape}")
+    return np.sort(s)
+
+
+def max_at_k(scores, k: int) -> float:
+    """Expected max of k scores drawn without replacement from the pool."""
+    s = _as_scores(scores)
+    w = _max_weights(len(s), k)
+    return math.fsum(w * s)
+
+
+def best_at_k_curve(scores, ks) -> list[float]:
+    """max_at_k(scores, k) for each k in ks."""
+    s = _as_scores(scores)
+    return [math.fsum(_max_weights(len(s), k) * s) for k in ks]
+
+
+def _as_rows(rewards) -> np.ndarray:
+    r = np.asarray(rewards, dtype=float)
+    if r.size == 0:
+        return r.reshape(0, r.shape[-1] if r.ndim == 2 else 0)
+    if r.ndim != 2:
+        raise ValueError(f"rewards must be an (n, D) array, got shape {r.shape}")
+    return r
+
+
+def reward_space_diversity(rewards) -> float:
+    """Mean L1 distance between reward vectors over unordered pairs i < j."""
+    r = _as_rows(rewards)
+    n = len(r)
+    if n < 2:
+        return 0.0
+    # Per sorted column, the gap x[g+1] - x[g] lies inside (g+1)(n-g-1) pairs.
+    # O(n log n) instead of an (n, n, D) tensor, and a sum of non-negative
+    # terms, so identical rows give exactly 0 (no cancellation).
+    gaps = np.diff(np.sort(r, axis=0), axis=0)
+    g = np.arange(1, n)
+    return float((g * (n - g)) @ gaps.sum(axis=1) / (n * (n - 1) / 2))
+
+
+def distinct_count(answers) -> int:
+    """Number of distinct answers; None counts as one value."""
+    return len(set(answers))
+
+
+def pareto_fraction(rewards) -> float:
+    """Fraction of rows that no other row Pareto-dominates."""
+    r = _as_rows(rewards)
+    if len(r) == 0:
+        return 0.0
+    # dom[i, j]: row j is >= row i everywhere and > somewhere, so equal rows
+    # never dominate each other and duplicates of a front point all count.
+    ge = (r[None, :, :] >= r[:, None, :]).all(axis=2)
+    gt = (r[None, :, :] > r[:, None, :]).any(axis=2)
+    dominated = (ge & gt).any(axis=1)
+    return float((~dominated).mean())
+
+
+def scalarized_best_at_k(rewards, weights, ks) -> list[float]:
+    """best@k of rewards @ w, averaged over the weightings w (rows of weights)."""
+    r = _as_rows(rewards)
+    w = np.asarray(weights, dtype=float)
+    if w.ndim != 2 or w.shape[1] != r.shape[1] or len(w) == 0:
+        raise ValueError(f"weights must be (W, {r.shape[1]}) with W >= 1, got {w.shape}")
+    if len(r) == 0:
+        raise ValueError("rewards must hold at least one row")
+    # One sort per weighting, reused for every k.
+    s = np.sort(r @ w.T, axis=0)
+    return [float((_max_weights(len(r), k) @ s).mean()) for k in ks]

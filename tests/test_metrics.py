@@ -1,0 +1,214 @@
+"""Exact tests for metrics.py: hand arithmetic, brute force, and invariants."""
+import itertools
+import math
+import os
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from metrics import (  # noqa: E402
+    best_at_k_curve,
+    distinct_count,
+    max_at_k,
+    pareto_fraction,
+    pass_at_k,
+    pass_at_k_curve,
+    reward_space_diversity,
+    scalarized_best_at_k,
+)
+
+FAST = settings(max_examples=60, deadline=None)
+
+
+def brute_max_at_k(scores, k):
+    """Mean over all size-k subsets of their max, in exact fractions."""
+    subsets = list(itertools.combinations([Fraction(s) for s in scores], k))
+    return float(sum(max(c) for c in subsets) / len(subsets))
+
+
+def brute_best_at_k_by_order(scores, k):
+    """best@k = running max after k draws, averaged over every order of the pool."""
+    perms = list(itertools.permutations([Fraction(s) for s in scores]))
+    return float(sum(max(p[:k]) for p in perms) / len(perms))
+
+
+def comb_pass_at_k(n, c, k):
+    return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
+
+
+# ---------------------------------------------------------------- pass@k
+
+def test_pass_at_k_hand_cases():
+    # n=4, c=1, k=2: 1 - C(3,2)/C(4,2) = 1 - 3/6 = 0.5
+    assert pass_at_k(4, 1, 2) == pytest.approx(0.5, abs=1e-15)
+    # n=5, c=2, k=2: 1 - C(3,2)/C(5,2) = 1 - 3/10 = 0.7
+    assert pass_at_k(5, 2, 2) == pytest.approx(0.7, abs=1e-15)
+    # k=1 is the plain accuracy c/n: 3/10
+    assert pass_at_k(10, 3, 1) == pytest.approx(0.3, abs=1e-15)
+    # n - c < k: every 3-subset of 4 holds one of the 2 correct -> 1
+    assert pass_at_k(4, 2, 3) == 1.0
+    assert pass_at_k(7, 0, 3) == 0.0
+    assert pass_at_k(7, 7, 1) == 1.0
+
+
+@FAST
+@given(st.integers(1, 40).flatmap(
+    lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))))
+def test_pass_at_k_matches_comb_formula(nck):
+    n, c, k = nck
+    assert pass_at_k(n, c, k) == pytest.approx(comb_pass_at_k(n, c, k), abs=1e-12)
+
+
+def test_pass_at_k_large_n_is_finite():
+    p = pass_at_k(1000, 3, 500)
+    # 1 - (500*499*498)/(1000*999*998) = 1 - 0.1246...
+    assert math.isfinite(p) and 0.0 <= p <= 1.0
+    assert p == pytest.approx(comb_pass_at_k(1000, 3, 500), abs=1e-12)
+    assert 0.0 <= pass_at_k(1000, 1, 1) <= 1.0
+
+
+@pytest.mark.parametrize("n,c,k", [(5, -1, 1), (5, 6, 1), (5, 2, 0), (5, 2, 6), (0, 0, 1)])
+def test_pass_at_k_rejects_bad_arguments(n, c, k):
+    with pytest.raises(ValueError):
+        pass_at_k(n, c, k)
+
+
+def test_pass_at_k_curve():
+    # n=4, c=1: 1 - C(3,k)/C(4,k) = 1 - 3/4, 1 - 3/6, 1 - 1/4, 1 - 0/1
+    assert pass_at_k_curve(4, 1, [1, 2, 3, 4]) == pytest.approx([0.25, 0.5, 0.75, 1.0], abs=1e-15)
+
+
+# ---------------------------------------------------------------- max@k
+
+def test_max_at_k_hand_cases():
+    # pool {1,2,3,4}, k=2: pair maxima 2,3,4,3,4,4 -> 20/6
+    assert max_at_k([4, 1, 3, 2], 2) == pytest.approx(20 / 6, abs=1e-15)
+    # k=3: triple maxima 3,4,4,4 -> 15/4
+    assert max_at_k([4, 1, 3, 2], 3) == pytest.approx(3.75, abs=1e-15)
+    # pool {0,0,1}, k=2: pairs (0,0),(0,1),(0,1) -> 2/3
+    assert max_at_k([0, 1, 0], 2) == pytest.approx(2 / 3, abs=1e-15)
+    # negative scores: {-5,-1}, k=1 -> mean -3, k=2 -> -1
+    assert max_at_k([-5, -1], 1) == pytest.approx(-3.0, abs=1e-15)
+    assert max_at_k([-5, -1], 2) == -1.0
+
+
+scores_st = st.lists(st.integers(-20, 20), min_size=1, max_size=7)
+
+
+@FAST
+@given(scores_st, st.data())
+def test_max_at_k_matches_all_combinations(scores, data):
+    k = data.draw(st.integers(1, len(scores)))
+    assert max_at_k(scores, k) == pytest.approx(brute_max_at_k(scores, k), abs=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(-9, 9), min_size=1, max_size=5), st.data())
+def test_max_at_k_matches_running_max_over_orders(scores, data):
+    k = data.draw(st.integers(1, len(scores)))
+    assert max_at_k(scores, k) == pytest.approx(brute_best_at_k_by_order(scores, k), abs=1e-12)
+
+
+@FAST
+@given(st.lists(st.integers(0, 1), min_size=1, max_size=60), st.data())
+def test_max_at_k_on_binary_scores_is_pass_at_k(scores, data):
+    k = data.draw(st.integers(1, len(scores)))
+    assert max_at_k(scores, k) == pytest.approx(pass_at_k(len(scores), sum(scores), k), abs=1e-12)
+
+
+@FAST
+@given(st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=50))
+def test_max_at_k_endpoints_and_monotone(scores):
+    n = len(scores)
+    assert max_at_k(scores, 1) == pytest.approx(float(np.mean(scores)), abs=1e-9)
+    assert max_at_k(scores, n) == pytest.approx(max(scores), abs=1e-9)
+    curve = best_at_k_curve(scores, range(1, n + 1))
+    assert all(b >= a - 1e-9 for a, b in zip(curve, curve[1:]))
+
+
+def test_max_at_k_large_pool_is_exact():
+    # 0/1 pool of 1000 with 3 ones: must agree with the exact rational pass@k.
+    scores = [1, 1, 1] + [0] * 997
+    for k in (1, 10, 500, 997, 998, 1000):
+        assert max_at_k(scores, k) == pytest.approx(comb_pass_at_k(1000, 3, k), abs=1e-12)
+    # 0..999, k=500: E[max] = k(n+1)/(k+1) - 1 for a uniform pool {0..n-1}
+    assert max_at_k(np.arange(1000), 500) == pytest.approx(500 * 1001 / 501 - 1, abs=1e-9)
+
+
+def test_max_at_k_rejects_bad_arguments():
+    for bad_k in (0, 4):
+        with pytest.raises(ValueError):
+            max_at_k([1, 2, 3], bad_k)
+    with pytest.raises(ValueError):
+        max_at_k([], 1)
+
+
+def test_best_at_k_curve():
+    # pool {1,2,3,4}: k=1 mean 2.5, k=2 20/6, k=4 max 4
+    assert best_at_k_curve([1, 2, 3, 4], [1, 2, 4]) == pytest.approx([2.5, 20 / 6, 4.0], abs=1e-15)
+
+
+# ---------------------------------------------------------------- pools of reward vectors
+
+def test_reward_space_diversity():
+    assert reward_space_diversity([[0.3, 0.7]] * 5) == 0.0
+    assert reward_space_diversity([[1, 0, 0, 0], [0, 1, 0, 0]]) == pytest.approx(2.0)
+    # rows (0,0), (1,0), (1,2): pair distances 1, 3, 2 -> mean 2
+    assert reward_space_diversity([[0, 0], [1, 0], [1, 2]]) == pytest.approx(2.0)
+    assert reward_space_diversity([[1.0, 2.0]]) == 0.0
+    assert reward_space_diversity(np.zeros((0, 3))) == 0.0
+
+
+@FAST
+@given(st.integers(2, 8).flatmap(lambda n: st.lists(
+    st.lists(st.integers(-5, 5), min_size=3, max_size=3), min_size=n, max_size=n)))
+def test_reward_space_diversity_matches_pairwise_loop(rows):
+    r = np.asarray(rows, dtype=float)
+    pairs = list(itertools.combinations(range(len(r)), 2))
+    expected = sum(np.abs(r[i] - r[j]).sum() for i, j in pairs) / len(pairs)
+    assert reward_space_diversity(rows) == pytest.approx(expected, abs=1e-12)
+
+
+def test_distinct_count():
+    assert distinct_count(["4", "4", "5", None, None, "x"]) == 4
+    assert distinct_count([]) == 0
+    assert distinct_count([None]) == 1
+
+
+def test_pareto_fraction():
+    # (3,0), (0,3), (2,2) are mutually non-dominated; (1,1) is dominated by (2,2);
+    # (2,1) is dominated by (2,2) (equal first, greater second) -> 3/5
+    pool = [[3, 0], [0, 3], [2, 2], [1, 1], [2, 1]]
+    assert pareto_fraction(pool) == pytest.approx(3 / 5)
+    # identical rows do not dominate each other
+    assert pareto_fraction([[1, 1], [1, 1]]) == 1.0
+    assert pareto_fraction([[1, 1], [1, 1], [0, 1]]) == pytest.approx(2 / 3)
+    assert pareto_fraction([]) == 0.0
+
+
+def test_scalarized_best_at_k_hand_case():
+    # rewards (1,0), (0,1), (0.5,0.5); weightings (1,0) and (0,1) give score columns
+    # (1,0,0.5) and (0,1,0.5): k=1 -> mean 0.5 each; k=2 -> pair maxima 1,1,0.5 -> 5/6 each
+    rewards = [[1, 0], [0, 1], [0.5, 0.5]]
+    assert scalarized_best_at_k(rewards, [[1, 0], [0, 1]], [1, 2, 3]) == pytest.approx(
+        [0.5, 5 / 6, 1.0], abs=1e-15)
+    # a single weighting (0.5, 0.5) scores every row 0.5
+    assert scalarized_best_at_k(rewards, [[0.5, 0.5]], [1, 3]) == pytest.approx([0.5, 0.5])
+
+
+@FAST
+@given(st.lists(st.floats(-10, 10), min_size=1, max_size=20), st.floats(0.1, 3))
+def test_scalarized_best_at_k_one_dimension_is_max_at_k(col, w):
+    ks = range(1, len(col) + 1)
+    rewards = [[x] for x in col]
+    expected = best_at_k_curve([w * x for x in col], ks)
+    assert scalarized_best_at_k(rewards, [[w]], ks) == pytest.approx(expected, abs=1e-9)
+
+
+def test_scalarized_best_at_k_rejects_mismatched_weights():
+    with pytest.raises(ValueError):
+        scalarized_best_at_k([[1, 0]], [[1, 0, 0]], [1])

@@ -1,0 +1,552 @@
+"""
+Train a small GPT policy with GRPO, VPO or one of VPO's ablations, on a vector-reward task.
+
+    python train.py --config configs/persona.yaml --set algo=vpo seed=1
+    python train.py                      # the headline experiment (see experiment.py)
+
+One file, read top to bottom: the hyperparameters (every one visible below, each with a comment),
+config loading that fails loudly, the supervised warm start, the RL loop, checkpoints and logs.
+
+Phase 1, warm start: supervised training on the task's demonstrations, in the single-answer format
+(prompt says "1|") and the m-answer format ("3|"). It is cached by a hash of everything that
+shapes it, so GRPO and VPO runs of the same task and seed start from the SAME weights.
+Phase 2, RL: each step samples `prompts_per_step` training problems, G rollouts each, scores every
+answer with the task's reward vector, turns rewards into one advantage per rollout with the chosen
+algorithm (ADVANTAGES below), and takes `epochs_per_batch` clipped policy-gradient steps.
+
+Why the logged loss reads ~0: with one update per batch the ratio is exactly 1 and advantages are
+z-normalised per group, so the loss averages to about zero while its gradient is not zero. Read
+reward, grad norm and clip fraction instead.
+
+What we simplified, and why:
+- No value model, no GAE (GRPO-style group baselines need none).
+- Sampling and training share one model in one process; no separate inference server.
+- The "old" log-probs are those recorded while sampling (at temperature 1 without top-k/top-p
+  they are exactly the policy's); with other sampling settings the ratio is off-policy by design.
+- Problems are regenerated each step from a seeded RNG rather than read from a dataset.
+"""
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # OpenMP busy-waiting made CPU runs far slower
+
+import argparse
+import copy
+import difflib
+import hashlib
+import json
+import math
+import random
+import sys
+import time
+
+import numpy as np
+import torch
+import yaml
+
+import grpo
+import vpo
+from model import GPT, GPTConfig, PRESETS, Tokenizer, pad_left, pad_right
+from rewards import make_task, rollout_prompt, rollout_text, score_answers
+
+# ----------------------------------------------------------------------------------------------
+# Hyperparameters. A config file and --set key=value may change them, never add to them.
+DEFAULTS = dict(
+    # what to train
+    task="persona",            # persona | persona_collinear | code
+    task_options={},           # constructor arguments of the task (see rewards.py)
+    algo="vpo",                # grpo | vpo | multi_rlvr | random_weights | goal_conditioned
+    seed=0,
+    # model
+    model="cpu",               # size preset from model.PRESETS
+    block_size=192,            # longest prompt + completion, in tokens
+    tokenizer="bytes",         # bytes (offline) or a tiktoken encoding name
+    # warm start (supervised)
+    sft_steps=600,
+    sft_batch=64,
+    sft_lr=3e-3,
+    sft_parent_fraction=0.3,   # code task: share of demonstrations whose prompt carries parents
+    # RL
+    steps=150,
+    prompts_per_step=8,        # P: prompt groups per step
+    group_size=8,              # G: rollouts per prompt
+    answers_per_rollout=3,     # m: answers in one rollout for set methods (vpo, multi_rlvr)
+    num_weights=100,           # N: weightings per group for VPO's score
+    alpha=1.0,                 # Dirichlet concentration of the weightings
+    weight_sampler="dirichlet",  # dirichlet | sobol
+    lr=3e-4,
+    weight_decay=0.0,
+    clip=0.2,                  # PPO ratio clip
+    kl_coef=0.0,               # k3 KL to the warm-start policy; 0 skips the reference forward
+    epochs_per_batch=1,        # policy updates per batch of rollouts (ratio != 1 after the first)
+    max_grad_norm=1.0,
+    temperature=1.0,
+    top_k=0,                   # 0: off
+    top_p=1.0,                 # 1.0: off
+    # logging and evaluation
+    eval_every=25,             # steps between held-out evaluations (0: only at the end)
+    eval_problems=32,          # held-out problems per evaluation
+    ckpt_every=25,
+    out_dir="",                # "" -> out/<task>-<algo>-s<seed>
+    warmstart_dir="out/warmstart",
+    device="auto",             # auto | cpu | cuda | mps
+    threads=1,                 # torch CPU threads; measured: 2 threads were no faster than 1 here
+    dtype="float32",           # float32 | bfloat16 (autocast; CUDA or CPU)
+    overwrite=False,           # allow writing into an out_dir that already holds a finished run
+    quiet=False,
+)
+
+SET_ALGOS = {"vpo", "multi_rlvr"}  # algorithms whose rollouts hold m answers
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _check_type(key, value, default):
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, type(default))
+    if not ok:
+        raise ConfigError(f"config key '{key}' must be {type(default).__name__}, got {value!r}")
+    return float(value) if isinstance(default, float) else value
+
+
+def resolve_config(path=None, overrides=(), base=None):
+    """DEFAULTS <- YAML file <- key=value overrides; unknown keys and wrong types raise ConfigError."""
+    cfg = dict(base or DEFAULTS)
+    updates = []
+    if path:
+        try:
+            with open(path) as f:
+                loaded = yaml.safe_load(f) or {}
+        except OSError as e:
+            raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {path} is not valid YAML: {str(e).splitlines()[0]}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path} must hold a mapping of key: value")
+        updates += list(loaded.items())
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override '{item}' must look like key=value")
+        key, text = item.split("=", 1)
+        try:
+            value = yaml.safe_load(text) if text != "" else ""
+        except yaml.YAMLError:
+            value = text
+        updates.append((key.strip(), value))
+    for key, value in updates:
+        if key not in DEFAULTS:
+            hint = difflib.get_close_matches(key, DEFAULTS, n=1)
+            raise ConfigError(f"unknown config key '{key}'" + (f" (did you mean '{hint[0]}'?)" if hint else ""))
+        if isinstance(DEFAULTS[key], str) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)  # --set out_dir=123 is a path, not a number
+        cfg[key] = _check_type(key, value, DEFAULTS[key])
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg):
+    """Out-of-range values fail here, before anything is written or trained."""
+    def need(cond, msg):
+        if not cond:
+            raise ConfigError(msg)
+    need(cfg["algo"] in ADVANTAGES, f"algo must be one of {sorted(ADVANTAGES)}, got '{cfg['algo']}'")
+    need(cfg["task"] in ("persona", "persona_collinear", "code"), f"unknown task '{cfg['task']}'")
+    need(cfg["model"] in PRESETS, f"model must be one of {sorted(PRESETS)}, got '{cfg['model']}'")
+    for key in ("lr", "sft_lr"):
+        need(cfg[key] > 0, f"{key} must be > 0, got {cfg[key]}")
+    for key in ("steps", "sft_steps", "eval_every", "ckpt_every", "kl_coef", "weight_decay", "threads"):
+        need(cfg[key] >= 0, f"{key} must be >= 0, got {cfg[key]}")
+    for key in ("prompts_per_step", "sft_batch", "num_weights", "epochs_per_batch", "eval_problems", "block_size"):
+        need(cfg[key] >= 1, f"{key} must be >= 1, got {cfg[key]}")
+    need(cfg["group_size"] >= 2, f"group_size must be >= 2 for group-normalised advantages, got {cfg['group_size']}")
+    need(cfg["answers_per_rollout"] >= 1, f"answers_per_rollout (m) must be >= 1, got {cfg['answers_per_rollout']}")
+    need(cfg["alpha"] > 0, f"alpha must be > 0, got {cfg['alpha']}")
+    need(cfg["weight_sampler"] in ("dirichlet", "sobol"), f"weight_sampler must be dirichlet or sobol")
+    need(cfg["weight_sampler"] != "sobol" or cfg["alpha"] == 1.0, "weight_sampler=sobol needs alpha=1")
+    need(0 < cfg["clip"], f"clip must be > 0, got {cfg['clip']}")
+    need(cfg["temperature"] >= 0, f"temperature must be >= 0")
+    need(0 < cfg["top_p"] <= 1, f"top_p must be in (0, 1]")
+    need(cfg["max_grad_norm"] > 0, "max_grad_norm must be > 0")
+    need(0 <= cfg["sft_parent_fraction"] <= 1, "sft_parent_fraction must be in [0, 1]")
+    need(cfg["device"] in ("auto", "cpu", "cuda", "mps"), "device must be auto, cpu, cuda or mps")
+    need(cfg["dtype"] in ("float32", "bfloat16"), "dtype must be float32 or bfloat16")
+    try:
+        make_task(cfg["task"], **cfg["task_options"])
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"task_options for task '{cfg['task']}': {e}") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# Advantages: one function per algorithm, registered by name. Each gets the batch's reward
+# vectors (P, G, M, D), their fixed scalarisation (P, G, M) and the group weightings (P, N, D),
+# and returns one advantage per rollout (P, G). To try a new idea, add a function and a line.
+
+def grpo_advantage(rewards, scalar, weights):
+    return grpo.grpo_advantages(scalar[:, :, 0])
+
+
+def vpo_advantage(rewards, scalar, weights):
+    return vpo.vpo_advantages(rewards, weights)
+
+
+def multi_rlvr_advantage(rewards, scalar, weights):
+    return grpo.grpo_advantages(vpo.multi_rlvr_scores(scalar))
+
+
+def random_weight_advantage(rewards, scalar, weights):
+    return grpo.grpo_advantages(vpo.random_weight_scores(rewards[:, :, 0], weights[:, 0]))
+
+
+ADVANTAGES = {
+    "grpo": grpo_advantage,
+    "vpo": vpo_advantage,
+    "multi_rlvr": multi_rlvr_advantage,
+    "random_weights": random_weight_advantage,
+    "goal_conditioned": random_weight_advantage,  # same score; the weighting is also in the prompt
+}
+
+
+def answers_per_rollout(cfg):
+    return cfg["answers_per_rollout"] if cfg["algo"] in SET_ALGOS else 1
+
+
+# ----------------------------------------------------------------------------------------------
+# Setup helpers
+
+def pick_device(name):
+    if name != "auto":
+        if name == "cuda" and not torch.cuda.is_available():
+            raise ConfigError("device=cuda but CUDA is not available")
+        if name == "mps" and not torch.backends.mps.is_available():
+            raise ConfigError("device=mps but MPS is not available")
+        return name
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def seed_everything(seed):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def build_model(cfg, tok, device):
+    mcfg = GPTConfig(vocab_size=tok.vocab_size, block_size=cfg["block_size"], **PRESETS[cfg["model"]])
+    return GPT(mcfg).to(device)
+
+
+def autocast(cfg, device):
+    if cfg["dtype"] == "bfloat16":
+        return torch.autocast(device_type="cuda" if device == "cuda" else "cpu", dtype=torch.bfloat16)
+    return torch.autocast(device_type="cpu", enabled=False)
+
+
+def atomic_save(obj, path):
+    """Write to a temporary file, then rename: a kill mid-write never leaves a torn checkpoint."""
+    tmp = path + ".tmp"
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path, device="cpu"):
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    try:
+        return torch.load(path, map_location=device, weights_only=False)
+    except Exception as e:  # torch raises several types for truncated or foreign files
+        raise RuntimeError(f"checkpoint {path} is unreadable or corrupt ({type(e).__name__}: {e})") from None
+
+
+def model_from_checkpoint(path, device="cpu"):
+    """A saved run or warm start -> (model in eval mode, tokenizer, its config dict)."""
+    ckpt = load_checkpoint(path, device)
+    tok = Tokenizer(ckpt["config"]["tokenizer"])
+    model = GPT(GPTConfig(**ckpt["model_config"])).to(device)
+    model.load_state_dict(ckpt["model"])
+    model.eval()
+    return model, tok, ckpt["config"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Sampling rollouts: shared by training, evaluation and search
+
+def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, device,
+                    parents=None, goals=None):
+    """Sample `group_size` rollouts of m answers for each problem and score them.
+
+    Returns dict with prompt/completion tensors for the update, rewards (P, G, m, D) float tensor,
+    answers (P lists of G lists of m strings), entropy (B, T), and the token count.
+    """
+    prompts = [tok.encode(rollout_prompt(task, p, m, parents=parents[i] if parents else None,
+                                         goal=goals[i] if goals is not None else None))
+               for i, p in enumerate(problems)]
+    prompt_ids, prompt_mask = pad_left(prompts, tok.eos, device)
+    out = model.generate(prompt_ids, prompt_mask, group_size, m * task.max_answer_tokens + 1, tok.eos,
+                         temperature=cfg["temperature"], top_k=cfg["top_k"] or None,
+                         top_p=cfg["top_p"] if cfg["top_p"] < 1 else None, generator=generator)
+    tokens = out["tokens"].cpu()
+    P, G = len(problems), group_size
+    rewards = np.zeros((P, G, m, task.dim), dtype=np.float32)
+    answers = []
+    for i, problem in enumerate(problems):
+        row = []
+        for g in range(G):
+            b = i * G + g
+            texts = tok.split_answers(tokens[b][out["mask"][b].cpu()].tolist())
+            rewards[i, g] = score_answers(task, problem, texts, m)
+            row.append(texts[:m] + [""] * (m - len(texts[:m])))
+        answers.append(row)
+    return dict(prompt=prompt_ids.repeat_interleave(G, 0), prompt_mask=prompt_mask.repeat_interleave(G, 0),
+                completion=out["tokens"], completion_mask=out["mask"], old_logprobs=out["logprobs"],
+                entropy=out["entropy"], rewards=torch.tensor(rewards), answers=answers,
+                num_tokens=int(out["mask"].sum()))
+
+
+# ----------------------------------------------------------------------------------------------
+# Phase 1: supervised warm start
+
+def warmstart_key(cfg):
+    shaping = {k: cfg[k] for k in ("task", "task_options", "seed", "model", "block_size", "tokenizer",
+                                   "sft_steps", "sft_batch", "sft_lr", "sft_parent_fraction",
+                                   "answers_per_rollout", "dtype")}
+    return hashlib.sha1(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def demo_batch(task, tok, cfg, rng, batch):
+    """Demonstrations in both formats: single answer (1|) and m answers (m|)."""
+    prompts, completions = [], []
+    for _ in range(batch):
+        problem = task.problems("train", 1, rng)[0]
+        m = 1 if rng.random() < 0.5 else cfg["answers_per_rollout"]
+        parents = None
+        if hasattr(task, "demo_parents") and rng.random() < cfg["sft_parent_fraction"]:
+            parents = task.demo_parents(problem, rng)
+        answers = task.demonstration(problem, m, rng, parents=parents)
+        parent_texts = [task.program_text(p) for p in parents] if parents else None
+        prompts.append(tok.encode(rollout_prompt(task, problem, m, parents=parent_texts)))
+        completions.append(tok.encode(rollout_text(answers)))
+    return prompts, completions
+
+
+def warm_start(cfg, task, tok, device, log):
+    path = os.path.join(cfg["warmstart_dir"], f"warmstart-{cfg['task']}-{warmstart_key(cfg)}.pt")
+    model = build_model(cfg, tok, device)
+    if os.path.exists(path):
+        model.load_state_dict(load_checkpoint(path, device)["model"])
+        log(f"warm start: loaded cached {path}")
+        return model, path
+    rng = random.Random(cfg["seed"] + 1000)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg["sft_lr"], weight_decay=0.0)
+    model.train()
+    t0, tokens = time.time(), 0
+    for step in range(cfg["sft_steps"]):
+        lr = cfg["sft_lr"] * min(1.0, (step + 1) / 50) * 0.5 * (1 + math.cos(math.pi * step / cfg["sft_steps"]))
+        for group in opt.param_groups:
+            group["lr"] = lr
+        prompts, completions = demo_batch(task, tok, cfg, rng, cfg["sft_batch"])
+        p, pm = pad_left(prompts, tok.eos, device)
+        c, cm = pad_right(completions, tok.eos, device)
+        with autocast(cfg, device):
+            logp, _ = model.score(p, pm, c, cm)
+        loss = -(logp * cm).sum() / cm.sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        tokens += int(cm.sum())
+        if step % 100 == 0 or step == cfg["sft_steps"] - 1:
+            log(f"warm start {step + 1}/{cfg['sft_steps']}: loss {loss.item():.3f}, "
+                f"{tokens / (time.time() - t0):.0f} tok/s")
+    os.makedirs(cfg["warmstart_dir"], exist_ok=True)
+    atomic_save({"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg}, path)
+    return model, path
+
+
+# ----------------------------------------------------------------------------------------------
+# Phase 2: RL
+
+def evaluate_heldout(model, tok, task, cfg, m, device, seed):
+    """A quick held-out look during training: one rollout per problem, mean fixed scalar reward."""
+    problems = task.problems("heldout", cfg["eval_problems"], random.Random(seed))
+    gen = torch.Generator(device=device).manual_seed(seed)
+    model.eval()
+    batch = sample_rollouts(model, tok, task, problems, m, 2, cfg, gen, device)
+    r = batch["rewards"]  # (P, 2, m, D)
+    valid = r.sum(-1) > 0
+    scalar = r.mean(-1)
+    best = scalar.max(-1).values  # best answer of each rollout
+    return {"heldout_scalar": float(scalar[valid].mean()) if valid.any() else 0.0,
+            "heldout_best_in_rollout": float(best.mean()),
+            "heldout_valid": float(valid.float().mean())}
+
+
+def rl_step(model, ref_model, opt, tok, task, cfg, m, rng, generator, device):
+    P, G = cfg["prompts_per_step"], cfg["group_size"]
+    problems = task.problems("train", P, rng)
+    weights = vpo.sample_weights(P, cfg["num_weights"] if cfg["algo"] == "vpo" else 1, task.dim,
+                                 cfg["alpha"], cfg["weight_sampler"], generator)  # (P, N, D)
+    goals = weights[:, 0].tolist() if cfg["algo"] == "goal_conditioned" else None
+    t0 = time.time()
+    model.eval()
+    batch = sample_rollouts(model, tok, task, problems, m, G, cfg, generator, device, goals=goals)
+    t_sample = time.time() - t0
+
+    rewards = batch["rewards"]  # (P, G, m, D)
+    scalar = rewards.mean(-1)  # (P, G, m): the fixed scalarisation of every answer
+    adv = ADVANTAGES[cfg["algo"]](rewards, scalar, weights)  # (P, G)
+    adv_flat = adv.reshape(-1).to(device)
+    ref_logprobs = None
+    if ref_model is not None:
+        with torch.no_grad():
+            ref_logprobs, _ = ref_model.score(batch["prompt"], batch["prompt_mask"], batch["completion"],
+                                              batch["completion_mask"])
+    model.train()
+    for _ in range(cfg["epochs_per_batch"]):
+        with autocast(cfg, device):
+            logprobs, _ = model.score(batch["prompt"], batch["prompt_mask"], batch["completion"],
+                                      batch["completion_mask"])
+        loss, stats = grpo.policy_loss(logprobs.float(), batch["old_logprobs"], adv_flat, batch["completion_mask"],
+                                       cfg["clip"], ref_logprobs, cfg["kl_coef"])
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"non-finite loss ({loss.item()}); stopping before it reaches the weights")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["max_grad_norm"])
+        if not torch.isfinite(grad_norm):
+            raise FloatingPointError("non-finite gradient norm; stopping before it reaches the weights")
+        opt.step()
+
+    valid = rewards.sum(-1) > 0  # (P, G, m) answers that parsed and were not repeats
+    set_score = vpo.set_scores(rewards, weights if cfg["algo"] == "vpo" else
+                               vpo.sample_weights(P, 32, task.dim, generator=generator))
+    distinct = np.mean([len({task.answer_key(a) for row in group for a in row[:1]}) / G
+                        for group in batch["answers"]])
+    mask = batch["completion_mask"].float()
+    metrics = {
+        "loss": loss.item(), **stats, "grad_norm": float(grad_norm),
+        "reward_scalar": float(scalar[valid].mean()) if valid.any() else 0.0,
+        "reward_per_component": [round(float(x), 4) for x in rewards.reshape(-1, task.dim)[valid.reshape(-1)].mean(0)]
+        if valid.any() else [0.0] * task.dim,
+        "set_score": float(set_score.mean()),
+        "valid_answers": float(valid.float().mean()),
+        "adv_mean": float(adv.mean()), "adv_std": float(adv.std()),
+        "zero_std_groups": float((adv.abs().sum(1) == 0).float().mean()),
+        "entropy": float((batch["entropy"] * mask).sum() / mask.sum()),
+        "distinct_first_answers": float(distinct),
+        "tokens": batch["num_tokens"], "sample_s": t_sample, "step_s": time.time() - t0,
+    }
+    return metrics, batch
+
+
+def train(cfg):
+    device = pick_device(cfg["device"])
+    if cfg["threads"]:
+        torch.set_num_threads(cfg["threads"])
+    seed_everything(cfg["seed"])
+    out_dir = cfg["out_dir"] or os.path.join("out", f"{cfg['task']}-{cfg['algo']}-s{cfg['seed']}")
+    if os.path.exists(os.path.join(out_dir, "final.pt")) and not cfg["overwrite"]:
+        raise ConfigError(f"{out_dir} already holds a finished run; choose another out_dir or --set overwrite=true")
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.yaml"), "w") as f:
+        yaml.safe_dump({**cfg, "out_dir": out_dir}, f, sort_keys=False)
+    log_file = open(os.path.join(out_dir, "log.txt"), "w")
+
+    def log(msg):
+        print(msg, file=log_file, flush=True)
+        if not cfg["quiet"]:
+            print(msg, flush=True)
+
+    task = make_task(cfg["task"], **cfg["task_options"])
+    tok = Tokenizer(cfg["tokenizer"])
+    m = answers_per_rollout(cfg)
+    log(f"task {cfg['task']} (D={task.dim}), algo {cfg['algo']} (m={m}), device {device}, "
+        f"threads {torch.get_num_threads()}, out_dir {out_dir}")
+
+    model, warm_path = warm_start(cfg, task, tok, device, log)
+    log(f"model: {model.num_params() / 1e6:.2f}M parameters")
+    ref_model = None
+    if cfg["kl_coef"] > 0:
+        ref_model = copy.deepcopy(model).eval()
+        for p in ref_model.parameters():
+            p.requires_grad_(False)
+    fused = device == "cuda"  # fused AdamW is a CUDA kernel
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"],
+                            betas=(0.9, 0.99), fused=fused)
+
+    rng = random.Random(cfg["seed"])
+    generator = torch.Generator(device=device).manual_seed(cfg["seed"])
+    metrics_path = os.path.join(out_dir, "metrics.jsonl")
+    metrics_file = open(metrics_path, "w")
+    samples_file = open(os.path.join(out_dir, "samples.jsonl"), "w")
+    eval_seed = 12345  # the same held-out problems at every evaluation and in every run
+
+    def evaluate(step):
+        ev = evaluate_heldout(model, tok, task, cfg, m, device, eval_seed)
+        record = {"step": step, **ev}
+        metrics_file.write(json.dumps({"kind": "eval", **record}) + "\n")
+        metrics_file.flush()
+        log(f"eval @ {step}: held-out scalar {ev['heldout_scalar']:.3f}, best-in-rollout "
+            f"{ev['heldout_best_in_rollout']:.3f}, valid {ev['heldout_valid']:.2f}")
+        return ev
+
+    first_eval = evaluate(0)
+    t_start = time.time()
+    for step in range(1, cfg["steps"] + 1):
+        metrics, batch = rl_step(model, ref_model, opt, tok, task, cfg, m, rng, generator, device)
+        metrics["step"] = step
+        metrics["tokens_per_s"] = metrics["tokens"] / metrics["step_s"]
+        metrics_file.write(json.dumps({"kind": "train", **metrics}) + "\n")
+        metrics_file.flush()
+        elapsed = time.time() - t_start
+        eta = elapsed / step * (cfg["steps"] - step)
+        log(f"step {step}/{cfg['steps']} | reward {metrics['reward_scalar']:.3f} set {metrics['set_score']:.3f} "
+            f"| adv std {metrics['adv_std']:.2f} zero-std {metrics['zero_std_groups']:.2f} "
+            f"| ent {metrics['entropy']:.3f} distinct {metrics['distinct_first_answers']:.2f} "
+            f"| clip {metrics['clip_frac']:.3f} kl {metrics['kl']:.4f} gnorm {metrics['grad_norm']:.2f} "
+            f"| {metrics['tokens_per_s']:.0f} tok/s | ETA {eta:.0f}s")
+        if step % 25 == 0 or step == cfg["steps"]:
+            samples_file.write(json.dumps({"step": step, "answers": batch["answers"][0][:4],
+                                           "rewards": batch["rewards"][0, :4].tolist()}) + "\n")
+            samples_file.flush()
+        if cfg["eval_every"] and step % cfg["eval_every"] == 0 and step != cfg["steps"]:
+            evaluate(step)
+        if cfg["ckpt_every"] and step % cfg["ckpt_every"] == 0:
+            atomic_save({"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg,
+                         "step": step}, os.path.join(out_dir, "ckpt.pt"))
+    last_eval = evaluate(cfg["steps"])
+    atomic_save({"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg,
+                 "step": cfg["steps"], "warm_start": warm_path}, os.path.join(out_dir, "final.pt"))
+    log(f"done in {time.time() - t_start:.0f}s: held-out scalar {first_eval['heldout_scalar']:.3f} -> "
+        f"{last_eval['heldout_scalar']:.3f}")
+    metrics_file.close()
+    samples_file.close()
+    log_file.close()
+    return out_dir
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", help="YAML file of overrides to the defaults at the top of train.py")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override config keys")
+    args = parser.parse_args(argv)
+    try:
+        cfg = resolve_config(args.config, args.set)
+        train(cfg)
+    except (ConfigError, FileNotFoundError, RuntimeError, FloatingPointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""
+VPO: Vector Policy Optimization's advantage, and the ablations that isolate its two ingredients.
+
+A VPO rollout holds a SET of M answers; every answer has a reward vector r in [0,1]^D. For each
+prompt group we draw N random weightings w ~ Dirichlet(alpha), shared by the group, and score a
+rollout by how well its best answer does under a random trade-off:
+
+    R_g = (1/N) sum_n max_m  w_n . r_gm          (a Monte-Carlo estimate of E_w[best-of-M])
+
+then z-normalise R within the group exactly as GRPO does (grpo.grpo_advantages). A set scores high
+only if its answers cover different trade-offs: a second copy of the same answer adds nothing.
+Sampling, the loss and the optimizer are GRPO's; only this score changes.
+
+Ablations (METHOD.md): Multi-RLVR keeps the M-answer format but scores the set by the sum of its
+answers' fixed scalar rewards (no random weights); random-weight GRPO keeps one answer but scores
+it by w.r with one w per group (no sets).
+
+Deliberately left out: per-answer credit assignment and leave-one-out baselines (the method has
+none; see docs/EXERCISES.md for a leave-one-out variant), learned or adaptive weight
+distributions, non-linear scalarisations.
+"""
+
+import numpy as np
+import torch
+
+from grpo import grpo_advantages
+
+
+def sample_weights(num_groups, num_weights, dim, alpha=1.0, sampler="dirichlet", generator=None):
+    """(P, N, D) weightings on the simplex, N per prompt group.
+
+    sampler "dirichlet": i.i.d. Dirichlet(alpha * 1_D). sampler "sobol": scrambled Sobol points in
+    [0,1]^(D-1) turned into simplex points by sorted-uniform spacings, which is uniform on the
+    simplex (alpha = 1 only) and covers it more evenly than i.i.d. draws, so R_g is less noisy.
+    `generator` (a torch.Generator) makes the draw reproducible.
+    """
+    if alpha <= 0:
+        raise ValueError(f"alpha must be > 0, got {alpha}")
+    if dim == 1:
+        return torch.ones(num_groups, num_weights, 1)
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator).item())
+    if sampler == "dirichlet":
+        rng = np.random.default_rng(seed)  # numpy's Dirichlet accepts a seeded generator; torch's does not
+        w = rng.dirichlet(np.full(dim, alpha), size=(num_groups, num_weights))
+        return torch.tensor(w, dtype=torch.float32)
+    if sampler == "sobol":
+        if alpha != 1.0:
+            raise ValueError("sampler='sobol' maps points uniformly onto the simplex, i.e. alpha=1 only")
+        engine = torch.quasirandom.SobolEngine(dimension=dim - 1, scramble=True, seed=seed)
+        u = engine.draw(num_groups * num_weights).view(num_groups, num_weights, dim - 1)
+        u, _ = torch.sort(u, dim=-1)
+        edges = torch.cat([torch.zeros_like(u[..., :1]), u, torch.ones_like(u[..., :1])], dim=-1)
+        return edges[..., 1:] - edges[..., :-1]  # spacings of D-1 sorted uniforms: uniform on the simplex
+    raise ValueError(f"unknown sampler '{sampler}' (choose dirichlet or sobol)")
+
+
+def set_scores(rewards, weights):
+    """rewards (P, G, M, D), weights (P, N, D) -> (P, G): mean over n of max over m of w_n . r_m."""
+    scalarised = torch.einsum("pgmd,pnd->pgnm", rewards, weights)  # (P, G, N, M)
+    return scalarised.max(dim=-1).values.mean(dim=-1)  # (P, G)
+
+
+def vpo_advantages(rewards, weights, eps=1e-6):
+    """rewards (P, G, M, D) with zero rows for missing/duplicate answers, weights (P, N, D) -> (P, G)."""
+    return grpo_advantages(set_scores(rewards, weights), eps)
+
+
+def multi_rlvr_scores(scalar_rewards):
+    """scalar_rewards (P, G, M) of the fixed scalarisation, zero for missing/duplicate answers -> (P, G) set sums."""
+    return scalar_rewards.sum(dim=-1)
+
+
+def random_weight_scores(rewards, weights):
+    """rewards (P, G, D) single answers, weights (P, D) one weighting per group -> (P, G) of w . r."""
+    return torch.einsum("pgd,pd->pg", rewards, weights)
