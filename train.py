@@ -117,6 +117,19 @@ def _check_type(key, value, default):
     return float(value) if isinstance(default, float) else value
 
 
+def parse_value(text):
+    """'3' -> 3, '1e-3' -> 0.001 (YAML 1.1 would keep it a string), 'true' -> True, '{a: 1}' -> dict."""
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    try:
+        return yaml.safe_load(text) if text != "" else ""
+    except yaml.YAMLError:
+        return text
+
+
 def resolve_config(path=None, overrides=(), base=None):
     """DEFAULTS <- YAML file <- key=value overrides; unknown keys and wrong types raise ConfigError."""
     cfg = dict(base or DEFAULTS)
@@ -136,17 +149,18 @@ def resolve_config(path=None, overrides=(), base=None):
         if "=" not in item:
             raise ConfigError(f"override '{item}' must look like key=value")
         key, text = item.split("=", 1)
-        try:
-            value = yaml.safe_load(text) if text != "" else ""
-        except yaml.YAMLError:
-            value = text
-        updates.append((key.strip(), value))
+        updates.append((key.strip(), parse_value(text)))
     for key, value in updates:
         if key not in DEFAULTS:
             hint = difflib.get_close_matches(key, DEFAULTS, n=1)
             raise ConfigError(f"unknown config key '{key}'" + (f" (did you mean '{hint[0]}'?)" if hint else ""))
         if isinstance(DEFAULTS[key], str) and isinstance(value, (int, float)) and not isinstance(value, bool):
             value = str(value)  # --set out_dir=123 is a path, not a number
+        if isinstance(DEFAULTS[key], float) and isinstance(value, str):
+            try:
+                value = float(value)  # "1e-3" in a YAML file is a string to YAML 1.1
+            except ValueError:
+                pass
         cfg[key] = _check_type(key, value, DEFAULTS[key])
     validate(cfg)
     return cfg

@@ -1,0 +1,222 @@
+"""
+Test-time search with a trained policy: best@k / pass@k evaluation and an evolutionary search that
+uses the policy as its mutation operator.
+
+    python search.py --checkpoints out/code-grpo-s0/final.pt out/code-vpo-s0/final.pt --n 30
+
+1. `evaluate_pools`: for every held-out problem, sample a pool of n candidate ANSWERS (a set method
+   writes m answers per rollout, so it needs n/m rollouts; a single-answer method n rollouts: k
+   always counts answers), score them, and report per k = 1, 2, 4, ..., n: best@k of the fixed
+   scalarisation, best@k averaged over held-out random weightings w.r, pass@k (all components 1),
+   and the reward-space diversity of the pool. The metric functions live in metrics.py.
+2. `evolve`: the AlphaEvolve / FunSearch loop in miniature. A database of scored programs split
+   into islands; each iteration takes a parent (and an inspiration) from every island, writes them
+   into the prompt worst to best, lets the policy write children, scores them with the task's
+   reward vector, keeps a child if its pass pattern is new to the island or it beats the island's
+   worst, and now and then copies each island's best into the next island (ring migration).
+   The budget counts candidates evaluated, so a set policy and a single-answer policy are compared
+   at the same cost. A collapsed policy writes the same child again and again, and search stalls.
+
+Deliberately left out: MAP-Elites grids, LLM-written prompts, asynchronous evaluation, program
+diffs (our programs are one line, so a child is written whole), island resets.
+"""
+
+import argparse
+import json
+import random
+
+import numpy as np
+import torch
+
+from metrics import (best_at_k_curve, distinct_count, max_at_k, pareto_fraction, pass_at_k,  # noqa: F401
+                     pass_at_k_curve, reward_space_diversity, scalarized_best_at_k)
+from rewards import make_task, score_answers
+from vpo import sample_weights
+
+
+def k_grid(n):
+    """1, 2, 4, ... up to n (n itself included)."""
+    ks = [1]
+    while ks[-1] * 2 < n:
+        ks.append(ks[-1] * 2)
+    return ks + [n] if ks[-1] != n else ks
+
+
+# ----------------------------------------------------------------------------------------------
+# Pools of answers and the metrics over them
+
+def sample_pools(model, tok, task, problems, n, m, cfg, seed, device="cpu", batch_problems=16):
+    """n answers per problem, written m per rollout -> rewards (P, n, D), answers, tokens, entropy."""
+    from train import sample_rollouts  # late import: train.py imports this module's callers
+    if n % m:
+        raise ValueError(f"pool size n={n} must be a multiple of m={m}")
+    gen = torch.Generator(device=device).manual_seed(seed)
+    rewards, answers, tokens, entropy = [], [], 0, []
+    for start in range(0, len(problems), batch_problems):
+        chunk = problems[start:start + batch_problems]
+        batch = sample_rollouts(model, tok, task, chunk, m, n // m, cfg, gen, device)
+        rewards.append(batch["rewards"].reshape(len(chunk), n, task.dim).numpy())
+        answers += [[a for rollout in group for a in rollout] for group in batch["answers"]]
+        tokens += batch["num_tokens"]
+        mask = batch["completion_mask"].float()
+        entropy.append(float((batch["entropy"] * mask).sum() / mask.sum()))
+    return np.concatenate(rewards), answers, tokens, float(np.mean(entropy))
+
+
+def pool_metrics(task, rewards, answers, ks, heldout_weights):
+    """rewards (P, n, D) of P problems' pools -> averaged metrics, one value per k where it applies."""
+    P, n, _ = rewards.shape
+    scalar = rewards.mean(-1)  # (P, n): the fixed scalarisation
+    solved = (rewards >= 1.0).all(-1)  # (P, n): every test / component maxed
+    out = {
+        "ks": ks,
+        "best_at_k": np.mean([best_at_k_curve(scalar[i], ks) for i in range(P)], 0).tolist(),
+        "heldout_weight_best_at_k": np.mean([scalarized_best_at_k(rewards[i], heldout_weights, ks)
+                                             for i in range(P)], 0).tolist(),
+        "pass_at_k": np.mean([pass_at_k_curve(n, int(solved[i].sum()), ks) for i in range(P)], 0).tolist(),
+        "diversity": float(np.mean([reward_space_diversity(rewards[i]) for i in range(P)])),
+        "distinct_answers": float(np.mean([distinct_count([task.answer_key(a) for a in answers[i]])
+                                           for i in range(P)])),
+        "pareto_fraction": float(np.mean([pareto_fraction(rewards[i]) for i in range(P)])),
+        "valid_answers": float((rewards.sum(-1) > 0).mean()),
+        "mean_scalar": float(scalar.mean()),
+    }
+    return out
+
+
+def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=64, device="cpu", m=None):
+    """Load a checkpoint and measure its pools on `problems`. m defaults to what it was trained with."""
+    from train import answers_per_rollout, model_from_checkpoint
+    model, tok, cfg = model_from_checkpoint(path, device)
+    task = make_task(cfg["task"], **cfg["task_options"])
+    m = m or answers_per_rollout(cfg)
+    rewards, answers, tokens, entropy = sample_pools(model, tok, task, problems, n, m, cfg, seed, device)
+    # weightings no training run ever drew: their own seed, far from any training seed
+    weights = sample_weights(1, num_heldout_weights, task.dim,
+                             generator=torch.Generator().manual_seed(10_000 + seed))[0].numpy()
+    result = pool_metrics(task, rewards, answers, k_grid(n), weights)
+    result.update(tokens_generated=tokens, entropy=entropy, m=m, checkpoint=path)
+    return result, rewards, answers
+
+
+# ----------------------------------------------------------------------------------------------
+# Evolutionary search
+
+class Island:
+    """Programs kept by one island: at most `capacity`, one per pass pattern (FunSearch's signature)."""
+
+    def __init__(self, capacity):
+        self.capacity = capacity
+        self.programs = []  # (score, text, signature)
+
+    def add(self, text, reward):
+        signature = tuple(int(v) for v in (reward >= 1.0))
+        score = float(reward.mean())
+        for i, (s, _, sig) in enumerate(self.programs):
+            if sig == signature:  # same behaviour: keep one, the shorter program text
+                if len(text) < len(self.programs[i][1]):
+                    self.programs[i] = (score, text, signature)
+                return
+        self.programs.append((score, text, signature))
+        self.programs.sort(key=lambda p: -p[0])
+        del self.programs[self.capacity:]
+
+    def best(self):
+        return self.programs[0] if self.programs else None
+
+    def pick_parents(self, rng, explore=0.3):
+        """A parent (usually the best, sometimes any) and an inspiration, ordered worst to best."""
+        if not self.programs:
+            return []
+        parent = self.programs[0] if rng.random() > explore else rng.choice(self.programs)
+        others = [p for p in self.programs if p is not parent]
+        chosen = [parent] + ([rng.choice(others)] if others else [])
+        return [text for _, text, _ in sorted(chosen, key=lambda p: p[0])]
+
+
+def evolve(model, tok, task, problem, m, cfg, budget=120, num_islands=4, capacity=8,
+           migrate_every=4, seed=0, device="cpu"):
+    """Search for a program solving `problem`; returns solved-vs-candidates and the best program.
+
+    Every iteration writes one rollout (m children) per island, conditioned on that island's
+    parents; the first iteration has no parents (seeds straight from the policy).
+    """
+    from train import sample_rollouts
+    rng = random.Random(seed)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    islands = [Island(capacity) for _ in range(num_islands)]
+    evaluated, solved_at, history, iteration = 0, None, [], 0
+    while evaluated < budget:
+        parents = [island.pick_parents(rng) or None for island in islands]
+        batch = sample_rollouts(model, tok, task, [problem] * num_islands, m, 1, cfg, gen, device,
+                                parents=parents)
+        for i, island in enumerate(islands):
+            for answer in batch["answers"][i][0][:m]:
+                if evaluated >= budget:
+                    break
+                reward = score_answers(task, problem, [answer], 1)[0]
+                evaluated += 1
+                island.add(answer, reward)
+                if solved_at is None and (reward >= 1.0).all():
+                    solved_at = evaluated
+        iteration += 1
+        if iteration % migrate_every == 0:  # ring migration: each island receives its neighbour's best
+            bests = [island.best() for island in islands]
+            for i, island in enumerate(islands):
+                donor = bests[(i - 1) % num_islands]
+                if donor is not None:
+                    island.add(donor[1], np.array([float(s) for s in donor[2]]) if donor[0] >= 1.0
+                               else score_answers(task, problem, [donor[1]], 1)[0])
+        best_score = max((island.best()[0] for island in islands if island.best()), default=0.0)
+        history.append((evaluated, best_score))
+    best = max((island.best() for island in islands if island.best()), key=lambda p: p[0], default=None)
+    return {"solved_at": solved_at, "history": history, "best": best[1] if best else None,
+            "best_score": best[0] if best else 0.0}
+
+
+def solved_curve(results, budget):
+    """Fraction of searches solved after b candidates, for b = 1..budget."""
+    curve = np.zeros(budget)
+    for r in results:
+        if r["solved_at"] is not None:
+            curve[r["solved_at"] - 1:] += 1
+    return (curve / max(1, len(results))).tolist()
+
+
+def main():
+    parser = argparse.ArgumentParser(description="best@k / pass@k of checkpoints on held-out problems")
+    parser.add_argument("--checkpoints", nargs="+", required=True)
+    parser.add_argument("--n", type=int, default=30, help="pool size in answers")
+    parser.add_argument("--problems", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+    from train import model_from_checkpoint
+    rows = []
+    for path in args.checkpoints:
+        try:
+            _, _, cfg = model_from_checkpoint(path)
+        except (FileNotFoundError, RuntimeError) as e:
+            raise SystemExit(f"error: {e}")
+        task = make_task(cfg["task"], **cfg["task_options"])
+        problems = task.problems("heldout", args.problems, random.Random(args.seed))
+        result, _, _ = evaluate_checkpoint(path, problems, args.n, args.seed)
+        rows.append((path, result))
+    ks = rows[0][1]["ks"]
+    print(f"{'checkpoint':40s} " + " ".join(f"best@{k:<3d}" for k in ks) + "  diversity  distinct")
+    for path, r in rows:
+        print(f"{path[-40:]:40s} " + " ".join(f"{v:7.3f} " for v in r["best_at_k"]) +
+              f"  {r['diversity']:8.3f}  {r['distinct_answers']:7.1f}")
+    print(f"\n{'checkpoint':40s} " + " ".join(f"w-best@{k:<3d}" for k in ks))
+    for path, r in rows:
+        print(f"{path[-40:]:40s} " + " ".join(f"{v:9.3f} " for v in r["heldout_weight_best_at_k"]))
+    print(f"\n{'checkpoint':40s} " + " ".join(f"pass@{k:<3d}" for k in ks))
+    for path, r in rows:
+        print(f"{path[-40:]:40s} " + " ".join(f"{v:7.3f} " for v in r["pass_at_k"]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({p: r for p, r in rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""train.py's configuration: unknown keys, wrong types and out-of-range values fail with one line."""
+
+import subprocess
+import sys
+
+import pytest
+
+from train import DEFAULTS, ConfigError, resolve_config
+
+
+def test_defaults_are_valid():
+    assert resolve_config() == {**DEFAULTS, **{k: float(v) for k, v in DEFAULTS.items() if isinstance(v, float)}}
+
+
+def test_overrides_parse_types():
+    cfg = resolve_config(overrides=["lr=1e-3", "steps=7", "algo=grpo", "overwrite=true", "out_dir=123",
+                                    "alpha=2"])
+    assert cfg["lr"] == 0.001 and cfg["steps"] == 7 and cfg["algo"] == "grpo"
+    assert cfg["overwrite"] is True and cfg["out_dir"] == "123" and cfg["alpha"] == 2.0
+
+
+@pytest.mark.parametrize("override, message", [
+    ("lrr=0.1", "unknown config key 'lrr' (did you mean 'lr'?)"),
+    ("steps=abc", "config key 'steps' must be int"),
+    ("steps=1.5", "config key 'steps' must be int"),
+    ("lr=-1", "lr must be > 0"),
+    ("group_size=1", "group_size must be >= 2"),
+    ("answers_per_rollout=0", "answers_per_rollout (m) must be >= 1"),
+    ("alpha=0", "alpha must be > 0"),
+    ("algo=ppo", "algo must be one of"),
+    ("task=chess", "unknown task 'chess'"),
+    ("task_options={bogus: 1}", "task_options for task 'persona'"),
+    ("weight_sampler=sobol", None),
+    ("overwrite=yes please", "config key 'overwrite' must be bool"),
+    ("noequals", "must look like key=value"),
+])
+def test_bad_overrides(override, message):
+    if message is None:
+        resolve_config(overrides=[override])
+        return
+    with pytest.raises(ConfigError) as err:
+        resolve_config(overrides=[override])
+    assert message in str(err.value)
+
+
+def test_bad_files(tmp_path):
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        resolve_config(str(missing))
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("steps: [1, 2\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        resolve_config(str(broken))
+    listy = tmp_path / "list.yaml"
+    listy.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        resolve_config(str(listy))
+
+
+def test_command_line_error_is_one_line_and_nonzero(tmp_path):
+    result = subprocess.run([sys.executable, "train.py", "--set", "stpes=3", f"out_dir={tmp_path}/x"],
+                            capture_output=True, text=True, cwd=__file__.rsplit("/tests/", 1)[0])
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: unknown config key 'stpes' (did you mean 'steps'?)"
+    assert not (tmp_path / "x").exists()  # nothing written before the config is valid
