@@ -1,0 +1,232 @@
+"""A tiny integer language that the policy writes programs in.
+
+The program-synthesis toy task asks the model for a function of one integer
+`x`; we score an answer by running it on a few inputs. Model output is
+hostile (it is sampled, and RL will happily exploit any crash or hang), so
+this module parses and interprets it by hand under hard limits. Python's
+eval/exec/compile/ast are never used.
+
+Grammar (s-expressions, every operator has fixed arity):
+
+    expr := INT | 'x' | '(' OP expr expr ')' | '(' 'if' expr expr expr ')'
+    OP   := + - * / % min max ^ < = >
+
+    INT   non-negative ASCII decimal; leading zeros are allowed and ignored
+          ("007" is 7). Negatives are written (- 0 3).
+    / %   floor division and modulo exactly as Python's // and %
+          ((/ -7 2) = -4, (% -7 2) = 1); a zero divisor is an error.
+    ^     power; a negative exponent is an error.
+    < = > 1 if the comparison holds, else 0.
+    if    (if c a b) is a when c != 0, else b; only that branch is evaluated.
+
+Tokens are separated by whitespace (space, tab, \\n, \\r) or parentheses; any
+other character, including non-ASCII, is a parse error. A run of characters
+must be a whole token, so "(+x 1)" and "12x" are errors rather than guesses.
+
+Deliberately left out: loops, recursion, variables other than x, negative
+literals, strings, floats. Without loops every program terminates; the step
+limit is kept anyway as a guard in case the language grows.
+
+Public API: ProgramError, parse, evaluate, run, canonical, to_text.
+A node is an int literal, the string 'x', or a tuple (op, child, ...).
+"""
+
+import operator
+import warnings
+
+MAX_CHARS = 256  # program text length; checked before tokenising, so parsing is linear in it
+MAX_DEPTH = 12  # nested parentheses; also bounds Python recursion in parse and evaluate
+MAX_NODES = 64  # literals, x and applications together; keeps answers short and runs cheap
+MAX_ABS = 10**9  # largest |value| of any literal, input or intermediate; keeps ints machine-sized
+MAX_STEPS = 1000  # node evaluations per input; unreachable today (no loops), a guard for later
+
+WHITESPACE = " \t\n\r"
+
+
+class ProgramError(ValueError):
+    """The program text is invalid, or it faulted while running."""
+
+
+def _floordiv(a, b):
+    if b == 0:
+        raise ProgramError("division by zero")
+    return a // b
+
+
+def _mod(a, b):
+    if b == 0:
+        raise ProgramError("modulo by zero")
+    return a % b
+
+
+def _pow(a, b):
+    if b < 0:
+        raise ProgramError("negative exponent")
+    # Decide before computing: with |a| >= 2, |a|**b >= 2**b, and
+    # 2**MAX_ABS.bit_length() > MAX_ABS, so larger exponents must overflow.
+    # Below that bound the result has under a thousand bits.
+    if abs(a) >= 2 and b >= MAX_ABS.bit_length():
+        raise ProgramError("power too large")
+    return a**b
+
+
+BINARY = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": _floordiv,
+    "%": _mod,
+    "min": min,
+    "max": max,
+    "^": _pow,
+    "<": lambda a, b: int(a < b),
+    "=": lambda a, b: int(a == b),
+    ">": lambda a, b: int(a > b),
+}
+ARITY = {**{op: 2 for op in BINARY}, "if": 3}
+
+
+def _check(value):
+    if abs(value) > MAX_ABS:
+        raise ProgramError(f"magnitude above {MAX_ABS}")
+    return value
+
+
+def _tokenize(text):
+    """Split into '(', ')', words and ints. Linear: each char is looked at once."""
+    tokens, word = [], []
+
+    def flush():
+        if not word:
+            return
+        w = "".join(word)
+        word.clear()
+        if w.isascii() and w.isdigit():  # isdigit alone accepts e.g. fullwidth digits
+            tokens.append(_check(int(w)))
+        elif w in ARITY or w == "x":
+            tokens.append(w)
+        else:
+            raise ProgramError(f"unknown token {w[:20]!r}")
+
+    for ch in text:
+        if ch in WHITESPACE or ch in "()":
+            flush()
+            if ch in "()":
+                tokens.append(ch)
+        else:
+            word.append(ch)
+    flush()
+    return tokens
+
+
+def parse(text):
+    """Parse program text into a node tree; ProgramError if anything is wrong."""
+    if not isinstance(text, str):
+        raise ProgramError(f"program must be str, not {type(text).__name__}")
+    if len(text) > MAX_CHARS:
+        raise ProgramError(f"program longer than {MAX_CHARS} characters")
+    tokens = _tokenize(text)
+    if not tokens:
+        raise ProgramError("empty program")
+    pos = 0
+    nodes = 0
+
+    def expr(depth):
+        nonlocal pos, nodes
+        if pos >= len(tokens):
+            raise ProgramError("unexpected end of program")
+        tok = tokens[pos]
+        pos += 1
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise ProgramError(f"more than {MAX_NODES} nodes")
+        if type(tok) is int or tok == "x":
+            return tok
+        if tok != "(":
+            raise ProgramError(f"unexpected {tok!r}")
+        # Checked before descending, so recursion never exceeds MAX_DEPTH + 1.
+        if depth >= MAX_DEPTH:
+            raise ProgramError(f"nested deeper than {MAX_DEPTH}")
+        head = tokens[pos] if pos < len(tokens) else None
+        if not isinstance(head, str) or head not in ARITY:
+            raise ProgramError(f"expected an operator, got {head!r}")
+        pos += 1
+        children = []  # a plain loop, not a generator: one Python frame per level
+        for _ in range(ARITY[head]):
+            children.append(expr(depth + 1))
+        if pos >= len(tokens) or tokens[pos] != ")":
+            raise ProgramError(f"{head!r} takes exactly {ARITY[head]} arguments")
+        pos += 1
+        return (head, *children)
+
+    node = expr(0)
+    if pos != len(tokens):
+        raise ProgramError("trailing text after the program")
+    return node
+
+
+def evaluate(node, x):
+    """Value of a parsed program at x; ProgramError on any runtime fault."""
+    try:
+        x = operator.index(x)  # accepts numpy/torch integers, rejects floats
+    except TypeError:
+        raise ProgramError(f"input must be an integer, not {type(x).__name__}") from None
+    _check(x)
+    steps = 0
+
+    # Depth is re-checked because evaluate may be handed a tree parse did not build.
+    def ev(n, depth):
+        nonlocal steps
+        steps += 1
+        if steps > MAX_STEPS:
+            raise ProgramError(f"more than {MAX_STEPS} steps")
+        if depth > MAX_DEPTH:
+            raise ProgramError(f"nested deeper than {MAX_DEPTH}")
+        if type(n) is int:
+            return _check(n)
+        if n == "x":
+            return x
+        if type(n) is tuple and len(n) == 4 and n[0] == "if":
+            return ev(n[2], depth + 1) if ev(n[1], depth + 1) != 0 else ev(n[3], depth + 1)
+        if type(n) is tuple and len(n) == 3 and n[0] in BINARY:
+            a = ev(n[1], depth + 1)
+            b = ev(n[2], depth + 1)
+            return _check(BINARY[n[0]](a, b))
+        raise ProgramError(f"malformed node {str(n)[:40]!r}")
+
+    return ev(node, 0)
+
+
+def _attempt(fn, *args):
+    """fn(*args), or None when the program is at fault."""
+    try:
+        return fn(*args)
+    except ProgramError:
+        return None
+    except Exception as exc:  # Last line of defence: an interpreter bug must cost
+        # one reward, not a training run. Warn so tests (which turn this warning
+        # into an error) and logs still see it.
+        warnings.warn(f"lang internal error: {exc!r}", RuntimeWarning)
+        return None
+
+
+def run(text, inputs):
+    """Parse once, evaluate on each input; None per failed input. Never raises on text."""
+    inputs = list(inputs)
+    node = _attempt(parse, text)
+    if node is None:
+        return [None] * len(inputs)
+    return [_attempt(evaluate, node, x) for x in inputs]
+
+
+def to_text(node):
+    """Print a node tree with single spaces and no padding inside parentheses."""
+    if isinstance(node, tuple):
+        return "(" + " ".join([node[0]] + [to_text(c) for c in node[1:]]) + ")"
+    return str(node)
+
+
+def canonical(text):
+    """One spelling per program (spacing and leading zeros normalised), or None."""
+    node = _attempt(parse, text)
+    return None if node is None else to_text(node)
