@@ -92,7 +92,8 @@ DEFAULTS = dict(
     device="auto",             # auto | cpu | cuda | mps
     threads=1,                 # torch CPU threads; measured: 2 threads were no faster than 1 here
     dtype="float32",           # float32 | bfloat16 (autocast; CUDA or CPU)
-    overwrite=False,           # allow writing into an out_dir that already holds a finished run
+    overwrite=False,           # allow writing into an out_dir that already holds a run
+    resume=False,              # continue the unfinished run in out_dir from its last checkpoint
     quiet=False,
 )
 
@@ -321,7 +322,7 @@ def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, d
             rewards[i, g] = score_answers(task, problem, texts, m)
             row.append(texts[:m] + [""] * (m - len(texts[:m])))
         answers.append(row)
-    return dict(prompt=prompt_ids.repeat_interleave(G, 0), prompt_mask=prompt_mask.repeat_interleave(G, 0),
+    return dict(problem=problems[0], prompt=prompt_ids.repeat_interleave(G, 0), prompt_mask=prompt_mask.repeat_interleave(G, 0),
                 completion=out["tokens"], completion_mask=out["mask"], old_logprobs=out["logprobs"],
                 entropy=out["entropy"], rewards=torch.tensor(rewards), answers=answers,
                 num_tokens=int(out["mask"].sum()))
@@ -338,14 +339,14 @@ def warmstart_key(cfg):
 
 
 def demo_batch(task, tok, cfg, rng, batch):
-    """Demonstrations in both formats: single answer (1|) and m answers (m|)."""
+    """A batch of demonstrations in one format: single answer (1|) or m answers (m|), with or
+    without parents. One format per batch keeps padding (wasted compute) small."""
+    m = 1 if rng.random() < 0.5 else cfg["answers_per_rollout"]
+    with_parents = hasattr(task, "demo_parents") and rng.random() < cfg["sft_parent_fraction"]
     prompts, completions = [], []
     for _ in range(batch):
         problem = task.problems("train", 1, rng)[0]
-        m = 1 if rng.random() < 0.5 else cfg["answers_per_rollout"]
-        parents = None
-        if hasattr(task, "demo_parents") and rng.random() < cfg["sft_parent_fraction"]:
-            parents = task.demo_parents(problem, rng)
+        parents = task.demo_parents(problem, rng) if with_parents else None
         answers = task.demonstration(problem, m, rng, parents=parents)
         parent_texts = [task.program_text(p) for p in parents] if parents else None
         prompts.append(tok.encode(rollout_prompt(task, problem, m, parents=parent_texts)))
@@ -463,18 +464,53 @@ def rl_step(model, ref_model, opt, tok, task, cfg, m, rng, generator, device):
     return metrics, batch
 
 
+RUN_ONLY_KEYS = ("resume", "overwrite", "quiet", "steps", "device", "threads")  # may differ on --resume
+
+
+def checkpoint_state(model, opt, cfg, step, rng, generator, metrics_file):
+    """Everything a resumed run needs to continue exactly as if it had never stopped."""
+    return {"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg, "step": step,
+            "optimizer": opt.state_dict(), "rng": rng.getstate(), "generator": generator.get_state(),
+            "torch_rng": torch.get_rng_state(), "metrics_offset": metrics_file.tell()}
+
+
+def prepare_out_dir(cfg):
+    """Refuse to clobber results: a finished run needs overwrite, an unfinished one resume or overwrite."""
+    out_dir = cfg["out_dir"] or os.path.join("out", f"{cfg['task']}-{cfg['algo']}-s{cfg['seed']}")
+    finished = os.path.exists(os.path.join(out_dir, "final.pt"))
+    started = os.path.exists(os.path.join(out_dir, "metrics.jsonl"))
+    if cfg["resume"]:
+        if finished and not cfg["overwrite"]:
+            raise ConfigError(f"{out_dir} already holds a finished run; nothing to resume")
+        if not os.path.exists(os.path.join(out_dir, "ckpt.pt")):
+            raise ConfigError(f"resume=true but {out_dir}/ckpt.pt does not exist")
+    elif finished and not cfg["overwrite"]:
+        raise ConfigError(f"{out_dir} already holds a finished run; choose another out_dir or --set overwrite=true")
+    elif started and not cfg["overwrite"]:
+        raise ConfigError(f"{out_dir} holds an unfinished run; --set resume=true to continue it "
+                          f"or overwrite=true to start again")
+    os.makedirs(out_dir, exist_ok=True)
+    return out_dir
+
+
 def train(cfg):
+    out_dir = prepare_out_dir(cfg)
     device = pick_device(cfg["device"])
     if cfg["threads"]:
         torch.set_num_threads(cfg["threads"])
     seed_everything(cfg["seed"])
-    out_dir = cfg["out_dir"] or os.path.join("out", f"{cfg['task']}-{cfg['algo']}-s{cfg['seed']}")
-    if os.path.exists(os.path.join(out_dir, "final.pt")) and not cfg["overwrite"]:
-        raise ConfigError(f"{out_dir} already holds a finished run; choose another out_dir or --set overwrite=true")
-    os.makedirs(out_dir, exist_ok=True)
+    resume = None
+    if cfg["resume"]:
+        resume = load_checkpoint(os.path.join(out_dir, "ckpt.pt"), device)
+        saved = {k: v for k, v in resume["config"].items() if k not in RUN_ONLY_KEYS}
+        now = {k: v for k, v in cfg.items() if k not in RUN_ONLY_KEYS}
+        changed = sorted(k for k in now if saved.get(k) != now[k])
+        if changed:
+            raise ConfigError(f"cannot resume {out_dir}: config differs from the saved run in {changed}")
+    mode = "a" if resume else "w"
     with open(os.path.join(out_dir, "config.yaml"), "w") as f:
         yaml.safe_dump({**cfg, "out_dir": out_dir}, f, sort_keys=False)
-    log_file = open(os.path.join(out_dir, "log.txt"), "w")
+    log_file = open(os.path.join(out_dir, "log.txt"), mode)
 
     def log(msg):
         print(msg, file=log_file, flush=True)
@@ -491,61 +527,74 @@ def train(cfg):
     log(f"model: {model.num_params() / 1e6:.2f}M parameters")
     ref_model = None
     if cfg["kl_coef"] > 0:
-        ref_model = copy.deepcopy(model).eval()
+        ref_model = copy.deepcopy(model).eval()  # the frozen warm start
         for p in ref_model.parameters():
             p.requires_grad_(False)
     fused = device == "cuda"  # fused AdamW is a CUDA kernel
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"],
                             betas=(0.9, 0.99), fused=fused)
-
     rng = random.Random(cfg["seed"])
     generator = torch.Generator(device=device).manual_seed(cfg["seed"])
     metrics_path = os.path.join(out_dir, "metrics.jsonl")
-    metrics_file = open(metrics_path, "w")
-    samples_file = open(os.path.join(out_dir, "samples.jsonl"), "w")
+    first_step = 1
+    if resume:
+        model.load_state_dict(resume["model"])
+        opt.load_state_dict(resume["optimizer"])
+        rng.setstate(resume["rng"])
+        generator.set_state(resume["generator"])
+        torch.set_rng_state(resume["torch_rng"])
+        first_step = resume["step"] + 1
+        with open(metrics_path, "r+") as f:  # drop what was logged after the checkpoint: it is redone
+            f.truncate(resume["metrics_offset"])
+        log(f"resumed from step {resume['step']}")
+    # metrics.jsonl holds only what the seed determines (byte-identical across reruns); wall-clock
+    # figures go to timing.jsonl
+    metrics_file = open(metrics_path, "a" if resume else "w")
+    timing_file = open(os.path.join(out_dir, "timing.jsonl"), mode)
+    samples_file = open(os.path.join(out_dir, "samples.jsonl"), mode)
     eval_seed = 12345  # the same held-out problems at every evaluation and in every run
 
     def evaluate(step):
         ev = evaluate_heldout(model, tok, task, cfg, m, device, eval_seed)
-        record = {"step": step, **ev}
-        metrics_file.write(json.dumps({"kind": "eval", **record}) + "\n")
+        metrics_file.write(json.dumps({"kind": "eval", "step": step, **ev}) + "\n")
         metrics_file.flush()
         log(f"eval @ {step}: held-out scalar {ev['heldout_scalar']:.3f}, best-in-rollout "
             f"{ev['heldout_best_in_rollout']:.3f}, valid {ev['heldout_valid']:.2f}")
         return ev
 
-    first_eval = evaluate(0)
+    if not resume:
+        evaluate(0)
     t_start = time.time()
-    for step in range(1, cfg["steps"] + 1):
+    for step in range(first_step, cfg["steps"] + 1):
         metrics, batch = rl_step(model, ref_model, opt, tok, task, cfg, m, rng, generator, device)
-        metrics["step"] = step
-        metrics["tokens_per_s"] = metrics["tokens"] / metrics["step_s"]
-        metrics_file.write(json.dumps({"kind": "train", **metrics}) + "\n")
+        timing = {"step": step, "sample_s": metrics.pop("sample_s"), "step_s": metrics.pop("step_s")}
+        timing["tokens_per_s"] = metrics["tokens"] / timing["step_s"]
+        metrics_file.write(json.dumps({"kind": "train", "step": step, **metrics}) + "\n")
         metrics_file.flush()
-        elapsed = time.time() - t_start
-        eta = elapsed / step * (cfg["steps"] - step)
+        timing_file.write(json.dumps(timing) + "\n")
+        done_steps = step - first_step + 1
+        eta = (time.time() - t_start) / done_steps * (cfg["steps"] - step)
         log(f"step {step}/{cfg['steps']} | reward {metrics['reward_scalar']:.3f} set {metrics['set_score']:.3f} "
             f"| adv std {metrics['adv_std']:.2f} zero-std {metrics['zero_std_groups']:.2f} "
             f"| ent {metrics['entropy']:.3f} distinct {metrics['distinct_first_answers']:.2f} "
             f"| clip {metrics['clip_frac']:.3f} kl {metrics['kl']:.4f} gnorm {metrics['grad_norm']:.2f} "
-            f"| {metrics['tokens_per_s']:.0f} tok/s | ETA {eta:.0f}s")
+            f"| {timing['tokens_per_s']:.0f} tok/s | ETA {eta:.0f}s")
         if step % 25 == 0 or step == cfg["steps"]:
-            samples_file.write(json.dumps({"step": step, "answers": batch["answers"][0][:4],
+            samples_file.write(json.dumps({"step": step, "prompt": rollout_prompt(task, batch["problem"], m),
+                                           "answers": batch["answers"][0][:4],
                                            "rewards": batch["rewards"][0, :4].tolist()}) + "\n")
             samples_file.flush()
         if cfg["eval_every"] and step % cfg["eval_every"] == 0 and step != cfg["steps"]:
             evaluate(step)
         if cfg["ckpt_every"] and step % cfg["ckpt_every"] == 0:
-            atomic_save({"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg,
-                         "step": step}, os.path.join(out_dir, "ckpt.pt"))
+            atomic_save(checkpoint_state(model, opt, cfg, step, rng, generator, metrics_file),
+                        os.path.join(out_dir, "ckpt.pt"))
     last_eval = evaluate(cfg["steps"])
-    atomic_save({"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg,
-                 "step": cfg["steps"], "warm_start": warm_path}, os.path.join(out_dir, "final.pt"))
-    log(f"done in {time.time() - t_start:.0f}s: held-out scalar {first_eval['heldout_scalar']:.3f} -> "
-        f"{last_eval['heldout_scalar']:.3f}")
-    metrics_file.close()
-    samples_file.close()
-    log_file.close()
+    final = checkpoint_state(model, opt, cfg, cfg["steps"], rng, generator, metrics_file)
+    atomic_save({**final, "warm_start": warm_path}, os.path.join(out_dir, "final.pt"))
+    log(f"done in {time.time() - t_start:.0f}s: held-out scalar {last_eval['heldout_scalar']:.3f}")
+    for f in (metrics_file, timing_file, samples_file, log_file):
+        f.close()
     return out_dir
 
 
