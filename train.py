@@ -55,7 +55,7 @@ DEFAULTS = dict(
     # what to train
     task="persona",            # persona | persona_collinear | code
     task_options={},           # constructor arguments of the task (see rewards.py)
-    algo="vpo",                # grpo | vpo | multi_rlvr | random_weights | goal_conditioned
+    algo="vpo",                # grpo | vpo | multi_rlvr | random_weights | goal_conditioned | vpo_loo
     seed=0,
     # model
     model="cpu",               # size preset from model.PRESETS
@@ -70,7 +70,7 @@ DEFAULTS = dict(
     steps=150,
     prompts_per_step=8,        # P: prompt groups per step
     group_size=8,              # G: rollouts per prompt
-    answers_per_rollout=3,     # m: answers in one rollout for set methods (vpo, multi_rlvr)
+    answers_per_rollout=3,     # m: answers in one rollout for set methods (vpo, multi_rlvr, vpo_loo)
     num_weights=100,           # N: weightings per group for VPO's score
     alpha=1.0,                 # Dirichlet concentration of the weightings
     weight_sampler="dirichlet",  # dirichlet | sobol
@@ -97,7 +97,6 @@ DEFAULTS = dict(
     quiet=False,
 )
 
-SET_ALGOS = {"vpo", "multi_rlvr"}  # algorithms whose rollouts hold m answers
 
 
 class ConfigError(ValueError):
@@ -220,13 +219,20 @@ def random_weight_advantage(rewards, scalar, weights):
     return grpo.grpo_advantages(vpo.random_weight_scores(rewards[:, :, 0], weights[:, 0]))
 
 
+def vpo_loo_advantage(rewards, scalar, weights):
+    return vpo.leave_one_out_advantages(vpo.set_scores(rewards, weights))
+
+
+# name -> (advantage function, whether its rollouts hold a SET of m answers)
 ADVANTAGES = {
-    "grpo": grpo_advantage,
-    "vpo": vpo_advantage,
-    "multi_rlvr": multi_rlvr_advantage,
-    "random_weights": random_weight_advantage,
-    "goal_conditioned": random_weight_advantage,  # same score; the weighting is also in the prompt
+    "grpo": (grpo_advantage, False),
+    "vpo": (vpo_advantage, True),
+    "multi_rlvr": (multi_rlvr_advantage, True),
+    "random_weights": (random_weight_advantage, False),
+    "goal_conditioned": (random_weight_advantage, False),  # same score; the weighting is also in the prompt
+    "vpo_loo": (vpo_loo_advantage, True),  # VPO's set score with a leave-one-out baseline, not z-norm
 }
+SET_ALGOS = {name for name, (_, uses_sets) in ADVANTAGES.items() if uses_sets}
 
 
 def answers_per_rollout(cfg):
@@ -409,7 +415,8 @@ def evaluate_heldout(model, tok, task, cfg, m, device, seed):
 def rl_step(model, ref_model, opt, tok, task, cfg, m, rng, generator, device):
     P, G = cfg["prompts_per_step"], cfg["group_size"]
     problems = task.problems("train", P, rng)
-    weights = vpo.sample_weights(P, cfg["num_weights"] if cfg["algo"] == "vpo" else 1, task.dim,
+    # one weighting per group for the single-answer weighted ablations, N for the set methods
+    weights = vpo.sample_weights(P, cfg["num_weights"] if cfg["algo"] in SET_ALGOS else 1, task.dim,
                                  cfg["alpha"], cfg["weight_sampler"], generator)  # (P, N, D)
     goals = weights[:, 0].tolist() if cfg["algo"] == "goal_conditioned" else None
     t0 = time.time()
@@ -419,7 +426,7 @@ def rl_step(model, ref_model, opt, tok, task, cfg, m, rng, generator, device):
 
     rewards = batch["rewards"]  # (P, G, m, D)
     scalar = rewards.mean(-1)  # (P, G, m): the fixed scalarisation of every answer
-    adv = ADVANTAGES[cfg["algo"]](rewards, scalar, weights)  # (P, G)
+    adv = ADVANTAGES[cfg["algo"]][0](rewards, scalar, weights)  # (P, G)
     adv_flat = adv.reshape(-1).to(device)
     ref_logprobs = None
     if ref_model is not None:
@@ -443,7 +450,7 @@ def rl_step(model, ref_model, opt, tok, task, cfg, m, rng, generator, device):
         opt.step()
 
     valid = rewards.sum(-1) > 0  # (P, G, m) answers that parsed and were not repeats
-    set_score = vpo.set_scores(rewards, weights if cfg["algo"] == "vpo" else
+    set_score = vpo.set_scores(rewards, weights if cfg["algo"] in SET_ALGOS else
                                vpo.sample_weights(P, 32, task.dim, generator=generator))
     distinct = np.mean([len({task.answer_key(a) for row in group for a in row[:1]}) / G
                         for group in batch["answers"]])
@@ -600,12 +607,30 @@ def train(cfg):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", help="YAML file of overrides to the defaults at the top of train.py")
+    parser.add_argument("--config", help="YAML file of overrides to the defaults at the top of train.py; "
+                                         "without it, the headline experiment runs (experiment.py)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override config keys")
+    parser.add_argument("--quick", action="store_true", help="headline experiment at smoke-test size")
+    parser.add_argument("--ablations", action="store_true", help="headline experiment with the ablations")
+    parser.add_argument("--tasks", nargs="*", help="headline experiment on these tasks only")
     args = parser.parse_args(argv)
     try:
-        cfg = resolve_config(args.config, args.set)
-        train(cfg)
+        if args.config:
+            train(resolve_config(args.config, args.set))
+        else:
+            import experiment
+            unknown = sorted(set(args.tasks or []) - set(experiment.TASKS))
+            if unknown:
+                raise ConfigError(f"unknown task(s) {unknown} for --tasks (choose from {sorted(experiment.TASKS)})")
+            overrides = {}
+            for item in args.set:  # checked against DEFAULTS now, applied to every run of the experiment
+                resolve_config(overrides=[item])
+                key, value = item.split("=", 1)
+                if key.strip() in ("task", "algo"):
+                    raise ConfigError(f"'{key.strip()}' is chosen by the headline experiment; use --tasks, "
+                                      f"--ablations, or --config for a single run")
+                overrides[key.strip()] = parse_value(value)
+            experiment.run_headline(overrides, quick=args.quick, ablations=args.ablations, tasks=args.tasks)
     except (ConfigError, FileNotFoundError, RuntimeError, FloatingPointError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -73,3 +73,14 @@ def multi_rlvr_scores(scalar_rewards):
 def random_weight_scores(rewards, weights):
     """rewards (P, G, D) single answers, weights (P, D) one weighting per group -> (P, G) of w . r."""
     return torch.einsum("pgd,pd->pg", rewards, weights)
+
+
+def leave_one_out_advantages(scores):
+    """scores (P, G) -> (P, G): each rollout's score minus the mean of the OTHER G-1 rollouts (RLOO).
+
+    Not part of VPO: an example of a new advantage idea (docs/EXERCISES.md). Unlike the z-norm it
+    keeps the scale of the score, so groups with a larger spread push harder.
+    """
+    G = scores.size(1)
+    others_mean = (scores.sum(dim=1, keepdim=True) - scores) / (G - 1)
+    return scores - others_mean

@@ -181,3 +181,11 @@ def test_k3_kl_is_zero_at_reference_and_positive_elsewhere():
     assert same["kl"] == 0 and diff["kl"] > 0
     # k3 with log r = -0.3 on both tokens: e^-.3 + .3 - 1
     assert abs(diff["kl"] - (math.exp(-0.3) + 0.3 - 1)) < 1e-6
+
+
+def test_leave_one_out_hand_computed():
+    from vpo import leave_one_out_advantages
+    # scores 1, 2, 6: others' means 4, 3.5, 1.5
+    adv = leave_one_out_advantages(torch.tensor([[1.0, 2.0, 6.0]]))
+    assert torch.allclose(adv, torch.tensor([[-3.0, -1.5, 4.5]]))
+    assert (leave_one_out_advantages(torch.ones(2, 4)) == 0).all()

@@ -1,0 +1,274 @@
+"""
+The headline experiment: does training for diversity make test-time search pay off more as the
+budget grows? `python train.py` (no --config) runs this file's `run_headline`.
+
+    python train.py                         # the default comparison, sized for a laptop CPU
+    python train.py --quick                 # a smoke-test size: a minute, numbers meaningless
+    python train.py --ablations             # also multi_rlvr, random_weights, goal_conditioned,
+                                            # vpo_loo, and GRPO given m x the samples
+    python train.py --set seed=1 out_dir=out/h1   # any train.py key applies to every run
+
+For each task (persona, code, and the collinear control) and seed: one warm start, then every
+algorithm from it; then every checkpoint (warm start included) samples a pool of n answers per
+held-out problem; then, on the code problems that no checkpoint's pool solved, an evolutionary
+search per checkpoint at equal budgets. Jobs run in `workers` processes with one torch thread each
+(on a 2-core VM two 1-thread processes beat one 2-thread process).
+
+Writes into out_dir: results.json (every number, with seed and commit), summary.md (also printed),
+best_at_k.png, pass_at_k.png, reward_vectors.png, training.png, evolution.png, and runs/ with each
+training run's own folder.
+
+Deliberately left out: hyperparameter sweeps, confidence intervals beyond mean and spread over
+seeds, anything that needs a GPU.
+"""
+
+import json
+import os
+import random
+import subprocess
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+
+import numpy as np
+
+# Per-task settings of the default experiment; train.py's DEFAULTS fill in the rest.
+TASKS = {
+    "persona": dict(task="persona", task_options={"answer_len": 8}, steps=200, lr=1e-3),
+    "code": dict(task="code", task_options={"noise": 0.2}, steps=200, lr=3e-4),
+    "persona_collinear": dict(task="persona_collinear", task_options={"answer_len": 8}, steps=200, lr=1e-3),
+}
+ALGOS = ["grpo", "vpo"]
+ABLATIONS = ["multi_rlvr", "random_weights", "goal_conditioned", "vpo_loo", "grpo_x3"]
+HEADLINE = dict(seeds=[0], eval_n=30, eval_problems=48, evo_problems=8, evo_budget=60, evo_seeds=2,
+                workers=2)
+QUICK = dict(seeds=[0], eval_n=6, eval_problems=6, evo_problems=2, evo_budget=12, evo_seeds=1, workers=2)
+QUICK_TRAIN = dict(model="nano", sft_steps=60, sft_batch=16, sft_lr=1e-2, steps=6, prompts_per_step=2,
+                   group_size=4, num_weights=16, eval_every=3, eval_problems=4, ckpt_every=3)
+
+
+def run_config(task_name, algo, seed, overrides, out_dir, quick):
+    """The train.py config of one run. 'grpo_x3' is GRPO given m times the samples per step."""
+    from train import resolve_config
+    spec = dict(TASKS[task_name])
+    if quick:
+        spec.update(QUICK_TRAIN)
+    spec.update(overrides)
+    name = f"{task_name}-{algo}-s{seed}"
+    spec.update(algo="grpo" if algo == "grpo_x3" else algo, seed=seed, quiet=True, threads=1,
+                out_dir=os.path.join(out_dir, "runs", name), warmstart_dir=os.path.join(out_dir, "warmstart"))
+    if algo == "grpo_x3":
+        spec["prompts_per_step"] = spec.get("prompts_per_step", 8) * spec.get("answers_per_rollout", 3)
+    return resolve_config(overrides=[f"{k}={json.dumps(v) if isinstance(v, dict) else v}" for k, v in spec.items()])
+
+
+def _warm_start_job(cfg):
+    import torch
+    from model import Tokenizer
+    from rewards import make_task
+    from train import warm_start
+    torch.set_num_threads(1)
+    t0 = time.time()
+    _, path = warm_start(cfg, make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"]),
+                         "cpu", lambda msg: None)
+    return path, time.time() - t0
+
+
+def _train_job(cfg):
+    import torch
+    from train import train
+    torch.set_num_threads(1)
+    t0 = time.time()
+    out = train(cfg)
+    return out, time.time() - t0
+
+
+def _eval_job(path, task_name, task_options, num_problems, n, seed, m):
+    import torch
+    from rewards import make_task
+    from search import evaluate_checkpoint
+    torch.set_num_threads(1)
+    task = make_task(TASKS[task_name]["task"], **task_options)
+    problems = task.problems("heldout", num_problems, random.Random(seed))
+    result, rewards, answers = evaluate_checkpoint(path, problems, n, seed=seed, m=m)
+    return result, rewards, [a[:n] for a in answers], problems
+
+
+def _evolve_job(path, task_options, problems, budget, seeds, m):
+    import torch
+    from rewards import make_task
+    from search import evolve
+    from train import model_from_checkpoint
+    torch.set_num_threads(1)
+    model, tok, cfg = model_from_checkpoint(path)
+    task = make_task("code", **task_options)
+    results = []
+    for problem in problems:
+        for s in seeds:
+            r = evolve(model, tok, task, problem, m, cfg, budget=budget, seed=s)
+            results.append({"problem": repr(problem), "seed": s, "solved_at": r["solved_at"],
+                            "best_score": r["best_score"], "best": r["best"]})
+    return results
+
+
+def git_commit():
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def run_headline(overrides=None, quick=False, ablations=False, out_dir=None, tasks=None):
+    overrides = dict(overrides or {})
+    settings = dict(QUICK if quick else HEADLINE)
+    if "seed" in overrides:
+        settings["seeds"] = [overrides.pop("seed")]
+    out_dir = out_dir or overrides.pop("out_dir", "") or ("out/quick" if quick else "out/headline")
+    overrides.pop("out_dir", None)
+    if os.path.exists(os.path.join(out_dir, "results.json")) and not overrides.get("overwrite"):
+        from train import ConfigError
+        raise ConfigError(f"{out_dir} already holds a finished experiment; choose another out_dir "
+                          f"or --set overwrite=true")
+    tasks = tasks or list(TASKS)
+    algos = ALGOS + (ABLATIONS if ablations else [])
+    os.makedirs(out_dir, exist_ok=True)
+    t_start = time.time()
+    timings = {}
+    configs = {(t, a, s): run_config(t, a, s, overrides, out_dir, quick)
+               for t in tasks for a in algos for s in settings["seeds"]}
+    for cfg in configs.values():
+        cfg["overwrite"] = True if overrides.get("overwrite") else cfg["overwrite"]
+
+    def say(msg):
+        print(f"[{time.time() - t_start:6.0f}s] {msg}", flush=True)
+
+    with ProcessPoolExecutor(max_workers=settings["workers"], mp_context=get_context("spawn")) as pool:
+        # 1. one warm start per task and seed, shared by every algorithm
+        warm = {}
+        jobs = {(t, s): pool.submit(_warm_start_job, configs[(t, algos[0], s)])
+                for t in tasks for s in settings["seeds"]}
+        for key, job in jobs.items():
+            warm[key], timings[f"warmstart/{key[0]}/s{key[1]}"] = job.result()
+            say(f"warm start {key[0]} seed {key[1]} ready ({timings[f'warmstart/{key[0]}/s{key[1]}']:.0f}s)")
+        # 2. RL runs
+        jobs = {key: pool.submit(_train_job, cfg) for key, cfg in configs.items()}
+        runs = {}
+        for key, job in jobs.items():
+            runs[key], timings[f"train/{key[0]}/{key[1]}/s{key[2]}"] = job.result()
+            say(f"trained {key[0]} {key[1]} seed {key[2]} ({timings[f'train/{key[0]}/{key[1]}/s{key[2]}']:.0f}s)")
+        # 3. pools of n answers on held-out problems, for every checkpoint including the warm start
+        from train import answers_per_rollout
+        checkpoints = {}
+        for (t, s), path in warm.items():
+            checkpoints[(t, "warm_start", s)] = (path, 1)
+        for (t, a, s), run_dir in runs.items():
+            checkpoints[(t, a, s)] = (os.path.join(run_dir, "final.pt"), answers_per_rollout(configs[(t, a, s)]))
+        jobs = {key: pool.submit(_eval_job, path, key[0], configs[(key[0], algos[0], key[2])]["task_options"],
+                                 settings["eval_problems"], settings["eval_n"], key[2], m)
+                for key, (path, m) in checkpoints.items()}
+        evals = {}
+        for key, job in jobs.items():
+            evals[key] = job.result()
+        say("evaluated every checkpoint on held-out problems")
+        # 4. evolutionary search on the code problems no checkpoint's pool solved
+        evo = {}
+        if "code" in tasks:
+            for s in settings["seeds"]:
+                keys = [k for k in evals if k[0] == "code" and k[2] == s]
+                problems = evals[keys[0]][3]
+                solved_any = np.zeros(len(problems), dtype=bool)
+                for k in keys:
+                    solved_any |= (evals[k][1] >= 1.0).all(-1).any(-1)
+                hard = [p for p, solved in zip(problems, solved_any) if not solved][:settings["evo_problems"]]
+                say(f"evolutionary search on {len(hard)} hard code problems (seed {s})")
+                jobs = {k: pool.submit(_evolve_job, checkpoints[k][0], configs[("code", algos[0], s)]["task_options"],
+                                       hard, settings["evo_budget"], list(range(settings["evo_seeds"])),
+                                       checkpoints[k][1])
+                        for k in keys if hard}
+                for k, job in jobs.items():
+                    evo[k] = job.result()
+    timings["total"] = time.time() - t_start
+    results = summarize(out_dir, tasks, algos, settings, evals, evo, runs, timings, quick)
+    say(f"done: {out_dir}")
+    return results
+
+
+def summarize(out_dir, tasks, algos, settings, evals, evo, runs, timings, quick):
+    """results.json, summary.md and the plots, from the finished jobs."""
+    import plots
+    from search import solved_curve
+    seeds = settings["seeds"]
+    names = ["warm_start"] + algos
+    results = {"commit": git_commit(), "seeds": seeds, "settings": settings, "quick": quick,
+               "timings_s": {k: round(v, 1) for k, v in timings.items()}, "tasks": {}}
+    for t in tasks:
+        per_algo = {}
+        for a in names:
+            keys = [(t, a, s) for s in seeds if (t, a, s) in evals]
+            if not keys:
+                continue
+            rows = [evals[k][0] for k in keys]
+            entry = {"ks": rows[0]["ks"], "m": rows[0]["m"]}
+            for metric in ("best_at_k", "heldout_weight_best_at_k", "pass_at_k"):
+                values = np.array([r[metric] for r in rows])
+                entry[metric] = values.mean(0).round(4).tolist()
+                entry[metric + "_spread"] = (values.max(0) - values.min(0)).round(4).tolist()
+            for metric in ("diversity", "distinct_answers", "pareto_fraction", "entropy", "valid_answers",
+                           "tokens_generated", "mean_scalar"):
+                values = np.array([r[metric] for r in rows], dtype=float)
+                entry[metric] = round(float(values.mean()), 4)
+                entry[metric + "_spread"] = round(float(values.max() - values.min()), 4)
+            if any(k in evo for k in keys):
+                all_runs = [r for k in keys for r in evo.get(k, [])]
+                entry["evolution"] = {"searches": len(all_runs), "budget": settings["evo_budget"],
+                                      "solved": sum(r["solved_at"] is not None for r in all_runs),
+                                      "solved_curve": solved_curve(all_runs, settings["evo_budget"]),
+                                      "runs": all_runs}
+            if a != "warm_start":
+                entry["training_metrics"] = [os.path.join(runs[k], "metrics.jsonl") for k in keys]
+            per_algo[a] = entry
+        results["tasks"][t] = per_algo
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    samples = {k: (v[1], v[2]) for k, v in evals.items() if k[2] == seeds[0]}
+    plots.make_all(out_dir, results, samples)
+    md = summary_markdown(results)
+    with open(os.path.join(out_dir, "summary.md"), "w") as f:
+        f.write(md)
+    print(md)
+    return results
+
+
+def summary_markdown(results):
+    lines = [f"Seeds {results['seeds']}, commit {results['commit']}, wall time "
+             f"{results['timings_s']['total']:.0f} s. Held-out problems; k counts answers.", ""]
+    for t, per_algo in results["tasks"].items():
+        any_entry = next(iter(per_algo.values()))
+        ks = any_entry["ks"]
+        show = [i for i, k in enumerate(ks) if k in (1, ks[len(ks) // 2], ks[-1])]
+        lines.append(f"### {t}")
+        head = ["algorithm"] + [f"best@{ks[i]}" for i in show] + [f"w-best@{ks[i]}" for i in show]
+        if t == "code":
+            head += [f"pass@{ks[i]}" for i in show] + ["evo solved"]
+        head += ["diversity", "distinct"]
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+        multi = len(results["seeds"]) > 1
+        for a, e in per_algo.items():
+            def fmt(metric, i):
+                v = e[metric][i]
+                return f"{v:.3f}" + (f" ±{e[metric + '_spread'][i] / 2:.3f}" if multi else "")
+            row = [a] + [fmt("best_at_k", i) for i in show] + [fmt("heldout_weight_best_at_k", i) for i in show]
+            if t == "code":
+                row += [fmt("pass_at_k", i) for i in show]
+                ev = e.get("evolution")
+                row.append(f"{ev['solved']}/{ev['searches']}" if ev else "-")
+            row += [f"{e['diversity']:.3f}", f"{e['distinct_answers']:.1f}"]
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    lines.append("best@k: fixed scalarisation (mean of components); w-best@k: averaged over 64 held-out "
+                 "random weightings; ± is half the spread (max - min) over seeds; diversity: mean pairwise "
+                 "L1 between the pool's reward vectors; evo solved: searches that found a program passing "
+                 "every test within the budget, on problems no checkpoint's pool solved.")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,147 @@
+"""
+The headline experiment's pictures (matplotlib, written as PNG files; no display needed).
+
+best_at_k.png      best@k and held-out-weighting best@k against k, per task and algorithm
+pass_at_k.png      pass@k against k on the code task
+reward_vectors.png each row one sampled answer, each column one reward component, for a few
+                   held-out problems: a collapsed policy shows the same row again and again
+training.png       reward, set score, token entropy and reward-space spread over RL steps
+evolution.png      fraction of hard problems solved against candidates evaluated
+
+Deliberately left out: interactive plots, styling beyond what makes the comparison readable.
+"""
+
+import json
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: works on a headless machine
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+COLORS = {"warm_start": "0.6", "grpo": "tab:red", "vpo": "tab:blue", "multi_rlvr": "tab:orange",
+          "random_weights": "tab:purple", "goal_conditioned": "tab:brown", "vpo_loo": "tab:cyan",
+          "grpo_x3": "tab:pink"}
+
+
+def _curve(ax, ks, values, spread, label):
+    values, spread = np.array(values), np.array(spread)
+    ax.plot(ks, values, "o-", color=COLORS.get(label), label=label, ms=3)
+    if spread.any():
+        ax.fill_between(ks, values - spread / 2, values + spread / 2, color=COLORS.get(label), alpha=0.15)
+
+
+def best_at_k(out_dir, results):
+    tasks = results["tasks"]
+    fig, axes = plt.subplots(len(tasks), 2, figsize=(10, 3.2 * len(tasks)), squeeze=False)
+    for row, (t, per_algo) in enumerate(tasks.items()):
+        for col, metric in enumerate(("best_at_k", "heldout_weight_best_at_k")):
+            ax = axes[row][col]
+            for a, e in per_algo.items():
+                _curve(ax, e["ks"], e[metric], e[metric + "_spread"], a)
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("k (answers)")
+            ax.set_title(f"{t}: " + ("best@k, fixed mean" if col == 0 else "best@k, held-out weightings w.r"))
+            ax.grid(alpha=0.3)
+        axes[row][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "best_at_k.png"), dpi=110)
+    plt.close(fig)
+
+
+def pass_at_k(out_dir, results):
+    if "code" not in results["tasks"]:
+        return
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for a, e in results["tasks"]["code"].items():
+        _curve(ax, e["ks"], e["pass_at_k"], e["pass_at_k_spread"], a)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("k (answers)")
+    ax.set_ylabel("pass@k")
+    ax.set_title("code: pass@k (all 8 hidden tests)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "pass_at_k.png"), dpi=110)
+    plt.close(fig)
+
+
+def reward_vectors(out_dir, results, samples, problems_shown=3):
+    """samples[(task, algo, seed)] = (rewards (P, n, D), answers)."""
+    tasks = [t for t in results["tasks"] if any(k[0] == t for k in samples)]
+    algos = [a for a in ("warm_start", "grpo", "vpo") if any(k[1] == a for k in samples)]
+    fig, axes = plt.subplots(len(tasks), len(algos), figsize=(3.2 * len(algos), 3.4 * len(tasks)), squeeze=False)
+    for row, t in enumerate(tasks):
+        for col, a in enumerate(algos):
+            ax = axes[row][col]
+            key = next((k for k in samples if k[0] == t and k[1] == a), None)
+            if key is None:
+                ax.axis("off")
+                continue
+            rewards = samples[key][0][:problems_shown]  # (p, n, D)
+            blocks = []
+            for r in rewards:
+                order = np.lexsort(r.T[::-1])  # sort rows so that identical answers sit together
+                blocks.append(r[order])
+                blocks.append(np.full((1, r.shape[1]), np.nan))  # a gap between problems
+            ax.imshow(np.concatenate(blocks[:-1]), aspect="auto", cmap="viridis", vmin=0, vmax=1,
+                      interpolation="nearest")
+            ax.set_title(f"{t}: {a}", fontsize=9)
+            ax.set_xlabel("reward component")
+            ax.set_yticks([])
+        axes[row][0].set_ylabel(f"{problems_shown} problems x n answers")
+    fig.suptitle("Reward vectors of sampled answers (rows) on held-out problems", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "reward_vectors.png"), dpi=110)
+    plt.close(fig)
+
+
+def training(out_dir, results):
+    tasks = results["tasks"]
+    panels = [("reward_scalar", "mean fixed reward"), ("set_score", "set score E_w[max w.r]"),
+              ("entropy", "token entropy")]
+    fig, axes = plt.subplots(len(tasks), len(panels), figsize=(4 * len(panels), 3 * len(tasks)), squeeze=False)
+    for row, (t, per_algo) in enumerate(tasks.items()):
+        for a, e in per_algo.items():
+            for path in e.get("training_metrics", [])[:1]:
+                lines = [json.loads(x) for x in open(path) if '"train"' in x]
+                steps = [r["step"] for r in lines]
+                for col, (metric, title) in enumerate(panels):
+                    values = np.array([r[metric] for r in lines])
+                    window = max(1, len(values) // 20)
+                    smooth = np.convolve(values, np.ones(window) / window, mode="valid")
+                    axes[row][col].plot(steps[window - 1:], smooth, color=COLORS.get(a), label=a)
+                    axes[row][col].set_title(f"{t}: {title}", fontsize=9)
+                    axes[row][col].set_xlabel("RL step")
+        axes[row][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "training.png"), dpi=110)
+    plt.close(fig)
+
+
+def evolution(out_dir, results):
+    code = results["tasks"].get("code", {})
+    entries = {a: e["evolution"] for a, e in code.items() if "evolution" in e}
+    if not entries:
+        return
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for a, ev in entries.items():
+        curve = ev["solved_curve"]
+        ax.plot(range(1, len(curve) + 1), curve, color=COLORS.get(a), label=f"{a} ({ev['solved']}/{ev['searches']})")
+    ax.set_xlabel("candidates evaluated")
+    ax.set_ylabel("fraction of searches solved")
+    ax.set_title("Evolutionary search on hard held-out code problems")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "evolution.png"), dpi=110)
+    plt.close(fig)
+
+
+def make_all(out_dir, results, samples):
+    best_at_k(out_dir, results)
+    pass_at_k(out_dir, results)
+    reward_vectors(out_dir, results, samples)
+    training(out_dir, results)
+    evolution(out_dir, results)
