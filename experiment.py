@@ -38,6 +38,9 @@ TASKS = {
     "code": dict(task="code", task_options={"noise": 0.2}, steps=200, lr=3e-4),
     "persona_collinear": dict(task="persona_collinear", task_options={"answer_len": 8}, steps=200, lr=1e-3),
 }
+# The control's prompts and demonstrations are the persona task's (only the reward differs), so it
+# starts from the persona warm start instead of training its own.
+SHARED_WARMSTART = {"persona_collinear": "persona"}
 ALGOS = ["grpo", "vpo"]
 ABLATIONS = ["multi_rlvr", "random_weights", "goal_conditioned", "vpo_loo", "grpo_x3"]
 HEADLINE = dict(seeds=[0], eval_n=30, eval_problems=48, evo_problems=8, evo_budget=60, evo_seeds=2,
@@ -90,7 +93,7 @@ def _eval_job(path, task_name, task_options, num_problems, n, seed, m):
     torch.set_num_threads(1)
     task = make_task(TASKS[task_name]["task"], **task_options)
     problems = task.problems("heldout", num_problems, random.Random(seed))
-    result, rewards, answers = evaluate_checkpoint(path, problems, n, seed=seed, m=m)
+    result, rewards, answers = evaluate_checkpoint(path, problems, n, seed=seed, m=m, task=task)
     return result, rewards, [a[:n] for a in answers], problems
 
 
@@ -146,11 +149,17 @@ def run_headline(overrides=None, quick=False, ablations=False, out_dir=None, tas
     with ProcessPoolExecutor(max_workers=settings["workers"], mp_context=get_context("spawn")) as pool:
         # 1. one warm start per task and seed, shared by every algorithm
         warm = {}
+        own = [t for t in tasks if SHARED_WARMSTART.get(t) not in tasks]
         jobs = {(t, s): pool.submit(_warm_start_job, configs[(t, algos[0], s)])
-                for t in tasks for s in settings["seeds"]}
+                for t in own for s in settings["seeds"]}
         for key, job in jobs.items():
             warm[key], timings[f"warmstart/{key[0]}/s{key[1]}"] = job.result()
             say(f"warm start {key[0]} seed {key[1]} ready ({timings[f'warmstart/{key[0]}/s{key[1]}']:.0f}s)")
+        for t in set(tasks) - set(own):
+            for s in settings["seeds"]:
+                warm[(t, s)] = warm[(SHARED_WARMSTART[t], s)]
+                for a in algos:
+                    configs[(t, a, s)]["warmstart_from"] = warm[(t, s)]
         # 2. RL runs
         jobs = {key: pool.submit(_train_job, cfg) for key, cfg in configs.items()}
         runs = {}

@@ -84,11 +84,12 @@ def pool_metrics(task, rewards, answers, ks, heldout_weights):
     return out
 
 
-def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=64, device="cpu", m=None):
-    """Load a checkpoint and measure its pools on `problems`. m defaults to what it was trained with."""
+def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=64, device="cpu", m=None, task=None):
+    """Load a checkpoint and measure its pools on `problems`. m defaults to what it was trained with,
+    task to the one it was trained on (a shared warm start is scored on the task given)."""
     from train import answers_per_rollout, model_from_checkpoint
     model, tok, cfg = model_from_checkpoint(path, device)
-    task = make_task(cfg["task"], **cfg["task_options"])
+    task = task or make_task(cfg["task"], **cfg["task_options"])
     m = m or answers_per_rollout(cfg)
     rewards, answers, tokens, entropy = sample_pools(model, tok, task, problems, n, m, cfg, seed, device)
     # weightings no training run ever drew: their own seed, far from any training seed
@@ -107,17 +108,16 @@ class Island:
 
     def __init__(self, capacity):
         self.capacity = capacity
-        self.programs = []  # (score, text, signature)
+        self.programs = []  # (score, text, reward vector), best first
 
     def add(self, text, reward):
-        signature = tuple(int(v) for v in (reward >= 1.0))
         score = float(reward.mean())
-        for i, (s, _, sig) in enumerate(self.programs):
-            if sig == signature:  # same behaviour: keep one, the shorter program text
-                if len(text) < len(self.programs[i][1]):
-                    self.programs[i] = (score, text, signature)
+        for i, (_, kept, kept_reward) in enumerate(self.programs):
+            if np.array_equal(kept_reward, reward):  # same behaviour: keep one, the shorter text
+                if len(text) < len(kept):
+                    self.programs[i] = (score, text, reward)
                 return
-        self.programs.append((score, text, signature))
+        self.programs.append((score, text, reward))
         self.programs.sort(key=lambda p: -p[0])
         del self.programs[self.capacity:]
 
@@ -165,8 +165,7 @@ def evolve(model, tok, task, problem, m, cfg, budget=120, num_islands=4, capacit
             for i, island in enumerate(islands):
                 donor = bests[(i - 1) % num_islands]
                 if donor is not None:
-                    island.add(donor[1], np.array([float(s) for s in donor[2]]) if donor[0] >= 1.0
-                               else score_answers(task, problem, [donor[1]], 1)[0])
+                    island.add(donor[1], donor[2])
         best_score = max((island.best()[0] for island in islands if island.best()), default=0.0)
         history.append((evaluated, best_score))
     best = max((island.best() for island in islands if island.best()), key=lambda p: p[0], default=None)

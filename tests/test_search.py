@@ -1,0 +1,63 @@
+"""search.py: the pooled evaluation and the evolutionary search, on hand-made pools and a tiny model."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from model import GPT, GPTConfig, PRESETS, Tokenizer
+from rewards import CodeTask, PersonaTask
+from search import Island, evolve, k_grid, pool_metrics, solved_curve
+from train import resolve_config
+
+
+def test_k_grid():
+    assert k_grid(30) == [1, 2, 4, 8, 16, 30]
+    assert k_grid(16) == [1, 2, 4, 8, 16]
+    assert k_grid(1) == [1]
+
+
+def test_pool_metrics_on_a_collapsed_and_a_spread_pool():
+    task = PersonaTask(num_personas=2, answer_len=4)
+    collapsed = np.tile([[0.5, 0.5]], (4, 1))
+    spread = np.array([[1.0, 0.0], [0.0, 1.0], [0.7, 0.7], [0.5, 0.5]])
+    rewards = np.stack([collapsed, spread])  # (P=2, n=4, D=2)
+    answers = [["ab"] * 4, ["aaaa", "bbbb", "aabb", "ab"]]
+    weights = np.array([[1.0, 0.0], [0.0, 1.0]])
+    out = pool_metrics(task, rewards, answers, [1, 4], weights)
+    # fixed mean: collapsed pool .5 at every k; spread pool mean .55 at k=1, max .7 at k=4
+    assert np.allclose(out["best_at_k"], [(0.5 + 0.55) / 2, (0.5 + 0.7) / 2])
+    # held-out weightings (1,0) and (0,1): the spread pool reaches 1 for both at k=4
+    assert np.allclose(out["heldout_weight_best_at_k"][1], (0.5 + 1.0) / 2)
+    assert out["diversity"] > 0 and out["distinct_answers"] == (1 + 4) / 2
+    assert out["pass_at_k"] == [0.0, 0.0]
+
+
+def test_island_keeps_one_program_per_behaviour_and_the_best():
+    island = Island(capacity=2)
+    island.add("(if (< x 3) 1 2)", np.array([1.0, 0.0]))
+    island.add("(if  (< x 3) 1 2)", np.array([1.0, 0.0]))  # same behaviour: not a new program
+    assert len(island.programs) == 1
+    island.add("(if (< x 4) 1 2)", np.array([1.0, 1.0]))
+    island.add("(if (< x 5) 1 2)", np.array([0.0, 0.0]))  # worse than both, capacity 2: dropped
+    assert [p[1] for p in island.programs] == ["(if (< x 4) 1 2)", "(if (< x 3) 1 2)"]
+    parents = island.pick_parents(random.Random(0), explore=0.0)
+    assert parents[-1] == "(if (< x 4) 1 2)"  # worst to best: the best is last
+
+
+def test_evolve_respects_the_budget_and_reports():
+    torch.manual_seed(0)
+    tok = Tokenizer()
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=192, **PRESETS["nano"])).eval()
+    task = CodeTask()
+    cfg = resolve_config(overrides=["task=code"])
+    problem = task.problems("heldout", 1, random.Random(0))[0]
+    result = evolve(model, tok, task, problem, 3, cfg, budget=10, num_islands=2, seed=0)
+    assert result["history"][-1][0] == 10
+    assert result["solved_at"] is None or 1 <= result["solved_at"] <= 10
+
+
+def test_solved_curve():
+    runs = [{"solved_at": 2}, {"solved_at": None}, {"solved_at": 4}, {"solved_at": 1}]
+    assert solved_curve(runs, 5) == pytest.approx([0.25, 0.5, 0.5, 0.75, 0.75])
