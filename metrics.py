@@ -32,22 +32,6 @@ def pass_at_k_curve(n: int, c: int, ks) -> list[float]:
     return [pass_at_k(n, c, k) for k in ks]
 
 
-def _max_weights(n: int, k: int) -> np.ndarray:
-    """w[i] = P(the (i+1)-th smallest of n is the max of a random k-subset)."""
-    k = operator.index(k)
-    if not 1 <= k <= n:
-        raise ValueError(f"need 1 <= k <= n, got n={n}, k={k}")
-    # Exact integers, divided once: int / int is correctly rounded in Python,
-    # so each weight is exact to one ulp even when C(n, k) is ~1e299.
-    total = math.comb(n, k)
-    w = np.zeros(n)
-    num = 1  # C(k-1, k-1); walk C(j, k-1) up j by an exact integer recurrence
-    for j in range(k - 1, n):
-        w[j] = num / total
-        num = num * (j + 1) // (j + 2 - k)
-    return w
-
-
 def _as_scores(scores) -> np.ndarray:
     s = np.asarray(scores, dtype=float)
     if s.ndim != 1 or s.size == 0:
@@ -57,15 +41,25 @@ def _as_scores(scores) -> np.ndarray:
 
 def max_at_k(scores, k: int) -> float:
     """Expected max of k scores drawn without replacement from the pool."""
-    s = _as_scores(scores)
-    w = _max_weights(len(s), k)
+    s = _as_scores(scores)  # sorted ascending
+    n, k = len(s), operator.index(k)
+    if not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n, got n={n}, k={k}")
+    # The i-th smallest (1-based) is the max of a random k-subset with probability
+    # C(i-1, k-1) / C(n, k). Exact integers, divided once: int / int is correctly rounded in
+    # Python, so each weight is exact to one ulp even when C(n, k) is ~1e299.
+    total = math.comb(n, k)
+    w = np.zeros(n)
+    num = 1  # C(k-1, k-1); walk C(j, k-1) up j by an exact integer recurrence
+    for j in range(k - 1, n):
+        w[j] = num / total
+        num = num * (j + 1) // (j + 2 - k)
     return math.fsum(w * s)
 
 
 def best_at_k_curve(scores, ks) -> list[float]:
     """max_at_k(scores, k) for each k in ks."""
-    s = _as_scores(scores)
-    return [math.fsum(_max_weights(len(s), k) * s) for k in ks]
+    return [max_at_k(scores, k) for k in ks]
 
 
 def _as_rows(rewards) -> np.ndarray:
@@ -117,6 +111,5 @@ def scalarized_best_at_k(rewards, weights, ks) -> list[float]:
         raise ValueError(f"weights must be (W, {r.shape[1]}) with W >= 1, got {w.shape}")
     if len(r) == 0:
         raise ValueError("rewards must hold at least one row")
-    # One sort per weighting, reused for every k.
-    s = np.sort(r @ w.T, axis=0)
-    return [float((_max_weights(len(r), k) @ s).mean()) for k in ks]
+    scores = r @ w.T  # (n, W): the pool's scores under each weighting
+    return [float(np.mean([max_at_k(scores[:, j], k) for j in range(len(w))])) for k in ks]

@@ -89,6 +89,7 @@ DEFAULTS = dict(
     ckpt_every=25,
     out_dir="",                # "" -> out/<task>-<algo>-s<seed>
     warmstart_dir="out/warmstart",
+    warmstart_from="",         # a warm-start checkpoint to start from instead of training/caching one
     device="auto",             # auto | cpu | cuda | mps
     threads=1,                 # torch CPU threads; measured: 2 threads were no faster than 1 here
     dtype="float32",           # float32 | bfloat16 (autocast; CUDA or CPU)
@@ -274,19 +275,31 @@ def autocast(cfg, device):
 
 
 def atomic_save(obj, path):
-    """Write to a temporary file, then rename: a kill mid-write never leaves a torn checkpoint."""
-    tmp = path + ".tmp"
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    """Write to a temporary file, then rename: a kill mid-write never leaves a torn checkpoint.
+    The temporary name is per process, so two runs sharing a warm-start cache never mix writes."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())  # the bytes are on disk before the rename makes them the checkpoint
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def load_checkpoint(path, device="cpu"):
     if not os.path.exists(path):
         raise FileNotFoundError(f"checkpoint not found: {path}")
     try:
-        return torch.load(path, map_location=device, weights_only=False)
+        ckpt = torch.load(path, map_location=device, weights_only=False)
     except Exception as e:  # torch raises several types for truncated or foreign files
-        raise RuntimeError(f"checkpoint {path} is unreadable or corrupt ({type(e).__name__}: {e})") from None
+        first = (str(e).strip().splitlines() or [""])[0]  # one line: the error must fit on one
+        raise RuntimeError(f"checkpoint {path} is unreadable or corrupt ({type(e).__name__}: {first})") from None
+    if not isinstance(ckpt, dict) or not {"model", "model_config", "config"} <= ckpt.keys():
+        raise RuntimeError(f"checkpoint {path} is not a checkpoint of this trainer (missing model/config)")
+    return ckpt
 
 
 def model_from_checkpoint(path, device="cpu"):
@@ -361,9 +374,10 @@ def demo_batch(task, tok, cfg, rng, batch):
 
 
 def warm_start(cfg, task, tok, device, log):
-    path = os.path.join(cfg["warmstart_dir"], f"warmstart-{cfg['task']}-{warmstart_key(cfg)}.pt")
+    path = cfg["warmstart_from"] or \
+        os.path.join(cfg["warmstart_dir"], f"warmstart-{cfg['task']}-{warmstart_key(cfg)}.pt")
     model = build_model(cfg, tok, device)
-    if os.path.exists(path):
+    if cfg["warmstart_from"] or os.path.exists(path):  # a missing warmstart_from fails loudly here
         model.load_state_dict(load_checkpoint(path, device)["model"])
         log(f"warm start: loaded cached {path}")
         return model, path
@@ -389,6 +403,11 @@ def warm_start(cfg, task, tok, device, log):
         if step % 100 == 0 or step == cfg["sft_steps"] - 1:
             log(f"warm start {step + 1}/{cfg['sft_steps']}: loss {loss.item():.3f}, "
                 f"{tokens / (time.time() - t0):.0f} tok/s")
+    # never cache a diverged warm start: every later run with this config would load it
+    finite = all(bool(torch.isfinite(p).all()) for p in model.parameters())
+    if not finite or (cfg["sft_steps"] and not torch.isfinite(loss)):
+        raise FloatingPointError(f"warm start diverged: non-finite loss or weights with sft_lr={cfg['sft_lr']}; "
+                                 f"nothing was cached")
     os.makedirs(cfg["warmstart_dir"], exist_ok=True)
     atomic_save({"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg}, path)
     return model, path
@@ -421,7 +440,13 @@ def rl_step(model, ref_model, opt, tok, task, cfg, m, rng, generator, device):
     goals = weights[:, 0].tolist() if cfg["algo"] == "goal_conditioned" else None
     t0 = time.time()
     model.eval()
-    batch = sample_rollouts(model, tok, task, problems, m, G, cfg, generator, device, goals=goals)
+    try:
+        batch = sample_rollouts(model, tok, task, problems, m, G, cfg, generator, device, goals=goals)
+    except RuntimeError as e:  # torch.multinomial refuses inf/nan probabilities: the policy diverged
+        if "nan" not in str(e).lower():
+            raise
+        raise FloatingPointError("non-finite logits while sampling: the last update diverged (lr too high?); "
+                                 "stopping, the last checkpoint is kept") from None
     t_sample = time.time() - t0
 
     rewards = batch["rewards"]  # (P, G, m, D)
@@ -447,7 +472,16 @@ def rl_step(model, ref_model, opt, tok, task, cfg, m, rng, generator, device):
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["max_grad_norm"])
         if not torch.isfinite(grad_norm):
             raise FloatingPointError("non-finite gradient norm; stopping before it reaches the weights")
-        opt.step()
+        try:
+            opt.step()
+        except RuntimeError as e:  # e.g. lr=1e40 overflows float32 inside AdamW
+            if "overflow" not in str(e):
+                raise
+            raise FloatingPointError(f"optimizer step overflowed with lr={cfg['lr']}; stopping, "
+                                     f"the last checkpoint is kept") from None
+        if not torch.stack([torch.isfinite(p).all() for p in model.parameters()]).all():  # one sync
+            raise FloatingPointError(f"non-finite weights after the optimizer step (lr={cfg['lr']}); stopping, "
+                                     f"the last checkpoint is kept")
 
     valid = rewards.sum(-1) > 0  # (P, G, m) answers that parsed and were not repeats
     set_score = vpo.set_scores(rewards, weights if cfg["algo"] in SET_ALGOS else
@@ -489,34 +523,57 @@ def prepare_out_dir(cfg):
     if cfg["resume"]:
         if finished and not cfg["overwrite"]:
             raise ConfigError(f"{out_dir} already holds a finished run; nothing to resume")
-        if not os.path.exists(os.path.join(out_dir, "ckpt.pt")):
-            raise ConfigError(f"resume=true but {out_dir}/ckpt.pt does not exist")
+        # a run killed before its first checkpoint has config.yaml only: train() starts it again
+        if not any(os.path.exists(os.path.join(out_dir, f)) for f in ("ckpt.pt", "config.yaml")):
+            raise ConfigError(f"resume=true but {out_dir}/ckpt.pt does not exist (no run to resume there)")
     elif finished and not cfg["overwrite"]:
         raise ConfigError(f"{out_dir} already holds a finished run; choose another out_dir or --set overwrite=true")
     elif started and not cfg["overwrite"]:
         raise ConfigError(f"{out_dir} holds an unfinished run; --set resume=true to continue it "
                           f"or overwrite=true to start again")
-    os.makedirs(out_dir, exist_ok=True)
+    for path in (out_dir, cfg["warmstart_dir"]):  # fail now, not after minutes of warm start
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"cannot create directory {path}: {e.strerror}") from None
     return out_dir
 
 
 def train(cfg):
+    device = pick_device(cfg["device"])  # before prepare_out_dir: a bad device writes nothing
     out_dir = prepare_out_dir(cfg)
-    device = pick_device(cfg["device"])
     if cfg["threads"]:
         torch.set_num_threads(cfg["threads"])
     seed_everything(cfg["seed"])
     resume = None
     if cfg["resume"]:
-        resume = load_checkpoint(os.path.join(out_dir, "ckpt.pt"), device)
-        saved = {k: v for k, v in resume["config"].items() if k not in RUN_ONLY_KEYS}
-        now = {k: v for k, v in cfg.items() if k not in RUN_ONLY_KEYS}
-        changed = sorted(k for k in now if saved.get(k) != now[k])
+        ckpt_path, config_path = os.path.join(out_dir, "ckpt.pt"), os.path.join(out_dir, "config.yaml")
+        if os.path.exists(ckpt_path):
+            resume = load_checkpoint(ckpt_path, device)
+            missing = {"optimizer", "rng", "generator", "torch_rng", "metrics_offset", "step"} - resume.keys()
+            if missing:
+                raise RuntimeError(f"checkpoint {ckpt_path} cannot be resumed: it lacks {sorted(missing)}")
+            saved = resume["config"]
+        else:  # killed before its first checkpoint: check it is the same run, then start it again
+            try:
+                with open(config_path) as f:
+                    saved = yaml.safe_load(f)
+            except (OSError, yaml.YAMLError):
+                saved = None
+            if not isinstance(saved, dict):
+                raise ConfigError(f"cannot resume {out_dir}: no ckpt.pt and {config_path} is unreadable")
+        # out_dir may be spelled differently (./out/x vs out/x): the run was found there, it is this one
+        changed = sorted(k for k in cfg if k not in RUN_ONLY_KEYS and k != "out_dir" and saved.get(k) != cfg[k])
         if changed:
             raise ConfigError(f"cannot resume {out_dir}: config differs from the saved run in {changed}")
+        logged = os.path.join(out_dir, "metrics.jsonl")
+        if resume and (not os.path.exists(logged) or os.path.getsize(logged) < resume["metrics_offset"]):
+            raise ConfigError(f"cannot resume {out_dir}: metrics.jsonl is missing or shorter than ckpt.pt expects")
     mode = "a" if resume else "w"
-    with open(os.path.join(out_dir, "config.yaml"), "w") as f:
+    tmp = os.path.join(out_dir, f"config.yaml.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:  # written whole or not at all: a resume before ckpt.pt reads it back
         yaml.safe_dump({**cfg, "out_dir": out_dir}, f, sort_keys=False)
+    os.replace(tmp, os.path.join(out_dir, "config.yaml"))
     log_file = open(os.path.join(out_dir, "log.txt"), mode)
 
     def log(msg):
@@ -613,6 +670,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="headline experiment at smoke-test size")
     parser.add_argument("--ablations", action="store_true", help="headline experiment with the ablations")
     parser.add_argument("--tasks", nargs="*", help="headline experiment on these tasks only")
+    parser.add_argument("--seeds", nargs="*", type=int, help="headline experiment over these seeds (mean and spread)")
     args = parser.parse_args(argv)
     try:
         if args.config:
@@ -630,6 +688,8 @@ def main(argv=None):
                     raise ConfigError(f"'{key.strip()}' is chosen by the headline experiment; use --tasks, "
                                       f"--ablations, or --config for a single run")
                 overrides[key.strip()] = parse_value(value)
+            if args.seeds:
+                overrides["seeds"] = args.seeds
             experiment.run_headline(overrides, quick=args.quick, ablations=args.ablations, tasks=args.tasks)
     except (ConfigError, FileNotFoundError, RuntimeError, FloatingPointError) as e:
         print(f"error: {e}", file=sys.stderr)

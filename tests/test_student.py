@@ -1,0 +1,323 @@
+"""The teaching kit: tools/make_student.py and the grading commands in docs/EXERCISES.md.
+
+Blanking an exercise's functions must fail exactly the tests its `-k` expression selects, each
+with the exercise's NotImplementedError, while the reference passes them; nothing outside the
+blanked bodies may change. All pytest runs happen in ONE subprocess (this file run as a script,
+see `_run_all`) so torch is imported once: the whole file takes ~40 s on a busy 2-core VM.
+"""
+
+import ast
+import difflib
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from make_student import (EXERCISES, INSTRUCTOR_ONLY, blank_source, blanks_by_file, build,  # noqa: E402
+                          grading_command, stub_line, tracked_files)
+
+TEST_FILES = sorted({f for ex in EXERCISES.values() for f in ex["tests"]})  # fast files only
+NOT_IMPLEMENTED = re.compile(r"NotImplementedError: exercise (\w+): see docs/EXERCISES\.md")
+STUB = re.compile(r'[ \t]*raise NotImplementedError\("exercise \w+: see docs/EXERCISES\.md"\)\r?\n')
+
+
+def _is_git_checkout():
+    try:
+        return subprocess.run(["git", "-C", ROOT, "rev-parse"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+needs_git = pytest.mark.skipif(not _is_git_checkout(), reason="make_student copies `git ls-files`")
+
+
+# ----------------------------------------------------------------------------------------------
+# blank_source on a made-up file: fast, and covers what the repository does not use yet
+
+SOURCE = '''import os
+
+
+class Box:
+    def method(self, x):
+        """Doc of a method."""
+        # a hint that must go with the body
+        y = x + 1
+
+        return y  # trailing comment
+
+
+def branchy(a, mode="one"):
+    """Doc."""
+    if mode == "one":
+        return a
+    if mode == 'two':
+        # how to do two
+        b = a * 2
+        return b
+    raise ValueError(mode)
+'''
+
+
+def test_blank_source_method_and_branch():
+    new, spans = blank_source(SOURCE, [("Box.method", "m"), ("branchy[if mode == 'two']", "b")])
+    assert new == SOURCE.replace(
+        '        # a hint that must go with the body\n        y = x + 1\n\n        return y  # trailing comment\n',
+        f"        {stub_line('m')}\n").replace(
+        "        # how to do two\n        b = a * 2\n        return b\n", f"        {stub_line('b')}\n")
+    assert [s[:2] for s in spans] == [(7, 10), (18, 20)]
+    namespace = {}
+    exec(compile(new, "<student>", "exec"), namespace)  # our own test string, not model output
+    assert namespace["branchy"](3) == 3 and namespace["Box"].method.__doc__ == "Doc of a method."
+    for call in (lambda: namespace["Box"]().method(1), lambda: namespace["branchy"](3, "two")):
+        with pytest.raises(NotImplementedError):
+            call()
+
+
+def test_blank_source_keeps_line_endings_and_skips_nested_targets():
+    crlf = SOURCE.replace("\n", "\r\n")
+    new, spans = blank_source(crlf, [("branchy", "whole"), ("branchy[if mode == 'two']", "part")])
+    assert len(spans) == 1 and stub_line("part") not in new  # the branch went with the whole body
+    assert new == crlf.split('    if mode == "one"')[0] + f"    {stub_line('whole')}\r\n"
+    with pytest.raises(LookupError, match="no function or class 'nope'"):
+        blank_source(SOURCE, [("Box.nope", "x")])
+    with pytest.raises(LookupError, match="expected one `if mode == 3:`"):
+        blank_source(SOURCE, [("branchy[if mode == 3]", "x")])
+
+
+# ----------------------------------------------------------------------------------------------
+# The docs name the same commands and existing functions
+
+def _doc(name):
+    with open(os.path.join(ROOT, "docs", name)) as f:
+        return f.read()
+
+
+def test_exercises_doc_gives_every_grading_command():
+    text = _doc("EXERCISES.md")
+    for name in EXERCISES:
+        assert grading_command(name) in text, name
+        assert f"--exercise {name}" in text, name
+
+
+def _defined_names(path):
+    """'f', 'Class', 'Class.method' and module-level assignments of one of our source files."""
+    with open(path) as f:
+        tree = ast.parse(f.read())
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.ClassDef):
+            names |= {node.name} | {f"{node.name}.{n.name}" for n in node.body if isinstance(n, ast.FunctionDef)}
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
+@pytest.mark.parametrize("doc", ["TOUR.md", "EXERCISES.md"])
+def test_docs_point_at_functions_that_exist(doc):
+    modules = {f[:-3] for f in os.listdir(ROOT) if f.endswith(".py")}
+    refs = set(re.findall(r"`(\w+)\.(\w+(?:\.\w+)?)(?:\(\))?`", _doc(doc)))
+    refs = {(m, n) for m, n in refs if m in modules and n not in ("py", "json", "jsonl", "md", "png", "pt")}
+    assert len(refs) >= 5
+    missing = sorted(f"{m}.{n}" for m, n in refs if n not in _defined_names(os.path.join(ROOT, m + ".py")))
+    assert not missing, f"{doc} names functions that do not exist: {missing}"
+
+
+# ----------------------------------------------------------------------------------------------
+# The student tree, file by file
+
+@pytest.fixture(scope="module")
+def student_tree(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("kit") / "student")
+    build(out)
+    return out
+
+
+@needs_git
+def test_non_graded_code_is_byte_identical(student_tree):
+    files = tracked_files()
+    written = {os.path.relpath(os.path.join(d, f), student_tree)
+               for d, _, fs in os.walk(student_tree) for f in fs}
+    assert written == set(files) and not set(INSTRUCTOR_ONLY) & written
+    todo = blanks_by_file(EXERCISES)
+    for rel in files:
+        ref, stu = (open(os.path.join(root, rel), "rb").read() for root in (ROOT, student_tree))
+        if rel not in todo:
+            assert ref == stu, rel
+            continue
+        # every changed run of lines must lie inside a graded body and become one stub line
+        ref_lines, stu_lines = ref.decode().splitlines(True), stu.decode().splitlines(True)
+        tree = ast.parse(ref.decode())
+        bodies = []
+        for target, _ in todo[rel]:
+            node = tree
+            for part in target.split("[")[0].split("."):
+                node = next(n for n in node.body if getattr(n, "name", None) == part)
+            first = node.body[0].end_lineno if ast.get_docstring(node) else node.lineno
+            bodies.append((first, node.end_lineno))  # what follows the docstring (or the def line)
+        ops = [op for op in difflib.SequenceMatcher(None, ref_lines, stu_lines, autojunk=False).get_opcodes()
+               if op[0] != "equal"]
+        assert ops, rel
+        for tag, i1, i2, j1, j2 in ops:
+            assert tag == "replace" and j2 - j1 == 1, (rel, ref_lines[i1:i2], stu_lines[j1:j2])
+            assert STUB.fullmatch(stu_lines[j1]), stu_lines[j1]
+            assert any(lo < i1 + 1 and i2 <= hi for lo, hi in bodies), (rel, i1 + 1, i2)
+
+
+@needs_git
+def test_blanked_functions_keep_signature_and_docstring(student_tree):
+    for rel, blanks in blanks_by_file(EXERCISES).items():
+        trees = [ast.parse(open(os.path.join(root, rel)).read()) for root in (ROOT, student_tree)]
+        for target, name in blanks:
+            if "[" in target:
+                continue  # a branch; covered by the runs below
+            ref, stu = ([n for n in ast.walk(t) if isinstance(n, ast.FunctionDef)
+                         and n.name == target.split(".")[-1]][0] for t in trees)
+            assert ast.dump(ref.args) == ast.dump(stu.args) and ast.get_docstring(ref) == ast.get_docstring(stu)
+            raise_stmt = stu.body[-1]
+            assert len(stu.body) == 1 + (ast.get_docstring(stu) is not None)
+            assert isinstance(raise_stmt, ast.Raise) and raise_stmt.exc.func.id == "NotImplementedError"
+            assert raise_stmt.exc.args[0].value == f"exercise {name}: see docs/EXERCISES.md"
+
+
+# ----------------------------------------------------------------------------------------------
+# Running the tests: reference vs a student tree per exercise vs one with every exercise
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    if not _is_git_checkout():
+        pytest.skip("make_student copies `git ls-files`")
+    tmp = tmp_path_factory.mktemp("kit-runs")
+    jobs = {f"select:{name}": dict(cwd=ROOT, args=["--collect-only", "-k", ex["k"], *ex["tests"]])
+            for name, ex in EXERCISES.items()}
+    jobs["reference"] = dict(cwd=ROOT, args=TEST_FILES)
+    build(str(tmp / "all"))
+    jobs["student:all"] = dict(cwd=str(tmp / "all"), args=TEST_FILES)
+    for name, ex in EXERCISES.items():  # one exercise blanked: its own test files are enough
+        build(str(tmp / name), [name])
+        jobs[f"student:{name}"] = dict(cwd=str(tmp / name), args=ex["tests"])
+    probes = [dict(cwd=str(tmp / "all"), module=spec.split(":")[0][:-3], target=spec.split(":")[1])
+              for ex in EXERCISES.values() for spec in ex["blank"] if "[" not in spec]
+    with open(tmp / "jobs.json", "w") as f:
+        json.dump({"runs": jobs, "probes": probes}, f)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), str(tmp / "jobs.json"), str(tmp / "out.json")],
+                          cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with open(tmp / "out.json") as f:
+        return json.load(f)
+
+
+def _selected(runs, name):
+    ids = set(runs["runs"][f"select:{name}"]["selected"])
+    assert ids, f"exercise {name}: `{grading_command(name)}` selects no test"
+    return ids
+
+
+def test_reference_passes_every_graded_test(runs):
+    union = set().union(*(_selected(runs, n) for n in EXERCISES))
+    ref = runs["runs"]["reference"]
+    assert union <= set(ref["passed"]), sorted(union - set(ref["passed"]))
+
+
+@pytest.mark.parametrize("name", list(EXERCISES))
+def test_each_exercise_fails_exactly_its_selection(runs, name):
+    failed = runs["runs"][f"student:{name}"]["failed"]
+    assert set(failed) == _selected(runs, name)
+    for test_id, message in failed.items():
+        assert NOT_IMPLEMENTED.search(message) and NOT_IMPLEMENTED.search(message).group(1) == name, \
+            (test_id, message)
+
+
+def test_all_exercises_fail_exactly_the_union(runs):
+    failed = runs["runs"]["student:all"]["failed"]
+    assert set(failed) == set().union(*(_selected(runs, n) for n in EXERCISES))
+    assert all(NOT_IMPLEMENTED.search(m) for m in failed.values()), failed
+
+
+def test_each_blanked_function_raises_not_implemented(runs):
+    assert runs["probes"] and all(v == "NotImplementedError" for v in runs["probes"].values()), runs["probes"]
+
+
+# ----------------------------------------------------------------------------------------------
+# The subprocess
+
+def _run_all(jobs_path, out_path):
+    """Run each job with pytest.main in this one process, then call each probe with None arguments.
+
+    Modules of a tree stay imported while consecutive jobs use that tree, and are dropped before
+    the next tree's job (its grpo.py is a different file under the same module name).
+    """
+    import importlib
+    import inspect
+    import time
+
+    import numpy  # noqa: F401  imported once here, kept across runs
+    import torch  # noqa: F401
+    from hypothesis import Phase, settings
+    # save no examples anywhere, and do not shrink: a blanked function fails on every input
+    settings.register_profile("student-kit", database=None, phases=[Phase.explicit, Phase.generate])
+    settings.load_profile("student-kit")
+
+    class Recorder:
+        def __init__(self):
+            self.selected, self.passed, self.failed = [], [], {}
+
+        def pytest_collection_finish(self, session):
+            self.selected = [item.nodeid for item in session.items]
+
+        def pytest_runtest_logreport(self, report):
+            if report.failed:
+                crash = getattr(report.longrepr, "reprcrash", None)
+                self.failed[report.nodeid] = crash.message if crash else str(report.longrepr)
+            elif report.passed and report.when == "call":
+                self.passed.append(report.nodeid)
+
+    tree, before, path = None, set(sys.modules), list(sys.path)
+
+    def enter(cwd):
+        nonlocal tree
+        if cwd != tree and tree is not None:
+            prefix = os.path.realpath(tree) + os.sep
+            for name in set(sys.modules) - before:
+                if os.path.realpath(getattr(sys.modules[name], "__file__", None) or "").startswith(prefix):
+                    del sys.modules[name]
+            sys.path[:] = path
+        tree = cwd
+
+    with open(jobs_path) as f:
+        jobs = json.load(f)
+    home, out = os.getcwd(), {"runs": {}, "probes": {}}
+    for label, job in jobs["runs"].items():
+        enter(job["cwd"])
+        os.chdir(job["cwd"])
+        recorder, t0 = Recorder(), time.time()
+        pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark",
+                     f"--rootdir={job['cwd']}", *job["args"]], plugins=[recorder])
+        os.chdir(home)
+        out["runs"][label] = {**vars(recorder), "seconds": round(time.time() - t0, 1)}
+    for probe in jobs["probes"]:
+        enter(probe["cwd"])
+        sys.path.insert(0, probe["cwd"])
+        fn = importlib.import_module(probe["module"])
+        for part in probe["target"].split("."):
+            fn = getattr(fn, part)
+        required = [p for p in inspect.signature(fn).parameters.values() if p.default is p.empty]
+        try:
+            fn(*[None] * len(required))
+            result = "returned"
+        except Exception as e:  # anything but NotImplementedError is reported as a failure
+            result = type(e).__name__
+        out["probes"][f"{probe['module']}.{probe['target']}"] = result
+    with open(out_path, "w") as f:
+        json.dump(out, f)
+
+
+if __name__ == "__main__":
+    _run_all(*sys.argv[1:3])
