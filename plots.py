@@ -5,7 +5,7 @@ best_at_k.png      best@k and held-out-weighting best@k against k, per task and 
 pass_at_k.png      pass@k against k on the code task
 reward_vectors.png each row one sampled answer, each column one reward component, for a few
                    held-out problems: a collapsed policy shows the same row again and again
-training.png       reward, set score, token entropy and reward-space spread over RL steps
+training.png       mean fixed reward, set score E_w[max w.r] and token entropy over RL steps
 evolution.png      fraction of hard problems solved against candidates evaluated
 
 Deliberately left out: interactive plots, styling beyond what makes the comparison readable.
@@ -59,7 +59,7 @@ def pass_at_k(out_dir, results):
     ax.set_xscale("log", base=2)
     ax.set_xlabel("k (answers)")
     ax.set_ylabel("pass@k")
-    ax.set_title("code: pass@k (all 8 hidden tests)")
+    ax.set_title("code: pass@k (every hidden test passes)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -172,6 +172,9 @@ def validate(cfg):
     def need(cond, msg):
         if not cond:
             raise ConfigError(msg)
+    for key, value in cfg.items():
+        if isinstance(value, float):
+            need(math.isfinite(value), f"{key} must be a finite number, got {value}")
     need(cfg["algo"] in ADVANTAGES, f"algo must be one of {sorted(ADVANTAGES)}, got '{cfg['algo']}'")
     need(cfg["task"] in ("persona", "persona_collinear", "code"), f"unknown task '{cfg['task']}'")
     need(cfg["model"] in PRESETS, f"model must be one of {sorted(PRESETS)}, got '{cfg['model']}'")
@@ -354,6 +357,11 @@ def warmstart_key(cfg):
     shaping = {k: cfg[k] for k in ("task", "task_options", "seed", "model", "block_size", "tokenizer",
                                    "sft_steps", "sft_batch", "sft_lr", "sft_parent_fraction",
                                    "answers_per_rollout", "dtype")}
+    # the demonstrations come from rewards.py (and lang.py): editing them must not reuse a stale cache
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("rewards.py", "lang.py"):
+        with open(os.path.join(here, name), "rb") as f:
+            shaping[name] = hashlib.sha1(f.read()).hexdigest()
     return hashlib.sha1(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -431,12 +439,15 @@ def evaluate_heldout(model, tok, task, cfg, m, device, seed):
             "heldout_valid": float(valid.float().mean())}
 
 
-def rl_step(model, ref_model, opt, tok, task, cfg, m, rng, generator, device):
+def rl_step(model, ref_model, opt, tok, task, cfg, m, rng, generator, device, scorer=None, rank=0, world=1):
     P, G = cfg["prompts_per_step"], cfg["group_size"]
     problems = task.problems("train", P, rng)
     # one weighting per group for the single-answer weighted ablations, N for the set methods
     weights = vpo.sample_weights(P, cfg["num_weights"] if cfg["algo"] in SET_ALGOS else 1, task.dim,
                                  cfg["alpha"], cfg["weight_sampler"], generator)  # (P, N, D)
+    # under torchrun every rank draws the same global batch and keeps its share of the groups;
+    # a group never spans ranks, so group-normalised advantages need no communication
+    problems, weights, P = problems[rank::world], weights[rank::world], P // world
     goals = weights[:, 0].tolist() if cfg["algo"] == "goal_conditioned" else None
     t0 = time.time()
     model.eval()
@@ -459,12 +470,21 @@ def rl_step(model, ref_model, opt, tok, task, cfg, m, rng, generator, device):
             ref_logprobs, _ = ref_model.score(batch["prompt"], batch["prompt_mask"], batch["completion"],
                                               batch["completion_mask"])
     model.train()
+    scorer = scorer or model.score
+    # the loss averages over the GLOBAL batch's tokens: DDP averages gradients over ranks, so each
+    # rank's token mean is reweighted by its share of the tokens
+    token_share = 1.0
+    if world > 1:
+        global_tokens = torch.tensor(float(batch["num_tokens"]), device=device)
+        torch.distributed.all_reduce(global_tokens)
+        token_share = batch["num_tokens"] * world / float(global_tokens)
     for _ in range(cfg["epochs_per_batch"]):
         with autocast(cfg, device):
-            logprobs, _ = model.score(batch["prompt"], batch["prompt_mask"], batch["completion"],
-                                      batch["completion_mask"])
+            logprobs, _ = scorer(batch["prompt"], batch["prompt_mask"], batch["completion"],
+                                 batch["completion_mask"])
         loss, stats = grpo.policy_loss(logprobs.float(), batch["old_logprobs"], adv_flat, batch["completion_mask"],
                                        cfg["clip"], ref_logprobs, cfg["kl_coef"])
+        loss = loss * token_share
         if not torch.isfinite(loss):
             raise FloatingPointError(f"non-finite loss ({loss.item()}); stopping before it reaches the weights")
         opt.zero_grad(set_to_none=True)
@@ -502,7 +522,52 @@ def rl_step(model, ref_model, opt, tok, task, cfg, m, rng, generator, device):
         "distinct_first_answers": float(distinct),
         "tokens": batch["num_tokens"], "sample_s": t_sample, "step_s": time.time() - t0,
     }
+    if world > 1:
+        metrics = reduce_metrics(metrics, world, device)
     return metrics, batch
+
+
+# ----------------------------------------------------------------------------------------------
+# Several processes (torchrun --nproc_per_node=N train.py ...): each rank samples and scores its
+# share of the prompt groups, gradients are all-reduced by DistributedDataParallel, metrics are
+# averaged (token counts summed), and rank 0 alone writes files.
+
+class Scorer(torch.nn.Module):
+    """model.score as a forward(), because DistributedDataParallel hooks into forward()."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, prompt, prompt_mask, completion, completion_mask):
+        return self.model.score(prompt, prompt_mask, completion, completion_mask)
+
+
+def init_distributed(device):
+    """(rank, world, device) from torchrun's environment; (0, 1, device) when run plainly."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1, device
+    torch.distributed.init_process_group("nccl" if device == "cuda" else "gloo")
+    if device == "cuda":
+        device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+        torch.cuda.set_device(device)
+    return torch.distributed.get_rank(), world, device
+
+
+def reduce_metrics(metrics, world, device):
+    """Average every number over ranks; token counts are summed."""
+    keys = [k for k, v in metrics.items() if isinstance(v, (int, float))]
+    flat = [float(metrics[k]) for k in keys] + [float(x) for x in metrics["reward_per_component"]]
+    values = torch.tensor(flat, dtype=torch.float64, device=device)
+    torch.distributed.all_reduce(values)
+    values = (values / world).tolist()
+    out = dict(metrics)
+    for k, v in zip(keys, values):
+        out[k] = v * world if k == "tokens" else v
+    out["tokens"] = int(round(out["tokens"]))
+    out["reward_per_component"] = [round(v, 4) for v in values[len(keys):]]
+    return out
 
 
 RUN_ONLY_KEYS = ("resume", "overwrite", "quiet", "steps", "device", "threads")  # may differ on --resume
@@ -515,9 +580,13 @@ def checkpoint_state(model, opt, cfg, step, rng, generator, metrics_file):
             "torch_rng": torch.get_rng_state(), "metrics_offset": metrics_file.tell()}
 
 
+def run_dir(cfg):
+    return cfg["out_dir"] or os.path.join("out", f"{cfg['task']}-{cfg['algo']}-s{cfg['seed']}")
+
+
 def prepare_out_dir(cfg):
     """Refuse to clobber results: a finished run needs overwrite, an unfinished one resume or overwrite."""
-    out_dir = cfg["out_dir"] or os.path.join("out", f"{cfg['task']}-{cfg['algo']}-s{cfg['seed']}")
+    out_dir = run_dir(cfg)
     finished = os.path.exists(os.path.join(out_dir, "final.pt"))
     started = os.path.exists(os.path.join(out_dir, "metrics.jsonl"))
     if cfg["resume"]:
@@ -541,7 +610,11 @@ def prepare_out_dir(cfg):
 
 def train(cfg):
     device = pick_device(cfg["device"])  # before prepare_out_dir: a bad device writes nothing
-    out_dir = prepare_out_dir(cfg)
+    rank, world, device = init_distributed(device)
+    lead = rank == 0  # the only rank that writes files
+    if cfg["prompts_per_step"] % world:
+        raise ConfigError(f"prompts_per_step={cfg['prompts_per_step']} must be a multiple of the {world} ranks")
+    out_dir = prepare_out_dir(cfg) if lead else run_dir(cfg)
     if cfg["threads"]:
         torch.set_num_threads(cfg["threads"])
     seed_everything(cfg["seed"])
@@ -567,18 +640,23 @@ def train(cfg):
         if changed:
             raise ConfigError(f"cannot resume {out_dir}: config differs from the saved run in {changed}")
         logged = os.path.join(out_dir, "metrics.jsonl")
-        if resume and (not os.path.exists(logged) or os.path.getsize(logged) < resume["metrics_offset"]):
+        if lead and resume and (not os.path.exists(logged) or os.path.getsize(logged) < resume["metrics_offset"]):
             raise ConfigError(f"cannot resume {out_dir}: metrics.jsonl is missing or shorter than ckpt.pt expects")
     mode = "a" if resume else "w"
-    tmp = os.path.join(out_dir, f"config.yaml.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:  # written whole or not at all: a resume before ckpt.pt reads it back
-        yaml.safe_dump({**cfg, "out_dir": out_dir}, f, sort_keys=False)
-    os.replace(tmp, os.path.join(out_dir, "config.yaml"))
-    log_file = open(os.path.join(out_dir, "log.txt"), mode)
+
+    def output(name, mode):
+        return open(os.path.join(out_dir, name), mode) if lead else open(os.devnull, "w")
+
+    if lead:
+        tmp = os.path.join(out_dir, f"config.yaml.{os.getpid()}.tmp")
+        with open(tmp, "w") as f:  # written whole or not at all: a resume before ckpt.pt reads it back
+            yaml.safe_dump({**cfg, "out_dir": out_dir}, f, sort_keys=False)
+        os.replace(tmp, os.path.join(out_dir, "config.yaml"))
+    log_file = output("log.txt", mode)
 
     def log(msg):
         print(msg, file=log_file, flush=True)
-        if not cfg["quiet"]:
+        if not cfg["quiet"] and lead:
             print(msg, flush=True)
 
     task = make_task(cfg["task"], **cfg["task_options"])
@@ -587,7 +665,14 @@ def train(cfg):
     log(f"task {cfg['task']} (D={task.dim}), algo {cfg['algo']} (m={m}), device {device}, "
         f"threads {torch.get_num_threads()}, out_dir {out_dir}")
 
+    if world > 1 and not lead:
+        torch.distributed.barrier()  # rank 0 trains and caches the warm start; the others load it
     model, warm_path = warm_start(cfg, task, tok, device, log)
+    if world > 1 and lead:
+        torch.distributed.barrier()
+    scorer = Scorer(model)
+    if world > 1:
+        scorer = torch.nn.parallel.DistributedDataParallel(scorer)
     log(f"model: {model.num_params() / 1e6:.2f}M parameters")
     ref_model = None
     if cfg["kl_coef"] > 0:
@@ -608,17 +693,20 @@ def train(cfg):
         generator.set_state(resume["generator"])
         torch.set_rng_state(resume["torch_rng"])
         first_step = resume["step"] + 1
-        with open(metrics_path, "r+") as f:  # drop what was logged after the checkpoint: it is redone
-            f.truncate(resume["metrics_offset"])
+        if lead:
+            with open(metrics_path, "r+") as f:  # drop what was logged after the checkpoint: it is redone
+                f.truncate(resume["metrics_offset"])
         log(f"resumed from step {resume['step']}")
     # metrics.jsonl holds only what the seed determines (byte-identical across reruns); wall-clock
     # figures go to timing.jsonl
-    metrics_file = open(metrics_path, "a" if resume else "w")
-    timing_file = open(os.path.join(out_dir, "timing.jsonl"), mode)
-    samples_file = open(os.path.join(out_dir, "samples.jsonl"), mode)
+    metrics_file = output("metrics.jsonl", "a" if resume else "w")
+    timing_file = output("timing.jsonl", mode)
+    samples_file = output("samples.jsonl", mode)
     eval_seed = 12345  # the same held-out problems at every evaluation and in every run
 
     def evaluate(step):
+        if not lead:  # evaluation is rank 0's alone: no collective calls inside it
+            return {"heldout_scalar": float("nan")}
         ev = evaluate_heldout(model, tok, task, cfg, m, device, eval_seed)
         metrics_file.write(json.dumps({"kind": "eval", "step": step, **ev}) + "\n")
         metrics_file.flush()
@@ -630,7 +718,8 @@ def train(cfg):
         evaluate(0)
     t_start = time.time()
     for step in range(first_step, cfg["steps"] + 1):
-        metrics, batch = rl_step(model, ref_model, opt, tok, task, cfg, m, rng, generator, device)
+        metrics, batch = rl_step(model, ref_model, opt, tok, task, cfg, m, rng, generator, device,
+                                 scorer, rank, world)
         timing = {"step": step, "sample_s": metrics.pop("sample_s"), "step_s": metrics.pop("step_s")}
         timing["tokens_per_s"] = metrics["tokens"] / timing["step_s"]
         metrics_file.write(json.dumps({"kind": "train", "step": step, **metrics}) + "\n")
@@ -650,15 +739,24 @@ def train(cfg):
             samples_file.flush()
         if cfg["eval_every"] and step % cfg["eval_every"] == 0 and step != cfg["steps"]:
             evaluate(step)
-        if cfg["ckpt_every"] and step % cfg["ckpt_every"] == 0:
+        if cfg["ckpt_every"] and step % cfg["ckpt_every"] == 0 and lead:
             atomic_save(checkpoint_state(model, opt, cfg, step, rng, generator, metrics_file),
                         os.path.join(out_dir, "ckpt.pt"))
     last_eval = evaluate(cfg["steps"])
-    final = checkpoint_state(model, opt, cfg, cfg["steps"], rng, generator, metrics_file)
-    atomic_save({**final, "warm_start": warm_path}, os.path.join(out_dir, "final.pt"))
+    if world > 1:  # DDP keeps replicas identical; check it rather than trust it
+        checksum = torch.tensor([sum(float(p.detach().double().sum()) for p in model.parameters())] * 2,
+                                dtype=torch.float64)
+        checksum[1] *= -1
+        torch.distributed.all_reduce(checksum, op=torch.distributed.ReduceOp.MAX)
+        log(f"ranks in sync: {bool(checksum[0] == -checksum[1])} (parameter checksum {float(checksum[0]):.6f})")
+    if lead:
+        final = checkpoint_state(model, opt, cfg, cfg["steps"], rng, generator, metrics_file)
+        atomic_save({**final, "warm_start": warm_path}, os.path.join(out_dir, "final.pt"))
     log(f"done in {time.time() - t_start:.0f}s: held-out scalar {last_eval['heldout_scalar']:.3f}")
     for f in (metrics_file, timing_file, samples_file, log_file):
         f.close()
+    if world > 1:
+        torch.distributed.destroy_process_group()
     return out_dir
 
 
@@ -691,8 +789,8 @@ def main(argv=None):
             if args.seeds:
                 overrides["seeds"] = args.seeds
             experiment.run_headline(overrides, quick=args.quick, ablations=args.ablations, tasks=args.tasks)
-    except (ConfigError, FileNotFoundError, RuntimeError, FloatingPointError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (ConfigError, FileNotFoundError, RuntimeError, FloatingPointError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)  # ValueError: e.g. a prompt longer than block_size
         sys.exit(2)
 
 
