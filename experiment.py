@@ -7,6 +7,7 @@ budget grows? `python train.py` (no --config) runs this file's `run_headline`.
     python train.py --ablations             # also multi_rlvr, random_weights, goal_conditioned,
                                             # vpo_loo, and GRPO given m x the samples
     python train.py --set seed=1 out_dir=out/h1   # any train.py key applies to every run
+    python train.py --seeds 0 1 2                 # mean and spread over seeds
 
 For each task (persona, code, and the collinear control) and seed: one warm start, then every
 algorithm from it; then every checkpoint (warm start included) samples a pool of n answers per
@@ -34,16 +35,18 @@ import numpy as np
 
 # Per-task settings of the default experiment; train.py's DEFAULTS fill in the rest.
 TASKS = {
-    "persona": dict(task="persona", task_options={"answer_len": 8}, steps=200, lr=1e-3),
-    "code": dict(task="code", task_options={"noise": 0.2}, steps=200, lr=3e-4),
-    "persona_collinear": dict(task="persona_collinear", task_options={"answer_len": 8}, steps=200, lr=1e-3),
+    "persona": dict(task="persona", task_options={"answer_len": 12}, sft_steps=600, steps=250, lr=1e-3),
+    "code": dict(task="code", task_options={"noise": 0.2}, sft_steps=450, sft_batch=32, sft_lr=2e-3,
+                 sft_parent_fraction=0.15, steps=200, lr=3e-4),
+    "persona_collinear": dict(task="persona_collinear", task_options={"answer_len": 12}, sft_steps=600,
+                              steps=250, lr=1e-3),
 }
 # The control's prompts and demonstrations are the persona task's (only the reward differs), so it
 # starts from the persona warm start instead of training its own.
 SHARED_WARMSTART = {"persona_collinear": "persona"}
 ALGOS = ["grpo", "vpo"]
 ABLATIONS = ["multi_rlvr", "random_weights", "goal_conditioned", "vpo_loo", "grpo_x3"]
-HEADLINE = dict(seeds=[0], eval_n=30, eval_problems=48, evo_problems=8, evo_budget=60, evo_seeds=2,
+HEADLINE = dict(seeds=[0], eval_n=30, eval_problems=40, evo_problems=8, evo_budget=60, evo_seeds=2,
                 workers=2)
 QUICK = dict(seeds=[0], eval_n=6, eval_problems=6, evo_problems=2, evo_budget=12, evo_seeds=1, workers=2)
 QUICK_TRAIN = dict(model="nano", sft_steps=60, sft_batch=16, sft_lr=1e-2, steps=6, prompts_per_step=2,
@@ -114,6 +117,20 @@ def _evolve_job(path, task_options, problems, budget, seeds, m):
     return results
 
 
+def finished(cfg):
+    """True if cfg's out_dir holds a finished run of exactly this config."""
+    import yaml
+    ignore = ("resume", "overwrite", "quiet", "threads", "device", "out_dir")  # cannot change the result
+    try:
+        with open(os.path.join(cfg["out_dir"], "config.yaml")) as f:
+            saved = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError):
+        return False
+    same = isinstance(saved, dict) and all(saved.get(k) == v for k, v in cfg.items()
+                                           if k not in ignore)
+    return same and os.path.exists(os.path.join(cfg["out_dir"], "final.pt"))
+
+
 def git_commit():
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -127,6 +144,8 @@ def run_headline(overrides=None, quick=False, ablations=False, out_dir=None, tas
     settings = dict(QUICK if quick else HEADLINE)
     if "seed" in overrides:
         settings["seeds"] = [overrides.pop("seed")]
+    if "seeds" in overrides:
+        settings["seeds"] = list(overrides.pop("seeds"))
     out_dir = out_dir or overrides.pop("out_dir", "") or ("out/quick" if quick else "out/headline")
     overrides.pop("out_dir", None)
     if os.path.exists(os.path.join(out_dir, "results.json")) and not overrides.get("overwrite"):
@@ -140,7 +159,7 @@ def run_headline(overrides=None, quick=False, ablations=False, out_dir=None, tas
     timings = {}
     configs = {(t, a, s): run_config(t, a, s, overrides, out_dir, quick)
                for t in tasks for a in algos for s in settings["seeds"]}
-    for cfg in configs.values():
+    for cfg in configs.values():  # results.json is replaced; a finished identical run is still reused
         cfg["overwrite"] = True if overrides.get("overwrite") else cfg["overwrite"]
 
     def say(msg):
@@ -160,9 +179,12 @@ def run_headline(overrides=None, quick=False, ablations=False, out_dir=None, tas
                 warm[(t, s)] = warm[(SHARED_WARMSTART[t], s)]
                 for a in algos:
                     configs[(t, a, s)]["warmstart_from"] = warm[(t, s)]
-        # 2. RL runs
-        jobs = {key: pool.submit(_train_job, cfg) for key, cfg in configs.items()}
-        runs = {}
+        # 2. RL runs (a run this experiment already finished with the same config is reused: runs
+        # are deterministic, so rerunning with more seeds only trains the new ones)
+        runs = {key: cfg["out_dir"] for key, cfg in configs.items() if finished(cfg)}
+        for key in runs:
+            say(f"reusing finished run {runs[key]}")
+        jobs = {key: pool.submit(_train_job, cfg) for key, cfg in configs.items() if key not in runs}
         for key, job in jobs.items():
             runs[key], timings[f"train/{key[0]}/{key[1]}/s{key[2]}"] = job.result()
             say(f"trained {key[0]} {key[1]} seed {key[2]} ({timings[f'train/{key[0]}/{key[1]}/s{key[2]}']:.0f}s)")
