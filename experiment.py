@@ -157,6 +157,7 @@ def run_headline(overrides=None, quick=False, ablations=False, out_dir=None, tas
     os.makedirs(out_dir, exist_ok=True)
     t_start = time.time()
     timings = {}
+    commit = git_commit()  # the code that runs, not whatever is checked out when it ends
     configs = {(t, a, s): run_config(t, a, s, overrides, out_dir, quick)
                for t in tasks for a in algos for s in settings["seeds"]}
     for cfg in configs.values():  # results.json is replaced; a finished identical run is still reused
@@ -220,18 +221,18 @@ def run_headline(overrides=None, quick=False, ablations=False, out_dir=None, tas
                 for k, job in jobs.items():
                     evo[k] = job.result()
     timings["total"] = time.time() - t_start
-    results = summarize(out_dir, tasks, algos, settings, evals, evo, runs, timings, quick)
+    results = summarize(out_dir, tasks, algos, settings, evals, evo, runs, timings, quick, commit)
     say(f"done: {out_dir}")
     return results
 
 
-def summarize(out_dir, tasks, algos, settings, evals, evo, runs, timings, quick):
+def summarize(out_dir, tasks, algos, settings, evals, evo, runs, timings, quick, commit):
     """results.json, summary.md and the plots, from the finished jobs."""
     import plots
     from search import solved_curve
     seeds = settings["seeds"]
     names = ["warm_start"] + algos
-    results = {"commit": git_commit(), "seeds": seeds, "settings": settings, "quick": quick,
+    results = {"commit": commit, "seeds": seeds, "settings": settings, "quick": quick,
                "timings_s": {k: round(v, 1) for k, v in timings.items()}, "tasks": {}}
     for t in tasks:
         per_algo = {}

@@ -612,6 +612,9 @@ def train(cfg):
     device = pick_device(cfg["device"])  # before prepare_out_dir: a bad device writes nothing
     rank, world, device = init_distributed(device)
     lead = rank == 0  # the only rank that writes files
+    if device.startswith("cuda"):  # TF32 matmuls: ~free speed on Ampere and later, fine for RL
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     if cfg["prompts_per_step"] % world:
         raise ConfigError(f"prompts_per_step={cfg['prompts_per_step']} must be a multiple of the {world} ranks")
     out_dir = prepare_out_dir(cfg) if lead else run_dir(cfg)
@@ -679,7 +682,7 @@ def train(cfg):
         ref_model = copy.deepcopy(model).eval()  # the frozen warm start
         for p in ref_model.parameters():
             p.requires_grad_(False)
-    fused = device == "cuda"  # fused AdamW is a CUDA kernel
+    fused = device.startswith("cuda")  # one kernel for the whole update instead of one per tensor
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"],
                             betas=(0.9, 0.99), fused=fused)
     rng = random.Random(cfg["seed"])

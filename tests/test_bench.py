@@ -1,0 +1,72 @@
+"""bench.py at a tiny size: every measurement runs and reports, the naive variants sample what the
+optimised model samples, and the TRL comparison degrades to a message. No timing is asserted."""
+
+import json
+
+import pytest
+import torch
+
+import bench
+import train
+from model import pad_left
+
+TINY = ["model=nano", "prompts_per_step=2", "group_size=2", "sft_batch=4", "answers_per_rollout=1"]
+
+
+def test_every_measurement_runs_for_every_variant():
+    cfg = train.resolve_config(overrides=TINY)
+    results = bench.run_ours(cfg, "cpu", list(bench.VARIANTS), warmup=0, repeats=1, log=lambda msg: None)
+    assert results.pop("_params") > 0
+    assert set(results) == set(bench.VARIANTS)
+    for r in results.values():
+        for key in ("sample_s", "sample_tok_per_s", "step_s", "step_cpu_s", "step_sample_s"):
+            assert r[key] > 0, key
+    assert results["ours"]["sft_tok_per_s"] > 0 and results["ours"]["peak_rss_gib"] > 0
+    text = bench.table(results, list(bench.VARIANTS))
+    assert "RL step: s" in text and "naive" in text
+
+
+def test_naive_variants_sample_the_same_tokens():
+    cfg = train.resolve_config(overrides=TINY)
+    model, tok, task = bench.setup(cfg, "cpu")
+    model.eval()
+    prompt, mask = pad_left([[tok.bos, 1, 2, tok.answer], [tok.bos, 3, tok.answer]], tok.eos)
+    outs = [generate(prompt, mask, 3, 12, tok.eos, generator=torch.Generator().manual_seed(0))
+            for generate in (model.generate, lambda *a, **k: bench.generate_without_shared_prompt(model, *a, **k),
+                             lambda *a, **k: bench.generate_without_cache(model, *a, **k))]
+    for out in outs[1:]:
+        assert torch.equal(out["tokens"], outs[0]["tokens"]) and torch.equal(out["mask"], outs[0]["mask"])
+        assert torch.allclose(out["logprobs"], outs[0]["logprobs"], atol=1e-5)
+    p, pm = prompt.repeat_interleave(3, 0), mask.repeat_interleave(3, 0)
+    ours = model.score(p, pm, outs[0]["tokens"], outs[0]["mask"])[0]
+    plain = bench.score_without_shared_prompt(model, p, pm, outs[0]["tokens"], outs[0]["mask"])[0]
+    assert torch.allclose(ours[outs[0]["mask"]], plain[outs[0]["mask"]], atol=1e-5)
+
+
+def test_forced_length_never_stops_early():
+    cfg = train.resolve_config(overrides=TINY)
+    model, tok, task = bench.setup(cfg, "cpu")
+    model = bench.with_variant(model, "ours", force_length=True)
+    prompt, mask = pad_left([[tok.bos, 1, tok.answer]], tok.eos)
+    out = model.eval().generate(prompt, mask, 4, 9, tok.eos, generator=torch.Generator().manual_seed(0))
+    assert out["tokens"].shape == (4, 9) and bool(out["mask"].all())
+
+
+def test_main_writes_json_and_explains_a_missing_trl(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(bench, "trl_available", lambda: False)
+    path = tmp_path / "bench.json"
+    bench.main(["--set", *TINY, "--warmup", "0", "--repeats", "1", "--trl", "--no-sft", "--json", str(path)])
+    out = capsys.readouterr().out
+    assert "TRL is not installed" in out and "RL step: s" in out
+    saved = json.loads(path.read_text())
+    assert saved["trl_config"] and saved["results"]["ours"]["step_s"] > 0
+    assert saved["results"]["ours"]["prompt_tokens"] == bench.TRL_PROMPT_TOKENS
+    assert saved["results"]["ours"]["step_completion_width"] == bench.TRL_COMPLETION_TOKENS
+    assert saved["machine"]["threads"] >= 1 and saved["machine"]["torch"] == torch.__version__
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_cuda_without_cuda_is_a_clear_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--device", "cuda"])
+    assert e.value.code == 2 and "CUDA is not available" in capsys.readouterr().err
