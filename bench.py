@@ -59,7 +59,7 @@ import torch
 import torch.nn.functional as F
 
 import train
-from model import GPT, Tokenizer, pad_left, pad_right, sample_from_logits
+from model import GPT, Tokenizer, pad_left, sample_from_logits
 from rewards import make_task, rollout_prompt
 
 # The shape of the TRL comparison (see the docstring): 32-token prompts, 48 new tokens, 8 x 8, no KL.
@@ -261,17 +261,8 @@ def bench_sft(model, tok, task, cfg, device, warmup, repeats, seed=0):
     counted = []
 
     def step():
-        prompts, completions = train.demo_batch(task, tok, cfg, rng, cfg["sft_batch"])
-        p, pm = pad_left(prompts, tok.eos, device)
-        c, cm = pad_right(completions, tok.eos, device)
-        with train.autocast(cfg, device):
-            logp, _ = model.score(p, pm, c, cm)
-        loss = -(logp * cm).sum() / cm.sum()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        counted.append(int(cm.sum()))
+        loss, n = train.sft_step(model, opt, task, tok, cfg, rng, device)
+        counted.append(n)
         return loss.item()
     # the batch is built inside the step, as in warm_start (a few ms); batches alternate between one
     # answer and m answers per demonstration, so tokens/s is their total over the total time

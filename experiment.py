@@ -120,7 +120,7 @@ def _evolve_job(path, task_options, problems, budget, seeds, m):
 def finished(cfg):
     """True if cfg's out_dir holds a finished run of exactly this config."""
     import yaml
-    ignore = ("resume", "overwrite", "quiet", "threads", "device", "out_dir")  # cannot change the result
+    ignore = ("resume", "overwrite", "quiet", "threads", "device", "out_dir", "warmstart_dir")  # not results
     try:
         with open(os.path.join(cfg["out_dir"], "config.yaml")) as f:
             saved = yaml.safe_load(f)
@@ -139,7 +139,7 @@ def git_commit():
         return "unknown"
 
 
-def run_headline(overrides=None, quick=False, ablations=False, out_dir=None, tasks=None):
+def run_headline(overrides=None, quick=False, ablations=False, out_dir=None, tasks=None, algos=None):
     overrides = dict(overrides or {})
     settings = dict(QUICK if quick else HEADLINE)
     if "seed" in overrides:
@@ -153,7 +153,7 @@ def run_headline(overrides=None, quick=False, ablations=False, out_dir=None, tas
         raise ConfigError(f"{out_dir} already holds a finished experiment; choose another out_dir "
                           f"or --set overwrite=true")
     tasks = tasks or list(TASKS)
-    algos = ALGOS + (ABLATIONS if ablations else [])
+    algos = list(algos or ALGOS) + (ABLATIONS if ablations else [])
     os.makedirs(out_dir, exist_ok=True)
     t_start = time.time()
     timings = {}

@@ -381,6 +381,21 @@ def demo_batch(task, tok, cfg, rng, batch):
     return prompts, completions
 
 
+def sft_step(model, opt, task, tok, cfg, rng, device):
+    """One supervised step on a fresh batch of demonstrations -> (loss, completion tokens)."""
+    prompts, completions = demo_batch(task, tok, cfg, rng, cfg["sft_batch"])
+    p, pm = pad_left(prompts, tok.eos, device)
+    c, cm = pad_right(completions, tok.eos, device)
+    with autocast(cfg, device):
+        logp, _ = model.score(p, pm, c, cm)
+    loss = -(logp * cm).sum() / cm.sum()  # cross-entropy on the completion tokens only
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss, int(cm.sum())
+
+
 def warm_start(cfg, task, tok, device, log):
     path = cfg["warmstart_from"] or \
         os.path.join(cfg["warmstart_dir"], f"warmstart-{cfg['task']}-{warmstart_key(cfg)}.pt")
@@ -397,17 +412,8 @@ def warm_start(cfg, task, tok, device, log):
         lr = cfg["sft_lr"] * min(1.0, (step + 1) / 50) * 0.5 * (1 + math.cos(math.pi * step / cfg["sft_steps"]))
         for group in opt.param_groups:
             group["lr"] = lr
-        prompts, completions = demo_batch(task, tok, cfg, rng, cfg["sft_batch"])
-        p, pm = pad_left(prompts, tok.eos, device)
-        c, cm = pad_right(completions, tok.eos, device)
-        with autocast(cfg, device):
-            logp, _ = model.score(p, pm, c, cm)
-        loss = -(logp * cm).sum() / cm.sum()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        tokens += int(cm.sum())
+        loss, n = sft_step(model, opt, task, tok, cfg, rng, device)
+        tokens += n
         if step % 100 == 0 or step == cfg["sft_steps"] - 1:
             log(f"warm start {step + 1}/{cfg['sft_steps']}: loss {loss.item():.3f}, "
                 f"{tokens / (time.time() - t0):.0f} tok/s")
@@ -772,6 +778,7 @@ def main(argv=None):
     parser.add_argument("--ablations", action="store_true", help="headline experiment with the ablations")
     parser.add_argument("--tasks", nargs="*", help="headline experiment on these tasks only")
     parser.add_argument("--seeds", nargs="*", type=int, help="headline experiment over these seeds (mean and spread)")
+    parser.add_argument("--algos", nargs="*", help="headline experiment with these algorithms (default: grpo vpo)")
     args = parser.parse_args(argv)
     try:
         if args.config:
@@ -791,7 +798,11 @@ def main(argv=None):
                 overrides[key.strip()] = parse_value(value)
             if args.seeds:
                 overrides["seeds"] = args.seeds
-            experiment.run_headline(overrides, quick=args.quick, ablations=args.ablations, tasks=args.tasks)
+            unknown = sorted(set(args.algos or []) - set(ADVANTAGES) - {"grpo_x3"})
+            if unknown:
+                raise ConfigError(f"unknown algorithm(s) {unknown} for --algos (choose from {sorted(ADVANTAGES)} or grpo_x3)")
+            experiment.run_headline(overrides, quick=args.quick, ablations=args.ablations, tasks=args.tasks,
+                                    algos=args.algos)
     except (ConfigError, FileNotFoundError, RuntimeError, FloatingPointError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)  # ValueError: e.g. a prompt longer than block_size
         sys.exit(2)
