@@ -93,6 +93,8 @@ DEFAULTS = dict(
     device="auto",             # auto | cpu | cuda | mps
     threads=1,                 # torch CPU threads; measured: 2 threads were no faster than 1 here
     dtype="float32",           # float32 | bfloat16 (autocast; CUDA or CPU)
+    compile=False,             # torch.compile the scoring forward (measured on CPU: slower; for GPUs)
+    peak_tflops=0.0,           # the device's peak, to log model-FLOPs utilisation (0: not logged)
     overwrite=False,           # allow writing into an out_dir that already holds a run
     resume=False,              # continue the unfinished run in out_dir from its last checkpoint
     quiet=False,
@@ -180,7 +182,7 @@ def validate(cfg):
     need(cfg["model"] in PRESETS, f"model must be one of {sorted(PRESETS)}, got '{cfg['model']}'")
     for key in ("lr", "sft_lr"):
         need(cfg[key] > 0, f"{key} must be > 0, got {cfg[key]}")
-    for key in ("steps", "sft_steps", "eval_every", "ckpt_every", "kl_coef", "weight_decay", "threads"):
+    for key in ("steps", "sft_steps", "eval_every", "ckpt_every", "kl_coef", "weight_decay", "threads", "peak_tflops"):
         need(cfg[key] >= 0, f"{key} must be >= 0, got {cfg[key]}")
     for key in ("prompts_per_step", "sft_batch", "num_weights", "epochs_per_batch", "eval_problems", "block_size"):
         need(cfg[key] >= 1, f"{key} must be >= 1, got {cfg[key]}")
@@ -576,7 +578,7 @@ def reduce_metrics(metrics, world, device):
     return out
 
 
-RUN_ONLY_KEYS = ("resume", "overwrite", "quiet", "steps", "device", "threads")  # may differ on --resume
+RUN_ONLY_KEYS = ("resume", "overwrite", "quiet", "steps", "device", "threads", "peak_tflops")  # may differ on --resume
 
 
 def checkpoint_state(model, opt, cfg, step, rng, generator, metrics_file):
@@ -682,6 +684,8 @@ def train(cfg):
     scorer = Scorer(model)
     if world > 1:
         scorer = torch.nn.parallel.DistributedDataParallel(scorer)
+    if cfg["compile"]:
+        scorer = torch.compile(scorer)
     log(f"model: {model.num_params() / 1e6:.2f}M parameters")
     ref_model = None
     if cfg["kl_coef"] > 0:
@@ -731,6 +735,9 @@ def train(cfg):
                                  scorer, rank, world)
         timing = {"step": step, "sample_s": metrics.pop("sample_s"), "step_s": metrics.pop("step_s")}
         timing["tokens_per_s"] = metrics["tokens"] / timing["step_s"]
+        if cfg["peak_tflops"] > 0:  # ~2N FLOPs per sampled token, 6N per trained token (attention ignored)
+            flops = (2 + 6 * cfg["epochs_per_batch"]) * model.num_params() * metrics["tokens"]
+            timing["mfu"] = flops / timing["step_s"] / (cfg["peak_tflops"] * 1e12)
         metrics_file.write(json.dumps({"kind": "train", "step": step, **metrics}) + "\n")
         metrics_file.flush()
         timing_file.write(json.dumps(timing) + "\n")
@@ -740,7 +747,8 @@ def train(cfg):
             f"| adv std {metrics['adv_std']:.2f} zero-std {metrics['zero_std_groups']:.2f} "
             f"| ent {metrics['entropy']:.3f} distinct {metrics['distinct_first_answers']:.2f} "
             f"| clip {metrics['clip_frac']:.3f} kl {metrics['kl']:.4f} gnorm {metrics['grad_norm']:.2f} "
-            f"| {timing['tokens_per_s']:.0f} tok/s | ETA {eta:.0f}s")
+            f"| {timing['tokens_per_s']:.0f} tok/s" + (f" mfu {timing['mfu']:.1%}" if "mfu" in timing else "")
+            + f" | ETA {eta:.0f}s")
         if step % 25 == 0 or step == cfg["steps"]:
             samples_file.write(json.dumps({"step": step, "prompt": rollout_prompt(task, batch["problem"], m),
                                            "answers": batch["answers"][0][:4],
