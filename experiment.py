@@ -146,8 +146,8 @@ def run_headline(overrides=None, quick=False, ablations=False, out_dir=None, tas
         settings["seeds"] = [overrides.pop("seed")]
     if "seeds" in overrides:
         settings["seeds"] = list(overrides.pop("seeds"))
-    out_dir = out_dir or overrides.pop("out_dir", "") or ("out/quick" if quick else "out/headline")
-    overrides.pop("out_dir", None)
+    requested = overrides.pop("out_dir", "")
+    out_dir = out_dir or requested or ("out/quick" if quick else "out/headline")
     if os.path.exists(os.path.join(out_dir, "results.json")) and not overrides.get("overwrite"):
         from train import ConfigError
         raise ConfigError(f"{out_dir} already holds a finished experiment; choose another out_dir "

@@ -22,7 +22,7 @@ weights (nothing may come from a hub: every model here is trained from scratch o
 """
 
 import math
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass
 
 import tiktoken
 import torch
@@ -394,6 +394,3 @@ def pad_right(seqs, pad_id, device="cpu"):
         mask[i, :len(s)] = True
     return ids.to(device), mask.to(device)
 
-
-def config_dict(cfg: GPTConfig):
-    return asdict(cfg)

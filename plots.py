@@ -25,6 +25,12 @@ COLORS = {"warm_start": "0.6", "grpo": "tab:red", "vpo": "tab:blue", "multi_rlvr
           "grpo_x3": "tab:pink"}
 
 
+def _save(fig, out_dir, name):
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, name), dpi=110)
+    plt.close(fig)
+
+
 def _curve(ax, ks, values, spread, label):
     values, spread = np.array(values), np.array(spread)
     ax.plot(ks, values, "o-", color=COLORS.get(label), label=label, ms=3)
@@ -45,9 +51,7 @@ def best_at_k(out_dir, results):
             ax.set_title(f"{t}: " + ("best@k, fixed mean" if col == 0 else "best@k, held-out weightings w.r"))
             ax.grid(alpha=0.3)
         axes[row][0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "best_at_k.png"), dpi=110)
-    plt.close(fig)
+    _save(fig, out_dir, "best_at_k.png")
 
 
 def pass_at_k(out_dir, results):
@@ -62,9 +66,7 @@ def pass_at_k(out_dir, results):
     ax.set_title("code: pass@k (every hidden test passes)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "pass_at_k.png"), dpi=110)
-    plt.close(fig)
+    _save(fig, out_dir, "pass_at_k.png")
 
 
 def reward_vectors(out_dir, results, samples, problems_shown=3):
@@ -92,9 +94,7 @@ def reward_vectors(out_dir, results, samples, problems_shown=3):
             ax.set_yticks([])
         axes[row][0].set_ylabel(f"{problems_shown} problems x n answers")
     fig.suptitle("Reward vectors of sampled answers (rows) on held-out problems", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "reward_vectors.png"), dpi=110)
-    plt.close(fig)
+    _save(fig, out_dir, "reward_vectors.png")
 
 
 def training(out_dir, results):
@@ -115,9 +115,7 @@ def training(out_dir, results):
                     axes[row][col].set_title(f"{t}: {title}", fontsize=9)
                     axes[row][col].set_xlabel("RL step")
         axes[row][0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "training.png"), dpi=110)
-    plt.close(fig)
+    _save(fig, out_dir, "training.png")
 
 
 def evolution(out_dir, results):
@@ -134,9 +132,7 @@ def evolution(out_dir, results):
     ax.set_title("Evolutionary search on hard held-out code problems")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "evolution.png"), dpi=110)
-    plt.close(fig)
+    _save(fig, out_dir, "evolution.png")
 
 
 def make_all(out_dir, results, samples):
