@@ -35,10 +35,10 @@ import numpy as np
 
 # Per-task settings of the default experiment; train.py's DEFAULTS fill in the rest.
 TASKS = {
-    "persona": dict(task="persona", task_options={"answer_len": 12}, sft_steps=600, steps=250, lr=1e-3),
-    "code": dict(task="code", task_options={"noise": 0.2}, sft_steps=450, sft_batch=32, sft_lr=2e-3,
+    "persona": dict(task="persona", task_options={"answer_len": 12}, sft_steps=300, steps=250, lr=1e-3),
+    "code": dict(task="code", task_options={"noise": 0.2}, sft_steps=900, sft_batch=32, sft_lr=1e-3,
                  sft_parent_fraction=0.15, steps=200, lr=3e-4),
-    "persona_collinear": dict(task="persona_collinear", task_options={"answer_len": 12}, sft_steps=600,
+    "persona_collinear": dict(task="persona_collinear", task_options={"answer_len": 12}, sft_steps=300,
                               steps=250, lr=1e-3),
 }
 # The control's prompts and demonstrations are the persona task's (only the reward differs), so it

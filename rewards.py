@@ -59,7 +59,7 @@ def format_goal(weights) -> str:
 # ----------------------------------------------------------------------------------------------
 
 class PersonaTask:
-    def __init__(self, num_personas=4, answer_len=12, overlap=0.0, noise=0.5, heldout_fraction=0.25):
+    def __init__(self, num_personas=4, answer_len=12, overlap=0.0, noise=0.25, heldout_fraction=0.25):
         if not 1 <= num_personas <= 26:
             raise ValueError("num_personas must be in 1..26")
         if not 0.0 <= overlap <= 1.0:
@@ -67,7 +67,10 @@ class PersonaTask:
         self.dim = num_personas
         self.answer_len = answer_len
         self.overlap = overlap
-        self.noise = noise  # fraction of demonstration letters that please nobody
+        # fraction of demonstration letters that please nobody. Measured (SFT, 300 steps, 2 seeds): at
+        # 0.25 the warm start learns to copy the favourite letters within ~100 steps; at 0.5 the
+        # signal is too weak and the warm start often never leaves the uniform-letter plateau
+        self.noise = noise
         self.heldout_fraction = heldout_fraction
         self.max_answer_tokens = answer_len + 1  # room for one separator/end token
 

@@ -66,6 +66,7 @@ DEFAULTS = dict(
     sft_batch=64,
     sft_lr=3e-3,
     sft_parent_fraction=0.3,   # code task: share of demonstrations whose prompt carries parents
+    sft_single_first=0.3,      # share of the warm start spent on the plain 1-answer format first
     # RL
     steps=150,
     prompts_per_step=8,        # P: prompt groups per step
@@ -196,6 +197,7 @@ def validate(cfg):
     need(0 < cfg["top_p"] <= 1, f"top_p must be in (0, 1]")
     need(cfg["max_grad_norm"] > 0, "max_grad_norm must be > 0")
     need(0 <= cfg["sft_parent_fraction"] <= 1, "sft_parent_fraction must be in [0, 1]")
+    need(0 <= cfg["sft_single_first"] <= 1, "sft_single_first must be in [0, 1]")
     need(cfg["device"] in ("auto", "cpu", "cuda", "mps"), "device must be auto, cpu, cuda or mps")
     need(cfg["dtype"] in ("float32", "bfloat16"), "dtype must be float32 or bfloat16")
     try:
@@ -357,7 +359,7 @@ def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, d
 
 def warmstart_key(cfg):
     shaping = {k: cfg[k] for k in ("task", "task_options", "seed", "model", "block_size", "tokenizer",
-                                   "sft_steps", "sft_batch", "sft_lr", "sft_parent_fraction",
+                                   "sft_steps", "sft_batch", "sft_lr", "sft_parent_fraction", "sft_single_first",
                                    "answers_per_rollout", "dtype")}
     # the demonstrations come from rewards.py (and lang.py): editing them must not reuse a stale cache
     here = os.path.dirname(os.path.abspath(__file__))
@@ -367,11 +369,11 @@ def warmstart_key(cfg):
     return hashlib.sha1(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def demo_batch(task, tok, cfg, rng, batch):
+def demo_batch(task, tok, cfg, rng, batch, single_only=False):
     """A batch of demonstrations in one format: single answer (1|) or m answers (m|), with or
     without parents. One format per batch keeps padding (wasted compute) small."""
-    m = 1 if rng.random() < 0.5 else cfg["answers_per_rollout"]
-    with_parents = hasattr(task, "demo_parents") and rng.random() < cfg["sft_parent_fraction"]
+    m = 1 if single_only or rng.random() < 0.5 else cfg["answers_per_rollout"]
+    with_parents = not single_only and hasattr(task, "demo_parents") and rng.random() < cfg["sft_parent_fraction"]
     prompts, completions = [], []
     for _ in range(batch):
         problem = task.problems("train", 1, rng)[0]
@@ -383,9 +385,9 @@ def demo_batch(task, tok, cfg, rng, batch):
     return prompts, completions
 
 
-def sft_step(model, opt, task, tok, cfg, rng, device):
+def sft_step(model, opt, task, tok, cfg, rng, device, single_only=False):
     """One supervised step on a fresh batch of demonstrations -> (loss, completion tokens)."""
-    prompts, completions = demo_batch(task, tok, cfg, rng, cfg["sft_batch"])
+    prompts, completions = demo_batch(task, tok, cfg, rng, cfg["sft_batch"], single_only)
     p, pm = pad_left(prompts, tok.eos, device)
     c, cm = pad_right(completions, tok.eos, device)
     with autocast(cfg, device):
@@ -414,7 +416,11 @@ def warm_start(cfg, task, tok, device, log):
         lr = cfg["sft_lr"] * min(1.0, (step + 1) / 50) * 0.5 * (1 + math.cos(math.pi * step / cfg["sft_steps"]))
         for group in opt.param_groups:
             group["lr"] = lr
-        loss, n = sft_step(model, opt, task, tok, cfg, rng, device)
+        # a curriculum: the copy-from-the-prompt skill forms on the plain 1-answer format and then
+        # transfers; measured on code (450 steps, seed 0), mixing all formats from step 1 left 0-2% of
+        # sampled programs consistent with the examples, 30% single-format first gave 25-31%
+        single_only = step < cfg["sft_single_first"] * cfg["sft_steps"]
+        loss, n = sft_step(model, opt, task, tok, cfg, rng, device, single_only)
         tokens += n
         if step % 100 == 0 or step == cfg["sft_steps"] - 1:
             log(f"warm start {step + 1}/{cfg['sft_steps']}: loss {loss.item():.3f}, "
