@@ -8,6 +8,7 @@ budget grows? `python train.py` (no --config) runs this file's `run_headline`.
                                             # vpo_loo, and GRPO given m x the samples
     python train.py --set seed=1 out_dir=out/h1   # any train.py key applies to every run
     python train.py --seeds 0 1 2                 # mean and spread over seeds
+    python experiment.py out/headline             # reprint (and rewrite) a finished run's summary.md
 
 For each task (persona, code, and the collinear control) and seed: one warm start, then every
 algorithm from it; then every checkpoint (warm start included) samples a pool of n answers per
@@ -126,8 +127,12 @@ def finished(cfg):
             saved = yaml.safe_load(f)
     except (OSError, yaml.YAMLError):
         return False
-    same = isinstance(saved, dict) and all(saved.get(k) == v for k, v in cfg.items()
-                                           if k not in ignore)
+    if not isinstance(saved, dict):
+        return False
+    # a cached warm start's file name is the hash of everything that shaped it, so a run copied into
+    # another output folder (with its warm start) still counts as the same run
+    same = all(saved.get(k) == v for k, v in cfg.items() if k not in ignore + ("warmstart_from",)) and \
+        os.path.basename(str(saved.get("warmstart_from"))) == os.path.basename(str(cfg["warmstart_from"]))
     return same and os.path.exists(os.path.join(cfg["out_dir"], "final.pt"))
 
 
@@ -303,4 +308,47 @@ def summary_markdown(results):
                  "random weightings; ± is half the spread (max - min) over seeds; diversity: mean pairwise "
                  "L1 between the pool's reward vectors; evo solved: searches that found a program passing "
                  "every test within the budget, on problems no checkpoint's pool solved.")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + [""] + training_table(results)) + "\n"
+
+
+def training_table(results):
+    """Per-seed training dynamics from each run's metrics.jsonl (seeds separated by ' / ')."""
+    lines = ["Training, per seed: held-out scalar = mean fixed reward of valid answers on the held-out "
+             "problems of train.evaluate_heldout (warm start -> end); entropy, distinct first answers per "
+             "group and set score averaged over the first and last 10 RL steps.", "",
+             "| task | algo | held-out scalar | token entropy | distinct first answers | set score |",
+             "|---|---|---|---|---|---|"]
+    for t, per_algo in results["tasks"].items():
+        for a, e in per_algo.items():
+            logs = [p for p in e.get("training_metrics", []) if os.path.exists(p)]
+            if not logs:
+                continue
+            cells = {k: ([], []) for k in ("heldout_scalar", "entropy", "distinct_first_answers", "set_score")}
+            for path in logs:
+                with open(path) as f:
+                    rows = [json.loads(line) for line in f]
+                evals = [r for r in rows if r["kind"] == "eval"]
+                steps = [r for r in rows if r["kind"] == "train"]
+                cells["heldout_scalar"][0].append(evals[0]["heldout_scalar"])
+                cells["heldout_scalar"][1].append(evals[-1]["heldout_scalar"])
+                for k in ("entropy", "distinct_first_answers", "set_score"):
+                    cells[k][0].append(np.mean([r[k] for r in steps[:10]]))
+                    cells[k][1].append(np.mean([r[k] for r in steps[-10:]]))
+            row = [" / ".join(f"{v:.2f}" for v in before) + " -> " + " / ".join(f"{v:.2f}" for v in after)
+                   for before, after in cells.values()]
+            lines.append(f"| {t} | {a} | " + " | ".join(row) + " |")
+    return lines
+
+
+if __name__ == "__main__":
+    import sys
+    folder = sys.argv[1] if len(sys.argv) > 1 else "out/headline"
+    try:
+        with open(os.path.join(folder, "results.json")) as f:
+            finished_results = json.load(f)
+    except (OSError, json.JSONDecodeError) as err:
+        sys.exit(f"error: no readable results.json in {folder} ({err}); run `python train.py` first")
+    text = summary_markdown(finished_results)
+    with open(os.path.join(folder, "summary.md"), "w") as f:
+        f.write(text)
+    print(text)

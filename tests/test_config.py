@@ -27,6 +27,7 @@ def test_overrides_parse_types():
     ("group_size=1", "group_size must be >= 2"),
     ("answers_per_rollout=0", "answers_per_rollout (m) must be >= 1"),
     ("alpha=0", "alpha must be > 0"),
+    ("sft_single_first=1.5", "sft_single_first must be in [0, 1]"),
     ("algo=ppo", "algo must be one of"),
     ("task=chess", "unknown task 'chess'"),
     ("task_options={bogus: 1}", "task_options for task 'persona'"),

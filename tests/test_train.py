@@ -69,3 +69,20 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(RuntimeError, match="unreadable or corrupt"):
         model_from_checkpoint(str(bad))
+
+
+def test_single_answer_curriculum_batches():
+    """The warm start's first phase shows only the plain 1-answer format; later phases mix in m."""
+    import random
+    from model import Tokenizer
+    from rewards import make_task
+    from train import demo_batch
+    tok, task = Tokenizer(), make_task("code")
+    cfg = resolve_config(overrides=["task=code", "sft_parent_fraction=1.0"])
+    rng = random.Random(0)
+    for _ in range(20):
+        prompts, _ = demo_batch(task, tok, cfg, rng, 4, single_only=True)
+        texts = [tok.decode(p) for p in prompts]
+        assert all(t.startswith("<|bos|>1|") and " from " not in t for t in texts)
+    mixed = [tok.decode(demo_batch(task, tok, cfg, rng, 1)[0][0]) for _ in range(40)]
+    assert any(t.startswith("<|bos|>3|") for t in mixed) and all(" from " in t for t in mixed)
