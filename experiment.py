@@ -12,8 +12,9 @@ budget grows? `python train.py` (no --config) runs this file's `run_headline`.
 
 For each task (persona, code, and the collinear control) and seed: one warm start, then every
 algorithm from it; then every checkpoint (warm start included) samples a pool of n answers per
-held-out problem; then, on the code problems that no checkpoint's pool solved, an evolutionary
-search per checkpoint at equal budgets. Jobs run in `workers` processes with one torch thread each
+held-out problem; then, on the code problems that no checkpoint's pool solved (screening up to
+evo_screen more held-out problems when the evaluation set has too few), an evolutionary search
+per checkpoint at equal budgets. Jobs run in `workers` processes with one torch thread each
 (on a 2-core VM two 1-thread processes beat one 2-thread process).
 
 Writes into out_dir: results.json (every number, with seed and commit), summary.md (also printed),
@@ -47,9 +48,10 @@ TASKS = {
 SHARED_WARMSTART = {"persona_collinear": "persona"}
 ALGOS = ["grpo", "vpo"]
 ABLATIONS = ["multi_rlvr", "random_weights", "goal_conditioned", "vpo_loo", "grpo_x3"]
-HEADLINE = dict(seeds=[0], eval_n=30, eval_problems=40, evo_problems=8, evo_budget=60, evo_seeds=2,
+HEADLINE = dict(seeds=[0], eval_n=30, eval_problems=40, evo_problems=8, evo_screen=200, evo_budget=60, evo_seeds=2,
                 workers=2)
-QUICK = dict(seeds=[0], eval_n=6, eval_problems=6, evo_problems=2, evo_budget=12, evo_seeds=1, workers=2)
+QUICK = dict(seeds=[0], eval_n=6, eval_problems=6, evo_problems=2, evo_screen=6, evo_budget=12, evo_seeds=1,
+             workers=2)
 QUICK_TRAIN = dict(model="nano", sft_steps=60, sft_batch=16, sft_lr=1e-2, steps=6, prompts_per_step=2,
                    group_size=4, num_weights=16, eval_every=3, eval_problems=4, ckpt_every=3)
 
@@ -99,6 +101,16 @@ def _eval_job(path, task_name, task_options, num_problems, n, seed, m):
     problems = task.problems("heldout", num_problems, random.Random(seed))
     result, rewards, answers = evaluate_checkpoint(path, problems, n, seed=seed, m=m, task=task)
     return result, rewards, [a[:n] for a in answers], problems
+
+
+def _solved_job(path, task_options, problems, n, seed, m):
+    """Which problems a checkpoint's pool of n answers solves (some answer passes every test)."""
+    import torch
+    from rewards import make_task
+    from search import evaluate_checkpoint
+    torch.set_num_threads(1)
+    _, rewards, _ = evaluate_checkpoint(path, problems, n, seed=seed, m=m, task=make_task("code", **task_options))
+    return (rewards >= 1.0).all(-1).any(-1)  # (problems,)
 
 
 def _evolve_job(path, task_options, problems, budget, seeds, m):
@@ -218,6 +230,20 @@ def run_headline(overrides=None, quick=False, ablations=False, out_dir=None, tas
                 for k in keys:
                     solved_any |= (evals[k][1] >= 1.0).all(-1).any(-1)
                 hard = [p for p, solved in zip(problems, solved_any) if not solved][:settings["evo_problems"]]
+                if len(hard) < settings["evo_problems"] and settings["evo_screen"]:
+                    # too few: screen more held-out problems with the same pools (n answers per
+                    # checkpoint) and keep those that no checkpoint solves
+                    from rewards import make_task
+                    options = configs[("code", algos[0], s)]["task_options"]
+                    extra = [p for p in make_task("code", **options).problems(
+                        "heldout", settings["evo_screen"], random.Random(20_000 + s)) if p not in problems]
+                    screens = [pool.submit(_solved_job, checkpoints[k][0], options, extra, settings["eval_n"], s,
+                                           checkpoints[k][1]) for k in keys]
+                    solved_any = np.zeros(len(extra), dtype=bool)
+                    for job in screens:
+                        solved_any |= job.result()
+                    hard += [p for p, solved in zip(extra, solved_any) if not solved][:settings["evo_problems"] - len(hard)]
+                    settings["evo_screened_problems"] = len(extra)
                 say(f"evolutionary search on {len(hard)} hard code problems (seed {s})")
                 jobs = {k: pool.submit(_evolve_job, checkpoints[k][0], configs[("code", algos[0], s)]["task_options"],
                                        hard, settings["evo_budget"], list(range(settings["evo_seeds"])),
