@@ -19,7 +19,9 @@ The toy tasks. Every answer gets a reward VECTOR in [0,1]^D; each task also fixe
    threshold ("2->5 7->3"), which fixes a and b but leaves the threshold anywhere in (x1, x2];
    the D = 8 hidden tests are the other inputs. Programs with different thresholds pass
    different subsets of the tests, so a set of different guesses is worth more than one guess
-   repeated; wide gaps make hard problems. "Solved" means every test passes.
+   repeated; wide gaps make hard problems. "Solved" means every test passes. The demonstrations
+   favour one guess (switch right after the first example), like a pretrained model with a
+   habit, so the warm start does not cover the other thresholds by chance.
 
 Each task offers: problems(split, n, rng) for a train/held-out split (a fixed hash of the problem,
 so the split never changes), prompt(problem, parents, goal), reward(problem, answer) -> (D,),
@@ -141,11 +143,16 @@ PLUS_PIECES = [("plus", k) for k in range(5)]
 class CodeTask:
     DOMAIN = list(range(10))
 
-    def __init__(self, noise=0.2, heldout_fraction=0.25, max_parents=2, plus_pieces=False):
+    def __init__(self, noise=0.2, heldout_fraction=0.25, max_parents=2, plus_pieces=False, early_switch=0.7):
         self.dim = len(self.DOMAIN) - 2  # every input but the two shown is a hidden test
         # the hidden family: each side of the threshold is a constant, or also x + k if plus_pieces
         self.pieces = CONST_PIECES + (PLUS_PIECES if plus_pieces else [])
         self.noise = noise  # fraction of demonstrations that ignore the examples
+        # fraction of consistent demonstrations that switch right after the first example
+        # (t = x1 + 1), the rest pick any consistent threshold. Measured with uniform thresholds
+        # (early_switch=0): the warm start's pool of 30 already solved 97.5% of held-out problems, so
+        # the corners were reached by chance and there was nothing left for RL or search to find
+        self.early_switch = early_switch
         self.heldout_fraction = heldout_fraction
         self.max_parents = max_parents
         self.max_answer_tokens = 32
@@ -223,7 +230,10 @@ class CodeTask:
             elif parents:
                 out.append(_program_text(*self._mutate(parents[-1], problem, rng)))
             else:
-                out.append(_program_text(*rng.choice(self.hypotheses(problem))))
+                hypotheses = self.hypotheses(problem)
+                if rng.random() < self.early_switch:
+                    hypotheses = [h for h in hypotheses if h[0] == problem[3] + 1]
+                out.append(_program_text(*rng.choice(hypotheses)))
         return out
 
     def demo_parents(self, problem, rng):

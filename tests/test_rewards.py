@@ -128,3 +128,13 @@ def test_make_task_rejects_unknown():
         make_task("chess")
     with pytest.raises(TypeError):
         make_task("persona", colour=3)
+
+
+def test_code_demonstrations_switch_early_as_often_as_asked():
+    import random
+    from rewards import CodeTask
+    problem = (5, ("const", 1), ("const", 2), 0, 9)  # thresholds 1..9 all agree with the examples
+    habit = CodeTask(noise=0.0, early_switch=1.0)
+    assert set(habit.demonstration(problem, 50, random.Random(0))) == {"(if (< x 1) 1 2)"}
+    open_minded = CodeTask(noise=0.0, early_switch=0.0)
+    assert len(set(open_minded.demonstration(problem, 200, random.Random(0)))) == 9
