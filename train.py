@@ -34,6 +34,7 @@ import argparse
 import copy
 import difflib
 import hashlib
+import inspect
 import json
 import math
 import random
@@ -361,11 +362,14 @@ def warmstart_key(cfg):
     shaping = {k: cfg[k] for k in ("task", "task_options", "seed", "model", "block_size", "tokenizer",
                                    "sft_steps", "sft_batch", "sft_lr", "sft_parent_fraction", "sft_single_first",
                                    "answers_per_rollout", "dtype")}
-    # the demonstrations come from rewards.py (and lang.py): editing them must not reuse a stale cache
+    # the demonstrations come from rewards.py (and lang.py), the training loop from the functions
+    # below: editing either must not reuse a stale cache
     here = os.path.dirname(os.path.abspath(__file__))
     for name in ("rewards.py", "lang.py"):
         with open(os.path.join(here, name), "rb") as f:
             shaping[name] = hashlib.sha1(f.read()).hexdigest()
+    for fn in (demo_batch, sft_step, warm_start):
+        shaping[fn.__name__] = hashlib.sha1(inspect.getsource(fn).encode()).hexdigest()
     return hashlib.sha1(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -403,6 +407,10 @@ def sft_step(model, opt, task, tok, cfg, rng, device, single_only=False):
 def warm_start(cfg, task, tok, device, log):
     path = cfg["warmstart_from"] or \
         os.path.join(cfg["warmstart_dir"], f"warmstart-{cfg['task']}-{warmstart_key(cfg)}.pt")
+    # the initial weights come from the seed alone, not from whatever this process drew before (a
+    # worker of `python train.py` runs several jobs in turn; without this, a warm start's weights
+    # depended on which jobs its worker had run, so two invocations trained different warm starts)
+    torch.manual_seed(cfg["seed"])
     model = build_model(cfg, tok, device)
     if cfg["warmstart_from"] or os.path.exists(path):  # a missing warmstart_from fails loudly here
         model.load_state_dict(load_checkpoint(path, device)["model"])

@@ -55,6 +55,24 @@ def test_warm_start_is_shared_between_algorithms(tmp_path):
     assert "warm start: loaded cached" in log
 
 
+def test_warm_start_depends_on_its_seed_not_on_the_process_history(tmp_path):
+    """A worker of the headline experiment runs several jobs in turn: whatever it drew before must
+    not change the warm start it trains (it once did: the initial weights came from the global RNG)."""
+    from model import Tokenizer
+    from rewards import make_task
+    from train import warm_start
+    tok, task = Tokenizer(), make_task("persona")
+
+    def weights(seed, name, history):
+        torch.manual_seed(history)  # what earlier jobs in the same process left behind
+        cfg = tiny(tmp_path, "sft_steps=3", f"seed={seed}", f"warmstart_dir={tmp_path}/{name}")
+        model, _ = warm_start(cfg, task, tok, "cpu", lambda msg: None)
+        return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    assert torch.equal(weights(0, "a", history=1), weights(0, "b", history=2))
+    assert not torch.equal(weights(0, "c", history=1), weights(1, "d", history=1))
+
+
 def test_finished_run_is_not_overwritten(tmp_path):
     train(tiny(tmp_path))
     with pytest.raises(ConfigError, match="already holds a finished run"):
