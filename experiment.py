@@ -39,7 +39,7 @@ import numpy as np
 TASKS = {
     "persona": dict(task="persona", task_options={"answer_len": 12}, sft_steps=300, steps=250, lr=1e-3),
     "code": dict(task="code", task_options={"noise": 0.2}, sft_steps=900, sft_batch=32, sft_lr=1e-3,
-                 sft_parent_fraction=0.15, steps=200, lr=3e-4),
+                 sft_parent_fraction=0.15, steps=200, lr=3e-4, kl_coef=0.05),
     "persona_collinear": dict(task="persona_collinear", task_options={"answer_len": 12}, sft_steps=300,
                               steps=250, lr=1e-3),
 }
