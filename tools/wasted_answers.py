@@ -12,15 +12,13 @@ the number that shows it. Left out: single-answer checkpoints (nothing to repeat
 import argparse
 import glob
 import os
-import random
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from experiment import HEADLINE  # noqa: E402
+from experiment import HEADLINE, _eval_job  # noqa: E402
 from rewards import make_task  # noqa: E402
-from search import evaluate_checkpoint  # noqa: E402
 from train import answers_per_rollout, model_from_checkpoint  # noqa: E402
 
 
@@ -55,11 +53,10 @@ def main():
         m = answers_per_rollout(cfg)
         if m == 1:
             continue
-        task = make_task(cfg["task"], **cfg["task_options"])
-        seed = cfg["seed"]
-        problems = task.problems("heldout", HEADLINE["eval_problems"], random.Random(seed))
-        _, _, answers = evaluate_checkpoint(path, problems, HEADLINE["eval_n"], seed=seed, m=m, task=task)
-        counts = wasted(task, problems, answers, m)
+        # the experiment's own evaluation job, so these are the pools behind results.json
+        _, _, answers, problems = _eval_job(path, cfg["task"], cfg["task_options"], HEADLINE["eval_problems"],
+                                            HEADLINE["eval_n"], cfg["seed"], m)
+        counts = wasted(make_task(cfg["task"], **cfg["task_options"]), problems, answers, m)
         print(f"{os.path.basename(os.path.dirname(path)):28s} " +
               "  ".join(f"{k} {v:.2f}" for k, v in counts.items()), flush=True)
 
