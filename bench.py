@@ -43,6 +43,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: OpenMP busy-waiting made CPU runs far slower
 
 import argparse
+import contextlib
 import copy
 import functools
 import json
@@ -56,11 +57,14 @@ import tempfile
 import time
 
 import torch
-import torch.nn.functional as F
 
+import engine
 import train
-from model import GPT, Tokenizer, pad_left, sample_from_logits
-from rewards import make_task, rollout_prompt
+from checkpoint import load_checkpoint, model_from_checkpoint
+from distributed import Scorer
+from model import GPT, Tokenizer, pad_left
+from rewards import make_task
+from rollouts import rollout_prompt
 
 # The shape of the TRL comparison (see the docstring): 32-token prompts, 48 new tokens, 8 x 8, no KL.
 TRL_CONFIG = ["task=persona", "task_options={num_personas: 22, answer_len: 46}", "algo=grpo", "kl_coef=0.0",
@@ -119,91 +123,42 @@ def timed(fn, device, warmup, repeats):
 
 
 # ----------------------------------------------------------------------------------------------
-# The optimisations, taken away (for --naive). Each returns what model.generate / model.score do.
+# The optimisations, taken away (for --naive): engine.generate / engine.score are swapped for
+# versions without them while a variant is measured. All three sample the same tokens.
 
-def generate_without_shared_prompt(model, prompt, prompt_mask, num_samples, *args, **kwargs):
-    """model.generate with every prompt repeated G times: G prefills of the same prompt."""
-    return GPT.generate(model, prompt.repeat_interleave(num_samples, 0), prompt_mask.repeat_interleave(num_samples, 0),
-                        1, *args, **kwargs)
-
-
-@torch.no_grad()
-def generate_without_cache(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, temperature=1.0,
-                           top_k=None, top_p=None, generator=None):
-    """model.generate written the naive way: each sample carries its own copy of the prompt, and
-    every new token re-runs the whole sequence (no KV cache). Same random numbers, same samples."""
-    idx = prompt.repeat_interleave(num_samples, 0)
-    mask = prompt_mask.repeat_interleave(num_samples, 0)
-    B, device = idx.size(0), idx.device
-    tokens = torch.full((B, max_new_tokens), eos_id, dtype=torch.long, device=device)
-    logprobs = torch.zeros(B, max_new_tokens, device=device)
-    entropy = torch.zeros(B, max_new_tokens, device=device)
-    done = torch.zeros(B, dtype=torch.bool, device=device)
-    for t in range(max_new_tokens):
-        positions = (mask.long().cumsum(1) - 1).clamp(min=0)
-        logits = model(idx, mask, positions)[:, -1].float()  # the whole sequence, again
-        uniform = torch.rand(B, 1, device=device, generator=generator)
-        logp = F.log_softmax(logits, dim=-1)
-        tok = sample_from_logits(logits, temperature, top_k, top_p, uniform=uniform).masked_fill(done, eos_id)
-        tokens[:, t] = tok
-        logprobs[:, t] = logp.gather(-1, tok[:, None]).squeeze(-1)
-        entropy[:, t] = -(logp.exp() * logp).sum(-1)
-        done = done | (tok == eos_id)
-        if bool(done.all()):
-            break
-        idx = torch.cat([idx, tok[:, None]], 1)
-        mask = torch.cat([mask, torch.ones_like(tok[:, None], dtype=torch.bool)], 1)
-    ended = (tokens == eos_id).long()
-    keep = (ended.cumsum(1) - ended) == 0
-    T = int(keep.sum(1).max())
-    return dict(tokens=tokens[:, :T], mask=keep[:, :T], logprobs=logprobs[:, :T] * keep[:, :T],
-                entropy=entropy[:, :T] * keep[:, :T])
-
-
-def score_without_shared_prompt(model, prompt, prompt_mask, completion, completion_mask):
-    """model.score as one forward over prompt + completion for every row (each prompt G times)."""
-    idx = torch.cat([prompt, completion], dim=1)
-    mask = torch.cat([prompt_mask, completion_mask], dim=1)
-    positions = (mask.long().cumsum(1) - 1).clamp(min=0)
-    logits = model(idx[:, :-1], mask[:, :-1], positions[:, :-1])[:, prompt.size(1) - 1:].float()
-    logp = F.log_softmax(logits, dim=-1)
-    return logp.gather(-1, completion.unsqueeze(-1)).squeeze(-1), -(logp.exp() * logp).sum(-1)
-
-
-def never_stop(generate):
-    """generate with an end token that cannot be sampled: every rollout is exactly max_new_tokens."""
-    def wrapped(prompt, prompt_mask, num_samples, max_new_tokens, eos_id, *args, **kwargs):
-        return generate(prompt, prompt_mask, num_samples, max_new_tokens, -1, *args, **kwargs)
-    return wrapped
-
-
-VARIANTS = {  # name -> (generate, score) replacements; None keeps the model's own method
-    "ours": (None, None),
-    "no shared prompt": (generate_without_shared_prompt, score_without_shared_prompt),
-    "naive": (generate_without_cache, score_without_shared_prompt),
+VARIANTS = {  # name -> (generate, score), both called as fn(model, ...)
+    "ours": (engine.generate, engine.score),
+    "no shared prompt": (functools.partial(engine.generate, share_prompt=False),
+                         functools.partial(engine.score, share_prompt=False, buckets=1)),
+    "naive": (GPT.generate, GPT.score),  # model.py's plain versions: no KV cache, no sharing
 }
 
 
-def with_variant(model, variant, force_length=False):
-    """model, its generate/score replaced by those of `variant` (instance attributes shadow the methods;
-    the replacements call GPT's own methods explicitly)."""
-    gen_fn, score_fn = VARIANTS[variant]
-    generate = functools.partial(gen_fn or GPT.generate, model)
-    model.generate = never_stop(generate) if force_length else generate
-    if score_fn:
-        model.score = functools.partial(score_fn, model)
-    return model
+@contextlib.contextmanager
+def variant(name, force_length=False):
+    """engine.generate / engine.score replaced by `name`'s while inside; force_length: an end token
+    that cannot be sampled, so every rollout is exactly max_new_tokens."""
+    generate, score = VARIANTS[name]
+    if force_length:
+        def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, *args, _g=generate, **kwargs):
+            return _g(model, prompt, prompt_mask, num_samples, max_new_tokens, -1, *args, **kwargs)
+    saved = engine.generate, engine.score
+    engine.generate, engine.score = generate, score
+    try:
+        yield
+    finally:
+        engine.generate, engine.score = saved
 
 
 # ----------------------------------------------------------------------------------------------
 # What is measured
 
 def setup(cfg, device, checkpoint=None, seed=0):
-    train.seed_everything(seed)
+    torch.manual_seed(seed)
     tok = Tokenizer(cfg["tokenizer"])
     task = make_task(cfg["task"], **cfg["task_options"])
     if checkpoint:
-        model, _, _ = train.model_from_checkpoint(checkpoint, device)
+        model, _, _, _ = model_from_checkpoint(checkpoint, device)
     else:
         model = train.build_model(cfg, tok, device)
     return model, tok, task
@@ -215,7 +170,7 @@ def make_optimizer(model, cfg, device, lr):
 
 
 def bench_sampling(model, tok, task, cfg, device, warmup, repeats, seed=0):
-    """model.generate for P prompts x G samples, as sample_rollouts calls it (no rewards)."""
+    """engine.generate for P prompts x G samples, as sample_rollouts calls it (no rewards)."""
     m = train.answers_per_rollout(cfg)
     problems = task.problems("train", cfg["prompts_per_step"], random.Random(seed))
     prompt, prompt_mask = pad_left([tok.encode(rollout_prompt(task, p, m)) for p in problems], tok.eos, device)
@@ -223,7 +178,7 @@ def bench_sampling(model, tok, task, cfg, device, warmup, repeats, seed=0):
     model.eval()
 
     def sample():
-        return model.generate(prompt, prompt_mask, cfg["group_size"], m * task.max_answer_tokens + 1, tok.eos,
+        return engine.generate(model, prompt, prompt_mask, cfg["group_size"], m * task.max_answer_tokens + 1, tok.eos,
                               temperature=cfg["temperature"], top_k=cfg["top_k"] or None,
                               top_p=cfg["top_p"] if cfg["top_p"] < 1 else None, generator=generator)
     wall, cpu, out, walls = timed(sample, device, warmup, repeats)
@@ -234,13 +189,12 @@ def bench_sampling(model, tok, task, cfg, device, warmup, repeats, seed=0):
 
 def bench_rl_step(model, tok, task, cfg, device, warmup, repeats, seed=0):
     """train.rl_step as training runs it (it trains `model`)."""
-    opt = make_optimizer(model, cfg, device, cfg["lr"])
-    rng, m = random.Random(seed), train.answers_per_rollout(cfg)
-    generator = torch.Generator(device=device).manual_seed(seed)
+    run = train.Run(cfg, task, tok, model, make_optimizer(model, cfg, device, cfg["lr"]), Scorer(model),
+                    rng=random.Random(seed), generator=torch.Generator(device=device).manual_seed(seed), device=device)
     record = []
 
     def step():
-        metrics, batch = train.rl_step(model, None, opt, tok, task, cfg, m, rng, generator, device)
+        metrics, batch = train.rl_step(run)
         record.append((metrics, batch["completion"].size(1)))
         return metrics
     wall, cpu, _, walls = timed(step, device, warmup, repeats)
@@ -280,25 +234,26 @@ def run_ours(cfg, device, variants, warmup, repeats, checkpoint=None, force_leng
     """Every measurement of this project's step, for each variant; returns {variant: results}."""
     base, tok, task = setup(cfg, device, checkpoint)
     results = {}
-    for variant in variants:
-        model = with_variant(copy.deepcopy(base), variant, force_length)
+    for name in variants:
+        model = copy.deepcopy(base)
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         r = {"load_before": load()}
-        log(f"  {variant}: sampling ...")
-        r.update(bench_sampling(model, tok, task, cfg, device, warmup, repeats))
-        log(f"  {variant}: RL step ...")
-        r.update(bench_rl_step(model, tok, task, cfg, device, warmup, repeats))
-        if variant == "ours":  # ru_maxrss only grows: read it before SFT and the naive variants
+        with variant(name, force_length):
+            log(f"  {name}: sampling ...")
+            r.update(bench_sampling(model, tok, task, cfg, device, warmup, repeats))
+            log(f"  {name}: RL step ...")
+            r.update(bench_rl_step(model, tok, task, cfg, device, warmup, repeats))
+        if name == "ours":  # ru_maxrss only grows: read it before SFT and the naive variants
             r["peak_rss_gib"] = peak_rss_gib()
             if device == "cuda":
                 r["peak_cuda_gib"] = torch.cuda.max_memory_allocated() / 2**30
             if sft:
-                log(f"  {variant}: SFT step ...")
+                log(f"  {name}: SFT step ...")
                 r.update(bench_sft(base, tok, task, cfg, device, warmup, repeats))
                 r["peak_rss_with_sft_gib"] = peak_rss_gib()
         r["load_after"] = load()
-        results[variant] = r
+        results[name] = r
     results["_params"] = base.num_params()
     return results
 
@@ -484,7 +439,7 @@ def main(argv=None):
             overrides.append("dtype=bfloat16")  # autocast on CUDA, as a CUDA training run would use
         base = None
         if args.checkpoint:  # that run's config, so the task and sizes match the weights
-            saved = train.load_checkpoint(args.checkpoint)["config"]
+            saved = load_checkpoint(args.checkpoint)["config"]
             base = {k: saved.get(k, v) for k, v in train.DEFAULTS.items()}
         cfg = train.resolve_config(args.config, overrides, base=base)
     except (train.ConfigError, FileNotFoundError, RuntimeError) as e:

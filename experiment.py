@@ -1,48 +1,56 @@
 """
 The headline experiment: does training for diversity make test-time search pay off more as the
-budget grows? `python train.py` (no --config) runs this file's `run_headline`.
+budget grows? `python train.py` without --config hands over to this file.
 
-    python train.py                         # the default comparison, sized for a laptop CPU
-    python train.py --quick                 # a smoke-test size: a minute, numbers meaningless
-    python train.py --ablations             # also multi_rlvr, random_weights, goal_conditioned,
-                                            # vpo_loo, and GRPO given m x the samples
-    python train.py --set seed=1 out_dir=out/h1   # any train.py key applies to every run
-    python train.py --seeds 0 1 2                 # mean and spread over seeds
-    python experiment.py out/headline             # reprint (and rewrite) a finished run's summary.md
+    python experiment.py                        # the default comparison, sized for a laptop CPU
+    python experiment.py --quick                # a smoke-test size: a minute, numbers meaningless
+    python experiment.py --seeds 0 1 2          # mean and spread over seeds
+    python experiment.py --ablations            # also the ablations and baselines (ABLATIONS below)
+    python experiment.py --tasks code --algos grpo vpo grpo_x3
+    python experiment.py --set out_dir=out/h1 kl_coef=0   # any train.py key, applied to every run
+    python experiment.py --report out/headline  # reprint (and rewrite) a finished run's summary.md
 
 For each task (persona, code, and the collinear control) and seed: one warm start, then every
-algorithm from it; then every checkpoint (warm start included) samples a pool of n answers per
-held-out problem; then, on the code problems that no checkpoint's pool solved (screening up to
-evo_screen more held-out problems when the evaluation set has too few), an evolutionary search
-per checkpoint at equal budgets. Jobs run in `workers` processes with one torch thread each
-(on a 2-core VM two 1-thread processes beat one 2-thread process).
+algorithm from it, with the settings of configs/<task>.yaml (the one place they live); then every
+checkpoint (warm start included) samples a pool of n answers per held-out problem; then, on code
+problems that no checkpoint's pool solved (screening up to evo_screen more held-out problems when
+the evaluation set has too few), an evolutionary search per checkpoint at equal budgets.
+Jobs run in `workers` processes with one torch thread each (on a 2-core VM two 1-thread processes
+beat one 2-thread process); a job starts as soon as what it needs is done, longest jobs first.
 
-Writes into out_dir: results.json (every number, with seed and commit), summary.md (also printed),
-best_at_k.png, pass_at_k.png, reward_vectors.png, training.png, evolution.png, and runs/ with each
-training run's own folder.
+Writes into out_dir: results.json (every number, with seeds, commit and timings), summary.md (also
+printed), best_at_k.png, pass_at_k.png, reward_vectors.png, training.png, evolution.png, and runs/
+with each training run's own folder. A finished identical run is reused, so adding seeds only
+trains the new ones.
 
 Deliberately left out: hyperparameter sweeps, confidence intervals beyond mean and spread over
 seeds, anything that needs a GPU.
 """
 
+import argparse
 import json
 import os
 import random
 import subprocess
+import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 
 import numpy as np
+import torch
+import yaml
 
-# Per-task settings of the default experiment; train.py's DEFAULTS fill in the rest.
-TASKS = {
-    "persona": dict(task="persona", task_options={"answer_len": 12}, sft_steps=300, steps=250, lr=1e-3),
-    "code": dict(task="code", task_options={"noise": 0.2}, sft_steps=900, sft_batch=32, sft_lr=1e-3,
-                 sft_parent_fraction=0.15, steps=200, lr=3e-4, kl_coef=0.05),
-    "persona_collinear": dict(task="persona_collinear", task_options={"answer_len": 12}, sft_steps=300,
-                              steps=250, lr=1e-3),
-}
+import plots
+import search
+import train
+from checkpoint import model_from_checkpoint
+from config import ConfigError, parse_value
+from model import Tokenizer
+from rewards import make_task
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TASKS = ["persona", "code", "persona_collinear"]  # each trains with configs/<task>.yaml
 # The control's prompts and demonstrations are the persona task's (only the reward differs), so it
 # starts from the persona warm start instead of training its own.
 SHARED_WARMSTART = {"persona_collinear": "persona"}
@@ -57,74 +65,60 @@ QUICK_TRAIN = dict(model="nano", sft_steps=60, sft_batch=16, sft_lr=1e-2, steps=
 
 
 def run_config(task_name, algo, seed, overrides, out_dir, quick):
-    """The train.py config of one run. 'grpo_x3' is GRPO given m times the samples per step."""
-    from train import resolve_config
-    spec = dict(TASKS[task_name])
-    if quick:
-        spec.update(QUICK_TRAIN)
-    spec.update(overrides)
-    name = f"{task_name}-{algo}-s{seed}"
-    spec.update(algo="grpo" if algo == "grpo_x3" else algo, seed=seed, quiet=True, threads=1,
-                out_dir=os.path.join(out_dir, "runs", name), warmstart_dir=os.path.join(out_dir, "warmstart"))
+    """The train.py config of one run. 'grpo_x3' is GRPO given m times the prompts per step."""
+    path = os.path.join(HERE, "configs", f"{task_name}.yaml")
+    spec = {**(QUICK_TRAIN if quick else {}), **overrides, "algo": "grpo" if algo == "grpo_x3" else algo,
+            "seed": seed, "quiet": True, "threads": 1, "out_dir": os.path.join(out_dir, "runs", f"{task_name}-{algo}-s{seed}"),
+            "warmstart_dir": os.path.join(out_dir, "warmstart")}
+    cfg = train.resolve_config(path, [f"{k}={json.dumps(v) if isinstance(v, dict) else v}" for k, v in spec.items()])
     if algo == "grpo_x3":
-        spec["prompts_per_step"] = spec.get("prompts_per_step", 8) * spec.get("answers_per_rollout", 3)
-    return resolve_config(overrides=[f"{k}={json.dumps(v) if isinstance(v, dict) else v}" for k, v in spec.items()])
+        cfg["prompts_per_step"] *= cfg["answers_per_rollout"]
+    return cfg
 
+
+# ----------------------------------------------------------------------------------------------
+# The jobs, each run in a worker process
 
 def _warm_start_job(cfg):
-    import torch
-    from model import Tokenizer
-    from rewards import make_task
-    from train import warm_start
     torch.set_num_threads(1)
     t0 = time.time()
-    _, path = warm_start(cfg, make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"]),
-                         "cpu", lambda msg: None)
+    _, path = train.warm_start(cfg, make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"]),
+                               "cpu", lambda msg: None)
     return path, time.time() - t0
 
 
 def _train_job(cfg):
-    import torch
-    from train import train
     torch.set_num_threads(1)
     t0 = time.time()
-    out = train(cfg)
+    out = train.train(cfg)
     return out, time.time() - t0
 
 
-def _eval_job(path, task_name, task_options, num_problems, n, seed, m):
-    import torch
-    from rewards import make_task
-    from search import evaluate_checkpoint
+def _eval_job(path, cfg, num_problems, n, seed, m):
+    """Pools of n answers on the held-out problems of `seed` -> (metrics, rewards, answers, problems)."""
     torch.set_num_threads(1)
-    task = make_task(TASKS[task_name]["task"], **task_options)
+    task = make_task(cfg["task"], **cfg["task_options"])
     problems = task.problems("heldout", num_problems, random.Random(seed))
-    result, rewards, answers = evaluate_checkpoint(path, problems, n, seed=seed, m=m, task=task)
+    result, rewards, answers = search.evaluate_checkpoint(path, problems, n, seed=seed, m=m, task=task)
     return result, rewards, [a[:n] for a in answers], problems
 
 
-def _solved_job(path, task_options, problems, n, seed, m):
+def _solved_job(path, cfg, problems, n, seed, m):
     """Which problems a checkpoint's pool of n answers solves (some answer passes every test)."""
-    import torch
-    from rewards import make_task
-    from search import evaluate_checkpoint
     torch.set_num_threads(1)
-    _, rewards, _ = evaluate_checkpoint(path, problems, n, seed=seed, m=m, task=make_task("code", **task_options))
+    _, rewards, _ = search.evaluate_checkpoint(path, problems, n, seed=seed, m=m,
+                                               task=make_task(cfg["task"], **cfg["task_options"]))
     return (rewards >= 1.0).all(-1).any(-1)  # (problems,)
 
 
-def _evolve_job(path, task_options, problems, budget, seeds, m):
-    import torch
-    from rewards import make_task
-    from search import evolve
-    from train import model_from_checkpoint
+def _evolve_job(path, cfg, problems, budget, seeds, m):
     torch.set_num_threads(1)
-    model, tok, cfg = model_from_checkpoint(path)
-    task = make_task("code", **task_options)
+    model, tok, _, _ = model_from_checkpoint(path)
+    task = make_task(cfg["task"], **cfg["task_options"])
     results = []
     for problem in problems:
         for s in seeds:
-            r = evolve(model, tok, task, problem, m, cfg, budget=budget, seed=s)
+            r = search.evolve(model, tok, task, problem, m, cfg, budget=budget, seed=s)
             results.append({"problem": repr(problem), "seed": s, "solved_at": r["solved_at"],
                             "best_score": r["best_score"], "best": r["best"]})
     return results
@@ -132,7 +126,6 @@ def _evolve_job(path, task_options, problems, budget, seeds, m):
 
 def finished(cfg):
     """True if cfg's out_dir holds a finished run of exactly this config."""
-    import yaml
     ignore = ("resume", "overwrite", "quiet", "threads", "device", "out_dir", "warmstart_dir")  # not results
     try:
         with open(os.path.join(cfg["out_dir"], "config.yaml")) as f:
@@ -151,118 +144,146 @@ def finished(cfg):
 def git_commit():
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or "unknown"
+                              cwd=HERE).stdout.strip() or "unknown"
     except OSError:
         return "unknown"
 
 
-def run_headline(overrides=None, quick=False, ablations=False, out_dir=None, tasks=None, algos=None):
+# ----------------------------------------------------------------------------------------------
+# The experiment
+
+def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos=None, seeds=None):
     overrides = dict(overrides or {})
     settings = dict(QUICK if quick else HEADLINE)
-    if "seed" in overrides:
+    if seeds:
+        settings["seeds"] = list(seeds)
+    elif "seed" in overrides:
         settings["seeds"] = [overrides.pop("seed")]
-    if "seeds" in overrides:
-        settings["seeds"] = list(overrides.pop("seeds"))
-    requested = overrides.pop("out_dir", "")
-    out_dir = out_dir or requested or ("out/quick" if quick else "out/headline")
+    out_dir = overrides.pop("out_dir", "") or ("out/quick" if quick else "out/headline")
     if os.path.exists(os.path.join(out_dir, "results.json")) and not overrides.get("overwrite"):
-        from train import ConfigError
         raise ConfigError(f"{out_dir} already holds a finished experiment; choose another out_dir "
                           f"or --set overwrite=true")
     tasks = tasks or list(TASKS)
     algos = list(algos or ALGOS) + (ABLATIONS if ablations else [])
     os.makedirs(out_dir, exist_ok=True)
-    t_start = time.time()
-    timings = {}
-    commit = git_commit()  # the code that runs, not whatever is checked out when it ends
+    t_start, timings, commit = time.time(), {}, git_commit()  # the code that runs, not what is checked out at the end
     configs = {(t, a, s): run_config(t, a, s, overrides, out_dir, quick)
                for t in tasks for a in algos for s in settings["seeds"]}
-    for cfg in configs.values():  # results.json is replaced; a finished identical run is still reused
-        cfg["overwrite"] = True if overrides.get("overwrite") else cfg["overwrite"]
+    first = {(t, s): configs[(t, algos[0], s)] for t in tasks for s in settings["seeds"]}  # a task's settings
 
     def say(msg):
         print(f"[{time.time() - t_start:6.0f}s] {msg}", flush=True)
 
+    # A job waits in `ready` until a worker is free; the longest kinds go first, so the critical path
+    # (the code task's set-method runs) starts as early as it can.
+    ready, running = [], {}
+    order = {"warm": 0, "train": 1, "eval": 2, "solved": 3, "evolve": 4}
+
+    def add(kind, key, fn, *args):
+        long_first = (order[kind], -(kind == "train" and configs[key]["algo"] in train.SET_ALGOS),
+                      -(key[0] == "code"))
+        ready.append((long_first, kind, key, fn, args))
+
+    warm, runs, evals, checkpoints, evo, screens = {}, {}, {}, {}, {}, {}
+    for t in tasks:  # a task whose warm start another task trains waits for it (SHARED_WARMSTART)
+        if SHARED_WARMSTART.get(t) not in tasks:
+            for s in settings["seeds"]:
+                add("warm", (t, s), _warm_start_job, first[(t, s)])
+
+    def warm_ready(t, s, path):
+        for u in [t] + [u for u in tasks if SHARED_WARMSTART.get(u) == t]:
+            warm[(u, s)] = path
+            checkpoints[(u, "warm_start", s)] = (path, 1)
+            add("eval", (u, "warm_start", s), _eval_job, path, first[(u, s)], settings["eval_problems"],
+                settings["eval_n"], s, 1)
+            for a in algos:
+                cfg = configs[(u, a, s)]
+                cfg["warmstart_from"] = path if u != t else cfg["warmstart_from"]
+                if finished(cfg):  # runs are deterministic: an identical finished run is reused
+                    say(f"reusing finished run {cfg['out_dir']}")
+                    run_ready((u, a, s), cfg["out_dir"])
+                else:
+                    add("train", (u, a, s), _train_job, cfg)
+
+    def run_ready(key, run_dir):
+        runs[key] = run_dir
+        checkpoints[key] = (os.path.join(run_dir, "final.pt"), train.answers_per_rollout(configs[key]))
+        add("eval", key, _eval_job, checkpoints[key][0], first[(key[0], key[2])], settings["eval_problems"],
+            settings["eval_n"], key[2], checkpoints[key][1])
+
+    def code_seed_evaluated(s):
+        """Every code checkpoint of seed s has its pool: find the problems none solves."""
+        keys = [("code", a, s) for a in ["warm_start"] + algos]
+        problems = evals[keys[0]][3]
+        solved = np.any([(evals[k][1] >= 1.0).all(-1).any(-1) for k in keys], axis=0)
+        hard = [p for p, ok in zip(problems, solved) if not ok][:settings["evo_problems"]]
+        screens[s] = {"hard": hard, "left": 0}
+        if len(hard) < settings["evo_problems"] and settings["evo_screen"]:
+            # too few: screen more held-out problems with the same pools, keep those no checkpoint solves
+            extra = [p for p in make_task("code", **first[("code", s)]["task_options"]).problems(
+                "heldout", settings["evo_screen"], random.Random(20_000 + s)) if p not in problems]
+            screens[s].update(extra=extra, solved=np.zeros(len(extra), dtype=bool), left=len(keys))
+            settings["evo_screened_problems"] = len(extra)
+            for k in keys:
+                add("solved", k, _solved_job, checkpoints[k][0], first[("code", s)], extra, settings["eval_n"],
+                    s, checkpoints[k][1])
+        else:
+            start_evolution(s)
+
+    def start_evolution(s):
+        hard = screens[s]["hard"]
+        say(f"evolutionary search on {len(hard)} hard code problems (seed {s})")
+        for k in ([("code", a, s) for a in ["warm_start"] + algos] if hard else []):
+            add("evolve", k, _evolve_job, checkpoints[k][0], first[("code", s)], hard, settings["evo_budget"],
+                list(range(settings["evo_seeds"])), checkpoints[k][1])
+
     with ProcessPoolExecutor(max_workers=settings["workers"], mp_context=get_context("spawn")) as pool:
-        # 1. one warm start per task and seed, shared by every algorithm
-        warm = {}
-        own = [t for t in tasks if SHARED_WARMSTART.get(t) not in tasks]
-        jobs = {(t, s): pool.submit(_warm_start_job, configs[(t, algos[0], s)])
-                for t in own for s in settings["seeds"]}
-        for key, job in jobs.items():
-            warm[key], timings[f"warmstart/{key[0]}/s{key[1]}"] = job.result()
-            say(f"warm start {key[0]} seed {key[1]} ready ({timings[f'warmstart/{key[0]}/s{key[1]}']:.0f}s)")
-        for t in set(tasks) - set(own):
-            for s in settings["seeds"]:
-                warm[(t, s)] = warm[(SHARED_WARMSTART[t], s)]
-                for a in algos:
-                    configs[(t, a, s)]["warmstart_from"] = warm[(t, s)]
-        # 2. RL runs (a run this experiment already finished with the same config is reused: runs
-        # are deterministic, so rerunning with more seeds only trains the new ones)
-        runs = {key: cfg["out_dir"] for key, cfg in configs.items() if finished(cfg)}
-        for key in runs:
-            say(f"reusing finished run {runs[key]}")
-        jobs = {key: pool.submit(_train_job, cfg) for key, cfg in configs.items() if key not in runs}
-        for key, job in jobs.items():
-            runs[key], timings[f"train/{key[0]}/{key[1]}/s{key[2]}"] = job.result()
-            say(f"trained {key[0]} {key[1]} seed {key[2]} ({timings[f'train/{key[0]}/{key[1]}/s{key[2]}']:.0f}s)")
-        # 3. pools of n answers on held-out problems, for every checkpoint including the warm start
-        from train import answers_per_rollout
-        checkpoints = {}
-        for (t, s), path in warm.items():
-            checkpoints[(t, "warm_start", s)] = (path, 1)
-        for (t, a, s), run_dir in runs.items():
-            checkpoints[(t, a, s)] = (os.path.join(run_dir, "final.pt"), answers_per_rollout(configs[(t, a, s)]))
-        jobs = {key: pool.submit(_eval_job, path, key[0], configs[(key[0], algos[0], key[2])]["task_options"],
-                                 settings["eval_problems"], settings["eval_n"], key[2], m)
-                for key, (path, m) in checkpoints.items()}
-        evals = {}
-        for key, job in jobs.items():
-            evals[key] = job.result()
-        say("evaluated every checkpoint on held-out problems")
-        # 4. evolutionary search on the code problems no checkpoint's pool solved
-        evo = {}
-        if "code" in tasks:
-            for s in settings["seeds"]:
-                keys = [k for k in evals if k[0] == "code" and k[2] == s]
-                problems = evals[keys[0]][3]
-                solved_any = np.zeros(len(problems), dtype=bool)
-                for k in keys:
-                    solved_any |= (evals[k][1] >= 1.0).all(-1).any(-1)
-                hard = [p for p, solved in zip(problems, solved_any) if not solved][:settings["evo_problems"]]
-                if len(hard) < settings["evo_problems"] and settings["evo_screen"]:
-                    # too few: screen more held-out problems with the same pools (n answers per
-                    # checkpoint) and keep those that no checkpoint solves
-                    from rewards import make_task
-                    options = configs[("code", algos[0], s)]["task_options"]
-                    extra = [p for p in make_task("code", **options).problems(
-                        "heldout", settings["evo_screen"], random.Random(20_000 + s)) if p not in problems]
-                    screens = [pool.submit(_solved_job, checkpoints[k][0], options, extra, settings["eval_n"], s,
-                                           checkpoints[k][1]) for k in keys]
-                    solved_any = np.zeros(len(extra), dtype=bool)
-                    for job in screens:
-                        solved_any |= job.result()
-                    hard += [p for p, solved in zip(extra, solved_any) if not solved][:settings["evo_problems"] - len(hard)]
-                    settings["evo_screened_problems"] = len(extra)
-                say(f"evolutionary search on {len(hard)} hard code problems (seed {s})")
-                jobs = {k: pool.submit(_evolve_job, checkpoints[k][0], configs[("code", algos[0], s)]["task_options"],
-                                       hard, settings["evo_budget"], list(range(settings["evo_seeds"])),
-                                       checkpoints[k][1])
-                        for k in keys if hard}
-                for k, job in jobs.items():
-                    evo[k] = job.result()
+        while ready or running:
+            ready.sort(key=lambda job: job[0])
+            while ready and len(running) < settings["workers"]:
+                _, kind, key, fn, args = ready.pop(0)
+                running[pool.submit(fn, *args)] = (kind, key, time.time())
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                kind, key, t0 = running.pop(future)
+                result = future.result()
+                name = "/".join(map(str, key))
+                if kind == "warm":
+                    timings[f"warmstart/{name}"] = result[1]
+                    say(f"warm start {name} ready ({result[1]:.0f}s)")
+                    warm_ready(*key, result[0])
+                elif kind == "train":
+                    timings[f"train/{name}"] = result[1]
+                    say(f"trained {name} ({result[1]:.0f}s)")
+                    run_ready(key, result[0])
+                elif kind == "eval":
+                    timings[f"eval/{name}"] = time.time() - t0
+                    evals[key] = result
+                    if key[0] == "code" and all(("code", a, key[2]) in evals for a in ["warm_start"] + algos):
+                        code_seed_evaluated(key[2])
+                elif kind == "solved":
+                    screen = screens[key[2]]
+                    screen["solved"] |= result
+                    screen["left"] -= 1
+                    if not screen["left"]:
+                        screen["hard"] += [p for p, ok in zip(screen["extra"], screen["solved"])
+                                           if not ok][:settings["evo_problems"] - len(screen["hard"])]
+                        start_evolution(key[2])
+                else:
+                    timings[f"evolve/{name}"] = time.time() - t0
+                    evo[key] = result
     timings["total"] = time.time() - t_start
-    results = summarize(out_dir, tasks, algos, settings, evals, evo, runs, timings, quick, commit)
+    results = summarize(out_dir, tasks, ["warm_start"] + algos, settings, evals, evo, runs, timings, quick, commit)
     say(f"done: {out_dir}")
     return results
 
 
-def summarize(out_dir, tasks, algos, settings, evals, evo, runs, timings, quick, commit):
+# ----------------------------------------------------------------------------------------------
+# Tables and figures
+
+def summarize(out_dir, tasks, names, settings, evals, evo, runs, timings, quick, commit):
     """results.json, summary.md and the plots, from the finished jobs."""
-    import plots
-    from search import solved_curve
     seeds = settings["seeds"]
-    names = ["warm_start"] + algos
     results = {"commit": commit, "seeds": seeds, "settings": settings, "quick": quick,
                "timings_s": {k: round(v, 1) for k, v in timings.items()}, "tasks": {}}
     for t in tasks:
@@ -286,7 +307,7 @@ def summarize(out_dir, tasks, algos, settings, evals, evo, runs, timings, quick,
                 all_runs = [r for k in keys for r in evo.get(k, [])]
                 entry["evolution"] = {"searches": len(all_runs), "budget": settings["evo_budget"],
                                       "solved": sum(r["solved_at"] is not None for r in all_runs),
-                                      "solved_curve": solved_curve(all_runs, settings["evo_budget"]),
+                                      "solved_curve": search.solved_curve(all_runs, settings["evo_budget"]),
                                       "runs": all_runs}
             if a != "warm_start":
                 entry["training_metrics"] = [os.path.join(runs[k], "metrics.jsonl") for k in keys]
@@ -366,15 +387,53 @@ def training_table(results):
     return lines
 
 
-if __name__ == "__main__":
-    import sys
-    folder = sys.argv[1] if len(sys.argv) > 1 else "out/headline"
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="train.py keys applied to every run (out_dir: the experiment's folder)")
+    parser.add_argument("--quick", action="store_true", help="smoke-test size (numbers mean nothing)")
+    parser.add_argument("--ablations", action="store_true", help=f"also run {', '.join(ABLATIONS)}")
+    parser.add_argument("--tasks", nargs="*", help=f"only these tasks (of {', '.join(TASKS)})")
+    parser.add_argument("--seeds", nargs="*", type=int, help="these seeds (mean and spread over them)")
+    parser.add_argument("--algos", nargs="*", help="these algorithms (default: grpo vpo)")
+    parser.add_argument("--report", metavar="DIR", help="reprint and rewrite DIR/summary.md of a finished run")
+    parser.add_argument("--config", help=argparse.SUPPRESS)  # train.py's: one run, not the experiment
+    args = parser.parse_args(argv)
     try:
-        with open(os.path.join(folder, "results.json")) as f:
-            finished_results = json.load(f)
-    except (OSError, json.JSONDecodeError) as err:
-        sys.exit(f"error: no readable results.json in {folder} ({err}); run `python train.py` first")
-    text = summary_markdown(finished_results)
-    with open(os.path.join(folder, "summary.md"), "w") as f:
-        f.write(text)
-    print(text)
+        if args.config:
+            raise ConfigError("--config trains one run: use python train.py --config ...")
+        if args.report:
+            try:
+                with open(os.path.join(args.report, "results.json")) as f:
+                    finished_results = json.load(f)
+            except (OSError, json.JSONDecodeError) as err:
+                raise ConfigError(f"no readable results.json in {args.report} ({err}); run the experiment first")
+            text = summary_markdown(finished_results)
+            with open(os.path.join(args.report, "summary.md"), "w") as f:
+                f.write(text)
+            print(text)
+            return
+        unknown = sorted(set(args.tasks or []) - set(TASKS))
+        if unknown:
+            raise ConfigError(f"unknown task(s) {unknown} for --tasks (choose from {TASKS})")
+        unknown = sorted(set(args.algos or []) - set(train.ADVANTAGES) - {"grpo_x3"})
+        if unknown:
+            raise ConfigError(f"unknown algorithm(s) {unknown} for --algos (choose from {sorted(train.ADVANTAGES)} "
+                              f"or grpo_x3)")
+        overrides = {}
+        for item in args.set:  # checked against train.py's DEFAULTS now, applied to every run
+            train.resolve_config(overrides=[item])
+            key, value = (part.strip() for part in item.split("=", 1))
+            if key in ("task", "algo"):
+                raise ConfigError(f"'{key}' is chosen by the experiment; use --tasks or --algos, "
+                                  f"or python train.py --config for a single run")
+            overrides[key] = parse_value(value)
+        run_headline(overrides, quick=args.quick, ablations=args.ablations, tasks=args.tasks, algos=args.algos,
+                     seeds=args.seeds)
+    except (ConfigError, FileNotFoundError, RuntimeError, FloatingPointError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

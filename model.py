@@ -1,24 +1,23 @@
 """
-The policy: a byte-level tokenizer and a small GPT that can sample fast and score completions.
+The policy: a byte-level tokenizer and a small GPT, with a plain `generate` and `score`.
 
-Read top to bottom: Tokenizer -> LayerNorm/attention/MLP/Block -> GPTConfig and presets -> GPT
-(forward, score, generate). The model follows nanoGPT: pre-norm blocks, causal attention through
-torch's scaled_dot_product_attention, learned positions, and an lm_head tied to the token
-embedding.
+Read top to bottom: Tokenizer -> attention / MLP / Block -> GPTConfig and presets -> GPT
+(forward, generate, score) -> sampling and padding helpers. The model follows nanoGPT: pre-norm
+blocks, causal attention through torch's scaled_dot_product_attention, learned positions, and an
+lm_head tied to the token embedding.
 
-Two things differ from nanoGPT because RL needs them:
-- Batches mix prompts of different lengths, so prompts are LEFT-padded and every forward takes a
-  padding mask; position ids count only real tokens, so padding never shifts a sequence.
-- `generate` prefills each prompt once, copies its KV cache for the G samples of that prompt,
-  then decodes all rows together with a preallocated (static) cache, dropping rows that have
-  ended. It returns the per-token log-probs and entropies of what it sampled, which RL logs and
-  uses as the "old" policy. `score` likewise runs each prompt once for its G completions.
+One thing differs from nanoGPT because RL needs it: a batch mixes prompts of different lengths, so
+prompts are LEFT-padded and every forward takes a padding mask; position ids count only real
+tokens, so padding never shifts a sequence.
 
-What the speed-ups buy is measured by bench.py (python bench.py --naive) and noted next to each.
-Deliberately left out: dropout at RL time (set it to 0 in configs), rotary embeddings, flash
-decoding, torch.compile (measured on CPU: a compiled decode step ran 2.7x slower than eager, after
-40 s to 3 min of compiling), mixed-precision tricks (train.py owns autocast), loading pretrained
-weights (nothing may come from a hub: every model here is trained from scratch on generated data).
+`GPT.generate` and `GPT.score` are written the plain way (every new token re-runs the whole
+sequence; every row runs its own prompt). They are the reference: engine.py has the fast versions
+that training and search use (a KV cache, each prompt run once for its G samples, finished rows
+dropped, length-bucketed scoring), and tests/test_engine.py holds those to these.
+
+Deliberately left out: dropout at RL time (sampled log-probs must match the scoring forward),
+rotary embeddings, mixed-precision tricks (train.py owns autocast), pretrained weights (nothing
+may come from a hub: every model here is trained from scratch on generated data).
 """
 
 import math
@@ -83,29 +82,23 @@ class Tokenizer:
 # The transformer
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, layer):
         super().__init__()
         assert cfg.n_embd % cfg.n_head == 0
-        self.n_head = cfg.n_head
+        self.n_head, self.layer = cfg.n_head, layer
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.dropout = cfg.dropout
 
-    def forward(self, x, attn_mask, cache=None, layer=0):
+    def forward(self, x, attn_mask, cache=None):
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
-        if cache is not None:  # append the new keys/values, attend to everything cached so far
-            k, v = cache.append(layer, k, v)  # (B, nh, T_total, hs)
-        dropout = self.dropout if self.training else 0.0
-        if T == 1 and dropout == 0:  # one query per row while decoding: SDPA's CPU kernel issues two
-            # tiny matmuls per row and head; two batched matmuls are faster (rollouts 2-6% on CPU)
-            att = torch.baddbmm(attn_mask.expand(B, self.n_head, 1, -1).flatten(0, 1), q.flatten(0, 1),
-                                k.flatten(0, 1).transpose(1, 2), alpha=1.0 / math.sqrt(k.size(-1)))
-            y = torch.bmm(att.softmax(-1), v.flatten(0, 1)).view(B, self.n_head, 1, -1)  # (B, nh, 1, hs)
+        if cache is not None:  # engine.py: keys/values of earlier tokens are kept, not recomputed
+            y = cache.attend(self.layer, q, k, v, attn_mask)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask.to(q.dtype),  # q is bf16 under autocast
-                                               dropout_p=dropout)
+                                               dropout_p=self.dropout if self.training else 0.0)
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
         return self.proj(y)
 
@@ -122,15 +115,15 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, layer):
         super().__init__()
         self.ln1 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
-        self.attn = CausalSelfAttention(cfg)
+        self.attn = CausalSelfAttention(cfg, layer)
         self.ln2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.mlp = MLP(cfg)
 
-    def forward(self, x, attn_mask, cache=None, layer=0):
-        x = x + self.attn(self.ln1(x), attn_mask, cache, layer)
+    def forward(self, x, attn_mask, cache=None):
+        x = x + self.attn(self.ln1(x), attn_mask, cache)
         return x + self.mlp(self.ln2(x))
 
 
@@ -153,62 +146,13 @@ PRESETS = {
 }
 
 
-class KVCache:
-    """Preallocated keys/values for every layer; rows can be repeated after the prompt prefill."""
-
-    def __init__(self, n_layer, batch, n_head, max_len, head_size, device, dtype):
-        self.k = torch.zeros(n_layer, batch, n_head, max_len, head_size, device=device, dtype=dtype)
-        self.v = torch.zeros_like(self.k)
-        self.length = 0  # tokens written so far (same for every row: prompts are left-padded)
-
-    def append(self, layer, k, v):
-        """Write this layer's new keys/values after the cached ones; return all of them."""
-        end = self.length + k.size(2)
-        self.k[layer, :, :, self.length:end] = k
-        self.v[layer, :, :, self.length:end] = v
-        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
-
-    def advance(self, T):
-        self.length += T  # called once per forward, after every layer has appended
-
-    def repeat_rows(self, times):
-        """(P, ...) -> (P*times, ...): each prompt's cache copied for its `times` samples."""
-        self.k = self.k.repeat_interleave(times, dim=1)
-        self.v = self.v.repeat_interleave(times, dim=1)
-
-    def keep_rows(self, rows):
-        """Keep only `rows` (a (B,) boolean mask or indices): finished samples stop costing compute."""
-        self.k, self.v = self.k[:, rows], self.v[:, rows]
-
-
-class SharedPrompts:
-    """A cache for scoring with gradients: each distinct prompt is run once, and its keys/values are
-    gathered for every row that repeats it (the G samples of one prompt). Built by concatenation,
-    not by in-place writes like KVCache, because autograd must see through it."""
-
-    def __init__(self, rows):
-        self.rows = rows  # (B,) which prompt each row extends
-        self.kv = []  # per layer: the prompts' (k, v), each (P, nh, Tp, hs)
-        self.length = 0
-
-    def append(self, layer, k, v):
-        if self.length == 0:  # the prompts themselves
-            self.kv.append((k, v))
-            return k, v
-        pk, pv = self.kv[layer]  # then the completions: attend to their prompt and themselves
-        return torch.cat([pk[self.rows], k], dim=2), torch.cat([pv[self.rows], v], dim=2)
-
-    def advance(self, T):
-        self.length += T
-
-
 class GPT(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.cfg = cfg
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
-        self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)])
+        self.blocks = nn.ModuleList([Block(cfg, i) for i in range(cfg.n_layer)])
         self.ln_f = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # tied embeddings
@@ -232,7 +176,8 @@ class GPT(nn.Module):
         return self.lm_head(self.hidden(idx, key_mask, positions, cache))
 
     def hidden(self, idx, key_mask, positions, cache=None):
-        """forward() without the lm_head: the final hidden states (B, T, C)."""
+        """forward() without the lm_head: the final hidden states (B, T, C). With a cache (engine.py),
+        idx holds only the new tokens and key_mask covers the cached ones too."""
         if positions.max() >= self.cfg.block_size:
             raise ValueError(f"sequence of {int(positions.max()) + 1} tokens exceeds block_size={self.cfg.block_size}")
         B, T = idx.shape
@@ -248,11 +193,46 @@ class GPT(nn.Module):
         attn_mask = torch.zeros(visible.shape, device=idx.device, dtype=self.wte.weight.dtype)
         attn_mask.masked_fill_(~visible, float("-inf"))  # (B, 1, T, T_total)
         x = self.wte(idx) + self.wpe(positions)  # (B, T, C)
-        for i, block in enumerate(self.blocks):
-            x = block(x, attn_mask, cache, i)
+        for block in self.blocks:
+            x = block(x, attn_mask, cache)
         if cache is not None:
             cache.advance(T)
         return self.ln_f(x)
+
+    @torch.no_grad()
+    def generate(self, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, temperature=1.0,
+                 top_k=None, top_p=None, generator=None):
+        """Sample `num_samples` completions for each of P left-padded prompts (P, Tp).
+
+        Returns a dict of (P*num_samples, T) tensors: tokens (eos-padded after the end), mask (True on
+        sampled tokens including the eos), logprobs and entropy of the sampling distribution before
+        temperature/top-k/top-p (i.e. of the policy itself: RL uses them as the "old" policy).
+        The plain way: each sample carries its own copy of the prompt and every new token re-runs
+        the whole sequence. engine.generate draws the same random numbers and samples the same tokens.
+        """
+        idx = prompt.repeat_interleave(num_samples, 0)  # (B, Tp), B = P * num_samples
+        key_mask = prompt_mask.repeat_interleave(num_samples, 0)
+        B, device = idx.size(0), idx.device
+        tokens = torch.full((B, max_new_tokens), eos_id, dtype=torch.long, device=device)
+        logprobs = torch.zeros(B, max_new_tokens, device=device)
+        entropy = torch.zeros(B, max_new_tokens, device=device)
+        done = torch.zeros(B, dtype=torch.bool, device=device)
+        for t in range(max_new_tokens):
+            positions = (key_mask.long().cumsum(1) - 1).clamp(min=0)
+            logits = self(idx, key_mask, positions)[:, -1].float()  # (B, V): the whole sequence, again
+            uniform = torch.rand(B, 1, device=device, generator=generator)
+            tok = sample_from_logits(logits, temperature, top_k, top_p, uniform=uniform)
+            tok = tok.masked_fill(done, eos_id)  # an ended row only ever writes eos
+            logp = F.log_softmax(logits, dim=-1)
+            tokens[:, t] = tok
+            logprobs[:, t] = logp.gather(-1, tok[:, None]).squeeze(-1)
+            entropy[:, t] = -(logp.exp() * logp).sum(-1)
+            done = done | (tok == eos_id)
+            if bool(done.all()):
+                break
+            idx = torch.cat([idx, tok[:, None]], 1)
+            key_mask = torch.cat([key_mask, torch.ones_like(key_mask[:, :1])], 1)
+        return completion_dict(tokens, logprobs, entropy, eos_id)
 
     def score(self, prompt, prompt_mask, completion, completion_mask):
         """Log-prob and entropy of each completion token given its prompt, in one batched forward.
@@ -261,88 +241,32 @@ class GPT(nn.Module):
         Returns logprobs (B, Tc) and entropy (B, Tc); positions past completion_mask are garbage.
         """
         Tp = prompt.size(1)
+        idx = torch.cat([prompt, completion], dim=1)  # (B, Tp + Tc)
         mask = torch.cat([prompt_mask, completion_mask], dim=1)
         positions = (mask.long().cumsum(1) - 1).clamp(min=0)
-        # RL scores G samples of each prompt, in consecutive rows: run each prompt once and share its
-        # keys/values (measured, P=8 x G=8: forward+backward 23% faster with 14-token prompts, 28%
-        # with 32-token ones)
-        _, rows, counts = torch.unique_consecutive(torch.cat([prompt, prompt_mask], 1), dim=0,
-                                                   return_inverse=True, return_counts=True)
-        if len(counts) < len(prompt):
-            first = counts.cumsum(0) - counts  # (P,) the first row of each run
-            cache = SharedPrompts(rows)
-            h = self.hidden(prompt[first], prompt_mask[first], positions[first, :Tp], cache)[rows, -1:]  # (B, 1, C)
-            if completion.size(1) > 1:  # the completion's own tokens, attending to the shared prompt
-                h = torch.cat([h, self.hidden(completion[:, :-1], mask[:, :-1], positions[:, Tp:-1], cache)], dim=1)
-        else:
-            idx = torch.cat([prompt, completion], dim=1)  # (B, Tp + Tc)
-            h = self.hidden(idx[:, :-1], mask[:, :-1], positions[:, :-1])[:, Tp - 1:]
-        logits = self.lm_head(h).float()  # (B, Tc, V): the lm_head only where a completion token is predicted
-        logp = F.log_softmax(logits, dim=-1)
-        token_logp = logp.gather(-1, completion.unsqueeze(-1)).squeeze(-1)  # (B, Tc)
-        entropy = -(logp.exp() * logp).sum(-1)  # (B, Tc)
-        return token_logp, entropy
+        # the hidden state at position i predicts token i+1: the last prompt token predicts the first
+        # completion token, so the lm_head runs only where a completion token is predicted
+        h = self.hidden(idx[:, :-1], mask[:, :-1], positions[:, :-1])[:, Tp - 1:]  # (B, Tc, C)
+        return token_logprobs(self.lm_head(h), completion)
 
-    @torch.no_grad()
-    def generate(self, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, temperature=1.0,
-                 top_k=None, top_p=None, generator=None, drop_finished=True):
-        """Sample `num_samples` completions for each of P left-padded prompts (P, Tp).
 
-        Returns a dict of (P*num_samples, T) tensors: tokens (eos-padded after the end), mask (True on
-        sampled tokens including the eos), logprobs and entropy of the sampling distribution
-        (before temperature/top-k/top-p are applied, i.e. of the policy itself).
-        drop_finished: rows that have ended leave the batch (same samples, less compute).
-        """
-        P, Tp = prompt.shape
-        B = P * num_samples
-        cfg, device = self.cfg, prompt.device
-        if Tp + max_new_tokens > cfg.block_size:
-            raise ValueError(f"prompt ({Tp}) + max_new_tokens ({max_new_tokens}) exceeds block_size={cfg.block_size}")
-        dtype = next(self.parameters()).dtype
-        cache = KVCache(cfg.n_layer, P, cfg.n_head, Tp + max_new_tokens, cfg.n_embd // cfg.n_head, device, dtype)
-        key_mask = torch.ones(P, Tp + max_new_tokens, dtype=torch.bool, device=device)
-        key_mask[:, :Tp] = prompt_mask
-        positions = (prompt_mask.long().cumsum(1) - 1).clamp(min=0)  # (P, Tp)
-        logits = self(prompt, key_mask, positions, cache)[:, -1]  # prefill once per prompt: (P, V)
-        # share the prompt's cache and last logits across its samples instead of recomputing them
-        cache.repeat_rows(num_samples)
-        key_mask = key_mask.repeat_interleave(num_samples, dim=0)  # (B, Tp + max_new)
-        logits = logits.repeat_interleave(num_samples, dim=0)  # (B, V)
-        next_pos = positions[:, -1:].repeat_interleave(num_samples, dim=0) + 1  # (B, 1)
+# ----------------------------------------------------------------------------------------------
+# Helpers shared with engine.py
 
-        tokens = torch.full((B, max_new_tokens), eos_id, dtype=torch.long, device=device)
-        logprobs = torch.zeros(B, max_new_tokens, device=device)
-        entropy = torch.zeros(B, max_new_tokens, device=device)
-        rows = torch.arange(B, device=device)  # which of the B rows are still in the batch
-        done = torch.zeros(B, dtype=torch.bool, device=device)  # (b,) rows in the batch that have ended
-        for t in range(max_new_tokens):
-            # every row's random number is drawn, in the batch or not, so dropping rows changes no sample
-            uniform = torch.rand(B, 1, device=device, generator=generator)[rows]  # (b, 1)
-            logits = logits.float()
-            logp = F.log_softmax(logits, dim=-1)  # (b, V)
-            tok = sample_from_logits(logits, temperature, top_k, top_p, uniform=uniform)  # (b,)
-            tok = tok.masked_fill(done, eos_id)  # an ended row only ever writes eos
-            tokens[rows, t] = tok
-            logprobs[rows, t] = logp.gather(-1, tok[:, None]).squeeze(-1)
-            entropy[rows, t] = -(logp.exp() * logp).sum(-1)
-            done = done | (tok == eos_id)
-            if t == max_new_tokens - 1 or bool(done.all()):
-                break  # stop as soon as every row has ended: no wasted decode steps
-            if drop_finished and int(done.sum()) * 4 >= len(done):
-                # once a quarter of the batch has ended, drop those rows (measured on the code task,
-                # 3 answers: rollouts 35% faster; dropping at every single ending: 30%, as each
-                # drop copies the cache)
-                keep = ~done
-                rows, tok, done, key_mask, next_pos = rows[keep], tok[keep], done[keep], key_mask[keep], next_pos[keep]
-                cache.keep_rows(keep)
-            logits = self(tok[:, None], key_mask, next_pos, cache)[:, -1]
-            next_pos = next_pos + 1
-        # a row's completion runs up to and including its first eos
-        ended = (tokens == eos_id).long()
-        mask = (ended.cumsum(1) - ended) == 0  # (B, max_new)
-        T = int(mask.sum(1).max())
-        return dict(tokens=tokens[:, :T], mask=mask[:, :T], logprobs=logprobs[:, :T] * mask[:, :T],
-                    entropy=entropy[:, :T] * mask[:, :T])
+def token_logprobs(logits, tokens):
+    """logits (B, T, V), tokens (B, T) -> log-prob of each token (B, T) and the entropy (B, T)."""
+    logp = F.log_softmax(logits.float(), dim=-1)
+    return logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1), -(logp.exp() * logp).sum(-1)
+
+
+def completion_dict(tokens, logprobs, entropy, eos_id):
+    """Sampled (B, max_new) tensors -> generate's result, cut to the longest completion. A row's
+    completion runs up to and including its first eos."""
+    ended = (tokens == eos_id).long()
+    mask = (ended.cumsum(1) - ended) == 0  # (B, max_new)
+    T = int(mask.sum(1).max())
+    return dict(tokens=tokens[:, :T], mask=mask[:, :T], logprobs=logprobs[:, :T] * mask[:, :T],
+                entropy=entropy[:, :T] * mask[:, :T])
 
 
 def sample_from_logits(logits, temperature=1.0, top_k=None, top_p=None, generator=None, uniform=None):
@@ -365,8 +289,9 @@ def sample_from_logits(logits, temperature=1.0, top_k=None, top_p=None, generato
     # Dividing by the last entry makes the CDF end at exactly 1 > u, and a zero-probability
     # token repeats its predecessor's CDF value, so it can never be chosen.
     cdf = logits.softmax(-1).cumsum(-1)
-    if not bool(torch.isfinite(cdf[:, -1]).all()):  # what torch.multinomial raised; train.py reports it
-        raise RuntimeError("cannot sample: the logits hold nan or inf (the probabilities are nan)")
+    if not bool(torch.isfinite(cdf[:, -1]).all()):
+        raise FloatingPointError("non-finite logits while sampling (nan or inf probabilities): the policy "
+                                 "diverged; stopping, the last checkpoint is kept")
     cdf = cdf / cdf[:, -1:]
     if uniform is None:
         uniform = torch.rand(len(cdf), 1, device=cdf.device, generator=generator)
@@ -393,4 +318,3 @@ def pad_right(seqs, pad_id, device="cpu"):
         ids[i, :len(s)] = torch.tensor(s, dtype=torch.long)
         mask[i, :len(s)] = True
     return ids.to(device), mask.to(device)
-

@@ -28,9 +28,11 @@ import random
 import numpy as np
 import torch
 
-from metrics import (best_at_k_curve, distinct_count, max_at_k, pareto_fraction, pass_at_k,  # noqa: F401
-                     pass_at_k_curve, reward_space_diversity, scalarized_best_at_k)
-from rewards import make_task, score_answers
+from checkpoint import model_from_checkpoint
+from metrics import (best_at_k_curve, distinct_count, pareto_fraction, pass_at_k_curve, reward_space_diversity,
+                     scalarized_best_at_k)
+from rewards import make_task
+from rollouts import sample_rollouts, score_answers
 from vpo import sample_weights
 
 
@@ -47,7 +49,6 @@ def k_grid(n):
 
 def sample_pools(model, tok, task, problems, n, m, cfg, seed, device="cpu", batch_problems=16):
     """n answers per problem, written m per rollout -> rewards (P, n, D), answers, tokens, entropy."""
-    from train import sample_rollouts  # late import: train.py imports this module's callers
     if n % m:
         raise ValueError(f"pool size n={n} must be a multiple of m={m}")
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -87,10 +88,9 @@ def pool_metrics(task, rewards, answers, ks, heldout_weights):
 def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=64, device="cpu", m=None, task=None):
     """Load a checkpoint and measure its pools on `problems`. m defaults to what it was trained with,
     task to the one it was trained on (a shared warm start is scored on the task given)."""
-    from train import answers_per_rollout, model_from_checkpoint
-    model, tok, cfg = model_from_checkpoint(path, device)
+    model, tok, cfg, trained_m = model_from_checkpoint(path, device)
     task = task or make_task(cfg["task"], **cfg["task_options"])
-    m = m or answers_per_rollout(cfg)
+    m = m or trained_m
     rewards, answers, tokens, entropy = sample_pools(model, tok, task, problems, n, m, cfg, seed, device)
     # weightings no training run ever drew: their own seed, far from any training seed
     weights = sample_weights(1, num_heldout_weights, task.dim,
@@ -141,7 +141,6 @@ def evolve(model, tok, task, problem, m, cfg, budget=120, num_islands=4, capacit
     Every iteration writes one rollout (m children) per island, conditioned on that island's
     parents; the first iteration has no parents (seeds straight from the policy).
     """
-    from train import sample_rollouts
     rng = random.Random(seed)
     gen = torch.Generator(device=device).manual_seed(seed)
     islands = [Island(capacity) for _ in range(num_islands)]
@@ -190,11 +189,10 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
-    from train import model_from_checkpoint
     rows = []
     for path in args.checkpoints:
         try:
-            _, _, cfg = model_from_checkpoint(path)
+            _, _, cfg, _ = model_from_checkpoint(path)
         except (FileNotFoundError, RuntimeError) as e:
             raise SystemExit(f"error: {e}")
         task = make_task(cfg["task"], **cfg["task_options"])

@@ -38,7 +38,9 @@ def sample_weights(num_groups, num_weights, dim, alpha=1.0, sampler="dirichlet",
         raise ValueError(f"alpha must be > 0, got {alpha}")
     if dim == 1:
         return torch.ones(num_groups, num_weights, 1)
-    seed = int(torch.randint(0, 2**62, (1,), generator=generator).item())
+    # the seed is drawn on the generator's own device (a CUDA generator cannot make a CPU tensor)
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator,
+                             device=generator.device if generator is not None else "cpu").item())
     if sampler == "dirichlet":
         rng = np.random.default_rng(seed)  # numpy's Dirichlet accepts a seeded generator; torch's does not
         w = rng.dirichlet(np.full(dim, alpha), size=(num_groups, num_weights))

@@ -31,24 +31,27 @@ def test_naive_variants_sample_the_same_tokens():
     model, tok, task = bench.setup(cfg, "cpu")
     model.eval()
     prompt, mask = pad_left([[tok.bos, 1, 2, tok.answer], [tok.bos, 3, tok.answer]], tok.eos)
-    outs = [generate(prompt, mask, 3, 12, tok.eos, generator=torch.Generator().manual_seed(0))
-            for generate in (model.generate, lambda *a, **k: bench.generate_without_shared_prompt(model, *a, **k),
-                             lambda *a, **k: bench.generate_without_cache(model, *a, **k))]
+    outs = [generate(model, prompt, mask, 3, 12, tok.eos, generator=torch.Generator().manual_seed(0))
+            for generate, _ in bench.VARIANTS.values()]
     for out in outs[1:]:
         assert torch.equal(out["tokens"], outs[0]["tokens"]) and torch.equal(out["mask"], outs[0]["mask"])
         assert torch.allclose(out["logprobs"], outs[0]["logprobs"], atol=1e-5)
     p, pm = prompt.repeat_interleave(3, 0), mask.repeat_interleave(3, 0)
-    ours = model.score(p, pm, outs[0]["tokens"], outs[0]["mask"])[0]
-    plain = bench.score_without_shared_prompt(model, p, pm, outs[0]["tokens"], outs[0]["mask"])[0]
-    assert torch.allclose(ours[outs[0]["mask"]], plain[outs[0]["mask"]], atol=1e-5)
+    scores = [score(model, p, pm, outs[0]["tokens"], outs[0]["mask"])[0] for _, score in bench.VARIANTS.values()]
+    for other in scores[1:]:
+        assert torch.allclose(other[outs[0]["mask"]], scores[0][outs[0]["mask"]], atol=1e-5)
+    # and the swap is undone afterwards
+    with bench.variant("naive"):
+        assert bench.engine.generate is bench.GPT.generate
+    assert bench.engine.generate is bench.VARIANTS["ours"][0]
 
 
 def test_forced_length_never_stops_early():
     cfg = train.resolve_config(overrides=TINY)
     model, tok, task = bench.setup(cfg, "cpu")
-    model = bench.with_variant(model, "ours", force_length=True)
     prompt, mask = pad_left([[tok.bos, 1, tok.answer]], tok.eos)
-    out = model.eval().generate(prompt, mask, 4, 9, tok.eos, generator=torch.Generator().manual_seed(0))
+    with bench.variant("ours", force_length=True):
+        out = bench.engine.generate(model.eval(), prompt, mask, 4, 9, tok.eos, generator=torch.Generator().manual_seed(0))
     assert out["tokens"].shape == (4, 9) and bool(out["mask"].all())
 
 

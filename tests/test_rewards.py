@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from model import Tokenizer
-from rewards import CodeTask, PersonaTask, make_task, rollout_prompt, rollout_text, score_answers
+from rewards import CodeTask, PersonaTask, make_task
+from rollouts import rollout_prompt, rollout_text, score_answers
 
 persona = PersonaTask(num_personas=4, answer_len=12)
 code = CodeTask()

@@ -22,13 +22,18 @@ import numpy as np
 import pytest
 import torch
 
+import checkpoint
+import engine
 import grpo
 import lang
+import rollouts
 import train as trainer
 import vpo
-from model import GPT, Tokenizer
-from rewards import make_task, score_answers
-from train import ConfigError, load_checkpoint, resolve_config, train
+from checkpoint import load_checkpoint
+from model import Tokenizer
+from rewards import make_task
+from rollouts import score_answers
+from train import ConfigError, resolve_config, train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "configs", "tiny.yaml")
@@ -499,7 +504,7 @@ def test_sigkill_mid_run_and_during_warm_start_then_resume(baseline, tmp_path):
 
 def _kill_at(point):
     """An atomic_save replacement that dies at one point, as a SIGKILL there would."""
-    real, calls = trainer.atomic_save, []
+    real, calls = checkpoint.atomic_save, []
 
     def save(obj, path):
         calls.append(path)
@@ -522,7 +527,7 @@ def test_simulated_kills_at_exact_points_resume_exactly(baseline, tmp_path, monk
     for point, ckpt_step in [("before the first checkpoint", None), ("mid-write of the second checkpoint", 3),
                              ("before final.pt", 12)]:
         with monkeypatch.context() as patch:
-            patch.setattr(trainer, "atomic_save", _kill_at(point))
+            patch.setattr(checkpoint, "atomic_save", _kill_at(point))
             try:
                 train({**cfg, "resume": point != "before the first checkpoint"})
                 pytest.fail(f"the run was not killed {point}")
@@ -543,7 +548,7 @@ def test_simulated_kills_at_exact_points_resume_exactly(baseline, tmp_path, monk
 
 def test_atomic_save_never_leaves_a_torn_file(tmp_path, monkeypatch):
     path = str(tmp_path / "ckpt.pt")
-    trainer.atomic_save({"model": {"w": torch.ones(2)}, "model_config": {}, "config": {}}, path)
+    checkpoint.atomic_save({"model": {"w": torch.ones(2)}, "model_config": {}, "config": {}}, path)
     good = read(path)
 
     def dies_mid_write(obj, f, *args, **kwargs):
@@ -552,7 +557,7 @@ def test_atomic_save_never_leaves_a_torn_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch, "save", dies_mid_write)
     with pytest.raises(Killed):
-        trainer.atomic_save({"model": {"w": torch.zeros(2)}}, path)
+        checkpoint.atomic_save({"model": {"w": torch.zeros(2)}}, path)
     assert read(path) == good and os.listdir(tmp_path) == ["ckpt.pt"]
     assert torch.equal(load_checkpoint(path)["model"]["w"], torch.ones(2))
 
@@ -596,14 +601,14 @@ def test_advantages_are_finite_and_zero_for_zero_variance_groups(case):
     flat = {"all zero": (0, 1, 2), "all equal": (0, 1, 2), "some groups equal": (0, 2),
             "one answer nonzero": (1, 2)}[case]  # groups whose rollouts all score the same
     for name, fn in _advantage_fns():
-        adv = fn(rewards, rewards.mean(-1), weights_)
+        adv = fn(rewards, rewards.mean(-1), weights_, resolve_config())
         assert adv.shape == (P, G) and torch.isfinite(adv).all(), name
         assert adv[list(flat)].abs().max() < 1e-6, (name, case, adv)
 
 
 def _empty_generate(real):
-    def generate(self, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, **kwargs):
-        out = real(self, prompt, prompt_mask, num_samples, 1, eos_id, **kwargs)
+    def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, **kwargs):
+        out = real(model, prompt, prompt_mask, num_samples, 1, eos_id, **kwargs)
         out["tokens"][:] = eos_id  # every completion is just <|eos|>: one empty answer
         return out
     return generate
@@ -623,12 +628,13 @@ def test_rl_step_keeps_weights_finite(monkeypatch, task_name, mode):
         before = {k: v.clone() for k, v in model.state_dict().items()}
         with monkeypatch.context() as patch:
             if mode == "empty answers":
-                patch.setattr(GPT, "generate", _empty_generate(GPT.generate))
+                patch.setattr(engine, "generate", _empty_generate(engine.generate))
             elif mode == "constant rewards":
-                patch.setattr(trainer, "score_answers", lambda task, problem, answers, m:
+                patch.setattr(rollouts, "score_answers", lambda task, problem, answers, m, as_written=False:
                               np.full((m, task.dim), 0.5, dtype=np.float32))
-            metrics, batch = trainer.rl_step(model, None, opt, tok, task, cfg, trainer.answers_per_rollout(cfg),
-                                             random.Random(0), torch.Generator().manual_seed(0), "cpu")
+            run = trainer.Run(cfg, task, tok, model, opt, trainer.distributed.Scorer(model),
+                              rng=random.Random(0), generator=torch.Generator().manual_seed(0))
+            metrics, batch = trainer.rl_step(run)
         json.dumps(metrics, allow_nan=False)  # raises on NaN or inf
         assert all_finite(model.state_dict()), algo
         if mode != "random policy":  # no signal: zero advantages, zero gradient, weights unchanged

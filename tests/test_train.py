@@ -2,11 +2,14 @@
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
 
-from train import ADVANTAGES, ConfigError, model_from_checkpoint, resolve_config, train
+from checkpoint import model_from_checkpoint
+from train import ADVANTAGES, ConfigError, resolve_config, train
 
 TINY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "tiny.yaml")
 
@@ -29,8 +32,8 @@ def test_every_algorithm_runs_end_to_end(tmp_path, algo):
                     "zero_std_groups", "entropy", "clip_frac", "kl", "grad_norm"):
             assert key in r
         assert all(map(lambda v: v == v, [r["loss"], r["grad_norm"], r["entropy"]]))  # no NaN
-    model, tok, cfg = model_from_checkpoint(os.path.join(out, "final.pt"))
-    assert cfg["algo"] == algo and all(torch.isfinite(p).all() for p in model.parameters())
+    model, tok, cfg, m = model_from_checkpoint(os.path.join(out, "final.pt"))
+    assert cfg["algo"] == algo and m == (cfg["answers_per_rollout"] if ADVANTAGES[algo][1] else 1) and all(torch.isfinite(p).all() for p in model.parameters())
 
 
 def test_code_task_runs(tmp_path):
@@ -104,3 +107,28 @@ def test_single_answer_curriculum_batches():
         assert all(t.startswith("<|bos|>1|") and " from " not in t for t in texts)
     mixed = [tok.decode(demo_batch(task, tok, cfg, rng, 1)[0][0]) for _ in range(40)]
     assert any(t.startswith("<|bos|>3|") for t in mixed) and all(" from " in t for t in mixed)
+
+
+class RunsCode:
+    """Pickles as a call to os.system: what a malicious checkpoint would carry."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_and_runs_nothing(tmp_path):
+    marker = tmp_path / "ran"
+    path = tmp_path / "shared.pt"
+    torch.save({"model": {"w": torch.zeros(2)}, "model_config": {}, "config": {}, "payload": RunsCode(marker)}, path)
+    with pytest.raises(RuntimeError) as err:
+        model_from_checkpoint(str(path))
+    assert "nothing of it was run" in str(err.value) and "system" in str(err.value)
+    assert len(str(err.value).splitlines()) == 1
+    assert not marker.exists()
+    # the command line says the same in one line (search.py loads checkpoints a classmate shared)
+    result = subprocess.run([sys.executable, "search.py", "--checkpoints", str(path)], capture_output=True, text=True,
+                            cwd=os.path.dirname(TINY) + "/..")
+    assert result.returncode != 0 and "nothing of it was run" in result.stderr and not marker.exists()

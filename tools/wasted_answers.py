@@ -19,7 +19,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from experiment import HEADLINE, _eval_job  # noqa: E402
 from rewards import make_task  # noqa: E402
-from train import answers_per_rollout, model_from_checkpoint  # noqa: E402
+from checkpoint import model_from_checkpoint  # noqa: E402
 
 
 def wasted(task, problems, answers, m):
@@ -49,12 +49,11 @@ def main():
     if not paths:
         sys.exit(f"error: no runs/*/final.pt under {args.out_dir}")
     for path in paths:
-        _, _, cfg = model_from_checkpoint(path)
-        m = answers_per_rollout(cfg)
+        _, _, cfg, m = model_from_checkpoint(path)
         if m == 1:
             continue
         # the experiment's own evaluation job, so these are the pools behind results.json
-        _, _, answers, problems = _eval_job(path, cfg["task"], cfg["task_options"], HEADLINE["eval_problems"],
+        _, _, answers, problems = _eval_job(path, cfg, HEADLINE["eval_problems"],
                                             HEADLINE["eval_n"], cfg["seed"], m)
         counts = wasted(make_task(cfg["task"], **cfg["task_options"]), problems, answers, m)
         print(f"{os.path.basename(os.path.dirname(path)):28s} " +

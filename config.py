@@ -1,0 +1,127 @@
+"""
+Configuration that fails loudly: train.py's DEFAULTS <- a YAML file <- --set key=value overrides.
+A student can skip this file: it only checks what train.py reads.
+
+An unknown key stops with a did-you-mean, a value of the wrong type with the type it needs, an
+out-of-range value with its range; all of it before anything is written or trained, in one line.
+As in nanoGPT, an override may change a value but never its type (an int stays an int, except that
+an int is accepted where a float is expected).
+
+Deliberately left out: nested configs, environment variables, config inheritance between files.
+"""
+
+import difflib
+import math
+
+import yaml
+
+from model import PRESETS
+from rewards import make_task
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def parse_value(text):
+    """'3' -> 3, '1e-3' -> 0.001 (YAML 1.1 would keep it a string), 'true' -> True, '{a: 1}' -> dict."""
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    try:
+        return yaml.safe_load(text) if text != "" else ""
+    except yaml.YAMLError:
+        return text
+
+
+def _checked(key, value, default):
+    """value converted to default's type where that is lossless, else ConfigError."""
+    if isinstance(default, str) and isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)  # --set out_dir=123 is a path, not a number
+    if isinstance(default, float) and isinstance(value, str):
+        try:
+            value = float(value)  # "1e-3" in a YAML file is a string to YAML 1.1
+        except ValueError:
+            pass
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, type(default))
+    if not ok:
+        raise ConfigError(f"config key '{key}' must be {type(default).__name__}, got {value!r}")
+    return float(value) if isinstance(default, float) else value
+
+
+def read_yaml(path):
+    """A YAML file of key: value -> dict, or ConfigError in one line."""
+    try:
+        with open(path) as f:
+            loaded = yaml.safe_load(f) or {}
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {path} is not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of key: value")
+    return loaded
+
+
+def resolve(defaults, algos, path=None, overrides=(), base=None):
+    """defaults (or base) <- YAML file <- key=value overrides, checked against defaults' keys and
+    types and against validate()'s ranges; `algos` are the algorithm names train.py knows."""
+    cfg = dict(base or defaults)
+    updates = list(read_yaml(path).items()) if path else []
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override '{item}' must look like key=value")
+        key, text = item.split("=", 1)
+        updates.append((key.strip(), parse_value(text)))
+    for key, value in updates:
+        if key not in defaults:
+            hint = difflib.get_close_matches(key, defaults, n=1)
+            raise ConfigError(f"unknown config key '{key}'" + (f" (did you mean '{hint[0]}'?)" if hint else ""))
+        cfg[key] = _checked(key, value, defaults[key])
+    validate(cfg, algos)
+    return cfg
+
+
+def validate(cfg, algos):
+    """Out-of-range values fail here, before anything is written or trained."""
+    def need(cond, msg):
+        if not cond:
+            raise ConfigError(msg)
+    for key, value in cfg.items():
+        if isinstance(value, float):
+            need(math.isfinite(value), f"{key} must be a finite number, got {value}")
+    need(cfg["algo"] in algos, f"algo must be one of {sorted(algos)}, got '{cfg['algo']}'")
+    need(cfg["task"] in ("persona", "persona_collinear", "code"), f"unknown task '{cfg['task']}'")
+    need(cfg["model"] in PRESETS, f"model must be one of {sorted(PRESETS)}, got '{cfg['model']}'")
+    for key in ("lr", "sft_lr"):
+        need(cfg[key] > 0, f"{key} must be > 0, got {cfg[key]}")
+    for key in ("steps", "sft_steps", "eval_every", "ckpt_every", "kl_coef", "weight_decay", "threads", "peak_tflops"):
+        need(cfg[key] >= 0, f"{key} must be >= 0, got {cfg[key]}")
+    for key in ("prompts_per_step", "sft_batch", "num_weights", "epochs_per_batch", "eval_problems", "block_size"):
+        need(cfg[key] >= 1, f"{key} must be >= 1, got {cfg[key]}")
+    need(cfg["group_size"] >= 2, f"group_size must be >= 2 for group-normalised advantages, got {cfg['group_size']}")
+    need(cfg["answers_per_rollout"] >= 1, f"answers_per_rollout (m) must be >= 1, got {cfg['answers_per_rollout']}")
+    need(cfg["alpha"] > 0, f"alpha must be > 0, got {cfg['alpha']}")
+    need(cfg["weight_sampler"] in ("dirichlet", "sobol"), "weight_sampler must be dirichlet or sobol")
+    need(cfg["weight_sampler"] != "sobol" or cfg["alpha"] == 1.0, "weight_sampler=sobol needs alpha=1")
+    need(0 < cfg["clip"], f"clip must be > 0, got {cfg['clip']}")
+    need(cfg["temperature"] >= 0, "temperature must be >= 0")
+    need(0 < cfg["top_p"] <= 1, "top_p must be in (0, 1]")
+    need(cfg["max_grad_norm"] > 0, "max_grad_norm must be > 0")
+    need(0 <= cfg["sft_parent_fraction"] <= 1, "sft_parent_fraction must be in [0, 1]")
+    need(0 <= cfg["sft_single_first"] <= 1, "sft_single_first must be in [0, 1]")
+    need(cfg["device"] in ("auto", "cpu", "cuda", "mps"), "device must be auto, cpu, cuda or mps")
+    need(cfg["dtype"] in ("float32", "bfloat16"), "dtype must be float32 or bfloat16")
+    try:
+        make_task(cfg["task"], **cfg["task_options"])
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"task_options for task '{cfg['task']}': {e}") from None

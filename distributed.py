@@ -1,0 +1,91 @@
+"""
+Several processes with torchrun: `torchrun --standalone --nproc_per_node=N train.py --config ...`.
+A student can skip this file: with one process every function here is a no-op or a plain call.
+
+Every rank draws the same global batch of prompt groups and keeps its share (a group never spans
+ranks, so group-normalised advantages need no communication); DistributedDataParallel averages the
+gradients; each rank's loss is weighted by its share of the completion tokens, so the update
+equals the single-process token mean over the global batch; metrics are averaged (token counts
+summed); rank 0 alone evaluates and writes files.
+
+Deliberately left out: tensor or pipeline parallelism, sharded optimizers (the models are tiny).
+"""
+
+import os
+
+import torch
+
+import engine
+
+
+class Scorer(torch.nn.Module):
+    """engine.score as a forward(), because DistributedDataParallel (and torch.compile) hook into
+    forward()."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, prompt, prompt_mask, completion, completion_mask):
+        return engine.score(self.model, prompt, prompt_mask, completion, completion_mask)
+
+
+def init(device):
+    """(rank, world, device) from torchrun's environment; (0, 1, device) when run plainly."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1, device
+    torch.distributed.init_process_group("nccl" if device == "cuda" else "gloo")
+    if device == "cuda":
+        device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+        torch.cuda.set_device(device)
+    return torch.distributed.get_rank(), world, device
+
+
+def wrap(scorer, world):
+    return torch.nn.parallel.DistributedDataParallel(scorer) if world > 1 else scorer
+
+
+def barrier(world):
+    if world > 1:
+        torch.distributed.barrier()
+
+
+def token_share(num_tokens, world, device):
+    """This rank's loss weight: its completion tokens over the global mean per rank (1 alone)."""
+    if world == 1:
+        return 1.0
+    total = torch.tensor(float(num_tokens), device=device)
+    torch.distributed.all_reduce(total)
+    return num_tokens * world / float(total)
+
+
+def reduce_metrics(metrics, world, device):
+    """Average every number over ranks; token counts are summed."""
+    if world == 1:
+        return metrics
+    keys = [k for k, v in metrics.items() if isinstance(v, (int, float))]
+    flat = [float(metrics[k]) for k in keys] + [float(x) for x in metrics["reward_per_component"]]
+    values = torch.tensor(flat, dtype=torch.float64, device=device)
+    torch.distributed.all_reduce(values)
+    values = (values / world).tolist()
+    out = dict(metrics)
+    for k, v in zip(keys, values):
+        out[k] = v * world if k == "tokens" else v
+    out["tokens"] = int(round(out["tokens"]))
+    out["reward_per_component"] = [round(v, 4) for v in values[len(keys):]]
+    return out
+
+
+def replicas_in_sync(model, world, device):
+    """DDP keeps replicas identical; check it rather than trust it -> (in sync, checksum)."""
+    checksum = torch.tensor([sum(float(p.detach().double().sum()) for p in model.parameters())] * 2,
+                            dtype=torch.float64, device=device)
+    checksum[1] *= -1
+    torch.distributed.all_reduce(checksum, op=torch.distributed.ReduceOp.MAX)
+    return bool(checksum[0] == -checksum[1]), float(checksum[0])
+
+
+def finish(world):
+    if world > 1:
+        torch.distributed.destroy_process_group()

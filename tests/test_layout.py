@@ -1,0 +1,115 @@
+"""The house rules, checked on the code itself: project imports only point down (no cycle, none
+inside a function), and every random draw that takes a generator names the device it creates its
+tensor on, which must be the generator's. The second rule catches, on a CPU-only machine, the bug
+class that only shows on a GPU: a CUDA generator handed to a draw that makes a CPU tensor."""
+
+import ast
+import glob
+import os
+import random
+
+import pytest
+import torch
+
+import search
+import train
+from checkpoint import model_from_checkpoint
+from rewards import make_task
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODULES = {os.path.splitext(os.path.basename(p))[0]: p for p in glob.glob(os.path.join(ROOT, "*.py"))}
+SCRIPTS = sorted(glob.glob(os.path.join(ROOT, "tools", "*.py")))
+
+
+def project_imports(path):
+    """[(module imported, whether the import statement sits inside a function or class)]."""
+    tree = ast.parse(open(path).read())
+    nested = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            nested |= {id(n) for n in ast.walk(node) if n is not node}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module.split(".")[0]]
+        else:
+            continue
+        found += [(n, id(node) in nested) for n in names if n in MODULES]
+    return found
+
+
+def test_no_project_module_is_imported_inside_a_function():
+    late = [(path, name) for path in list(MODULES.values()) + SCRIPTS
+            for name, inside in project_imports(path) if inside]
+    assert not late, late
+
+
+def test_project_imports_form_no_cycle():
+    graph = {m: {n for n, _ in project_imports(p) if n != m} for m, p in MODULES.items()}
+    state = {}
+
+    def visit(m, path):
+        state[m] = "open"
+        for n in graph[m]:
+            assert state.get(n) != "open", f"import cycle: {' -> '.join(path + [n])}"
+            if n not in state:
+                visit(n, path + [n])
+        state[m] = "done"
+    for m in graph:
+        if m not in state:
+            visit(m, [m])
+    # and the layer a student reads first never reaches up into the trainer or the experiment
+    for low in ("model", "engine", "rollouts", "grpo", "vpo", "metrics", "rewards", "lang"):
+        assert not graph[low] & {"train", "search", "experiment", "bench"}, low
+
+
+RANDOM_FUNCTIONS = ("rand", "randn", "randint", "randperm", "multinomial", "bernoulli", "normal", "poisson")
+RANDOM_METHODS = ("uniform_", "normal_", "random_", "exponential_", "geometric_", "cauchy_", "log_normal_",
+                  "bernoulli_")
+
+
+@pytest.fixture
+def draws(monkeypatch):
+    """Record (function, generator device, device of the tensor made) for every draw given a generator.
+    A draw that names no device makes a CPU tensor: recorded as None, which fails the check below,
+    because with a CUDA generator it would crash on a GPU."""
+    seen = []
+
+    def wrap(fn, name, device_of):
+        def wrapper(*args, **kwargs):
+            if kwargs.get("generator") is not None:
+                seen.append((name, kwargs["generator"].device, device_of(args, kwargs)))
+            return fn(*args, **kwargs)
+        return wrapper
+
+    def named_device(args, kwargs):
+        return torch.device(kwargs["device"]) if kwargs.get("device") is not None else None
+
+    def input_device(args, kwargs):
+        return args[0].device if args and isinstance(args[0], torch.Tensor) else named_device(args, kwargs)
+    for name in RANDOM_FUNCTIONS:
+        device_of = input_device if name in ("multinomial", "bernoulli", "normal", "poisson") else named_device
+        monkeypatch.setattr(torch, name, wrap(getattr(torch, name), name, device_of))
+    for name in RANDOM_METHODS:
+        monkeypatch.setattr(torch.Tensor, name, wrap(getattr(torch.Tensor, name), name,
+                                                    lambda args, kwargs: args[0].device))
+    return seen
+
+
+@pytest.mark.parametrize("algo", ["grpo", "vpo", "goal_conditioned"])
+def test_every_random_draw_is_made_on_its_generators_device(tmp_path, draws, algo):
+    cfg = train.resolve_config(os.path.join(ROOT, "configs", "tiny.yaml"),
+                               [f"out_dir={tmp_path}/run", f"warmstart_dir={tmp_path}/ws", "quiet=true", "steps=2",
+                                f"algo={algo}", "task=code"])
+    out = train.train(cfg)  # warm start, RL steps, held-out evaluations
+    path = os.path.join(out, "final.pt")
+    task = make_task("code")
+    problems = task.problems("heldout", 2, random.Random(0))
+    search.evaluate_checkpoint(path, problems, 6, seed=0)  # pools and held-out weightings
+    model, tok, cfg, m = model_from_checkpoint(path)
+    search.evolve(model, tok, task, problems[0], m, cfg, budget=6, num_islands=2)  # the search
+    assert {name for name, _, _ in draws} >= {"rand", "randint"}  # the sampler and the weightings were seen
+    wrong = [(name, str(gen), str(made)) for name, gen, made in draws if made != gen]
+    assert not wrong, f"draws whose tensor is not made on the generator's device: {sorted(set(wrong))}"
