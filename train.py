@@ -363,8 +363,10 @@ def step_metrics(run, batch, rewards, scalar, weights, adv):
     """What explains a step (CleanRL-style): rewards, the set score, advantage stats, entropy, diversity."""
     task, P, G = run.task, len(batch["answers"]), run.cfg["group_size"]
     valid = rewards.sum(-1) > 0  # (P, G, m) answers that parsed and were not repeats
-    set_score = vpo.set_scores(rewards, weights if run.cfg["algo"] in SET_ALGOS else
-                               vpo.sample_weights(P, 32, task.dim, generator=run.generator))
+    if run.cfg["algo"] not in SET_ALGOS:  # the same 32 weightings at every step, from their own generator:
+        # logging must never draw from the training stream (removing a log line would change the run)
+        weights = vpo.sample_weights(1, 32, task.dim, generator=torch.Generator().manual_seed(0)).expand(P, -1, -1)
+    set_score = vpo.set_scores(rewards, weights)
     distinct = np.mean([len({task.answer_key(row[0]) for row in group}) / G for group in batch["answers"]])
     mask = batch["completion_mask"].float()
     return {

@@ -132,3 +132,19 @@ def test_a_checkpoint_that_would_run_code_is_refused_and_runs_nothing(tmp_path):
     result = subprocess.run([sys.executable, "search.py", "--checkpoints", str(path)], capture_output=True, text=True,
                             cwd=os.path.dirname(TINY) + "/..")
     assert result.returncode != 0 and "nothing of it was run" in result.stderr and not marker.exists()
+
+
+def test_logging_draws_nothing_from_the_training_stream(tmp_path, monkeypatch):
+    """Removing a metric must not change the run: step_metrics may not touch the training generator."""
+    import train as trainer
+    out = train(tiny(tmp_path, "algo=grpo", f"out_dir={tmp_path}/a"))
+    real = trainer.step_metrics
+
+    def step_metrics(run, *args):
+        state = run.generator.get_state()
+        metrics = real(run, *args)
+        assert torch.equal(state, run.generator.get_state())
+        return metrics
+    monkeypatch.setattr(trainer, "step_metrics", step_metrics)
+    again = train(tiny(tmp_path, "algo=grpo", f"out_dir={tmp_path}/b"))
+    assert open(os.path.join(out, "metrics.jsonl")).read() == open(os.path.join(again, "metrics.jsonl")).read()
