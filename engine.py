@@ -148,7 +148,7 @@ class SharedPrompts:
         return view
 
 
-def score(model, prompt, prompt_mask, completion, completion_mask, share_prompt=True, buckets=1):
+def score(model, prompt, prompt_mask, completion, completion_mask, share_prompt=True, buckets=4):
     """model.score's result (log-probs and entropies (B, Tc)), computed faster: each distinct prompt
     runs once, and the completions run in up to `buckets` groups of similar length."""
     B, Tp = prompt.shape
