@@ -148,3 +148,25 @@ def test_logging_draws_nothing_from_the_training_stream(tmp_path, monkeypatch):
     monkeypatch.setattr(trainer, "step_metrics", step_metrics)
     again = train(tiny(tmp_path, "algo=grpo", f"out_dir={tmp_path}/b"))
     assert open(os.path.join(out, "metrics.jsonl")).read() == open(os.path.join(again, "metrics.jsonl")).read()
+
+
+def test_warm_start_key_follows_settings_and_task_code_not_trainer_text(tmp_path):
+    """Editing a comment in train.py must not retrain the warm start; editing the task's data code must."""
+    root = os.path.dirname(TINY) + "/.."
+    for name in os.listdir(root):
+        if name.endswith(".py"):
+            with open(os.path.join(root, name)) as src, open(tmp_path / name, "w") as dst:
+                dst.write(src.read())
+
+    def key(*overrides):
+        code = f"import train; print(train.warmstart_key(train.resolve_config(overrides={list(overrides)!r})))"
+        return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    before = key()
+    assert key("sft_steps=7") != before and key("seed=1") != before and key("lr=0.5") == before  # lr is RL's
+    with open(tmp_path / "train.py", "a") as f:
+        f.write("\n# a comment about warm_start\n")
+    assert key() == before
+    with open(tmp_path / "rewards.py", "a") as f:
+        f.write("\nEXTRA = 1\n")
+    assert key() != before
