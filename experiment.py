@@ -298,7 +298,7 @@ def summarize(out_dir, tasks, names, settings, evals, evo, runs, timings, quick,
                 values = np.array([r[metric] for r in rows])
                 entry[metric] = values.mean(0).round(4).tolist()
                 entry[metric + "_spread"] = (values.max(0) - values.min(0)).round(4).tolist()
-            for metric in ("diversity", "distinct_answers", "pareto_fraction", "entropy", "valid_answers",
+            for metric in ("diversity", "distinct_answers", "pareto_fraction", "entropy", "wasted", "nonzero_answers",
                            "tokens_generated", "mean_scalar"):
                 values = np.array([r[metric] for r in rows], dtype=float)
                 entry[metric] = round(float(values.mean()), 4)
@@ -335,7 +335,7 @@ def summary_markdown(results):
         head = ["algorithm"] + [f"best@{ks[i]}" for i in show] + [f"w-best@{ks[i]}" for i in show]
         if t == "code":
             head += [f"pass@{ks[i]}" for i in show] + ["evo solved"]
-        head += ["diversity", "distinct"]
+        head += ["diversity", "distinct", "wasted"]
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
         multi = len(results["seeds"]) > 1
@@ -348,13 +348,15 @@ def summary_markdown(results):
                 row += [fmt("pass_at_k", i) for i in show]
                 ev = e.get("evolution")
                 row.append(f"{ev['solved']}/{ev['searches']}" if ev else "-")
-            row += [f"{e['diversity']:.3f}", f"{e['distinct_answers']:.1f}"]
+            row += [f"{e['diversity']:.3f}", f"{e['distinct_answers']:.1f}", f"{e.get('wasted', 0):.2f}"]
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
     lines.append("best@k: fixed scalarisation (mean of components); w-best@k: averaged over 64 held-out "
                  "random weightings; ± is half the spread (max - min) over seeds; diversity: mean pairwise "
-                 "L1 between the pool's reward vectors; evo solved: searches that found a program passing "
-                 "every test within the budget, on problems no checkpoint's pool solved.")
+                 "L1 between the pool's reward vectors, every answer scored as written; distinct: distinct "
+                 "answers in a pool; wasted: share of a pool's answers that repeat an earlier answer of their "
+                 "own rollout or are invalid; evo solved: searches that found a program passing every test "
+                 "within the budget, on problems no checkpoint's pool solved.")
     return "\n".join(lines + [""] + training_table(results)) + "\n"
 
 

@@ -89,12 +89,14 @@ class PersonaTask:
         text = "likes " + "".join(problem)
         return text + (format_goal(goal) if goal is not None else "")
 
+    def valid(self, answer):
+        """A word of 1..L lowercase letters."""
+        return isinstance(answer, str) and 1 <= len(answer) <= self.answer_len and all(c in LETTERS for c in answer)
+
     def reward(self, problem, answer):
-        """Any string -> (D,) scores in [0,1]; zero vector unless it is 1..L lowercase letters."""
-        r = np.zeros(self.dim, dtype=np.float32)
-        if not isinstance(answer, str) or not 1 <= len(answer) <= self.answer_len \
-                or any(ch not in LETTERS for ch in answer):
-            return r
+        """Any string -> (D,) scores in [0,1]; zero vector unless it is valid."""
+        if not self.valid(answer):
+            return np.zeros(self.dim, dtype=np.float32)
         counts = np.array([answer.count(f) for f in problem], dtype=np.float64)
         share = (counts + self.overlap * (counts.sum() - counts)) / self.answer_len
         return np.sqrt(np.clip(share, 0.0, 1.0)).astype(np.float32)
@@ -195,6 +197,10 @@ class CodeTask:
 
     def scalarize(self, r):
         return float(np.mean(r))
+
+    def valid(self, answer):
+        """A program that parses (it may still fail every test)."""
+        return lang.canonical(answer) is not None
 
     def answer_key(self, answer):
         key = lang.canonical(answer)  # the same program spaced differently is a duplicate

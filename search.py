@@ -4,11 +4,14 @@ uses the policy as its mutation operator.
 
     python search.py --checkpoints out/code-grpo-s0/final.pt out/code-vpo-s0/final.pt --n 30
 
-1. `evaluate_pools`: for every held-out problem, sample a pool of n candidate ANSWERS (a set method
-   writes m answers per rollout, so it needs n/m rollouts; a single-answer method n rollouts: k
-   always counts answers), score them, and report per k = 1, 2, 4, ..., n: best@k of the fixed
-   scalarisation, best@k averaged over held-out random weightings w.r, pass@k (all components 1),
-   and the reward-space diversity of the pool. The metric functions live in metrics.py.
+1. `evaluate_checkpoint`: for every held-out problem, sample a pool of n candidate ANSWERS (a set
+   method writes m answers per rollout, so it needs n/m rollouts; a single-answer method n
+   rollouts: k always counts answers), score every answer as written (a repeat scores what its
+   first copy scores, as the VPO authors' evaluation does; only training zeroes repeats), and
+   report per k = 1, 2, 4, ..., n: best@k of the fixed scalarisation, best@k averaged over
+   held-out random weightings w.r, pass@k (all components 1), the reward-space diversity of the
+   pool, and the share of wasted answers (repeats within a rollout, invalid answers), the cost a
+   set method pays. The metric functions live in metrics.py.
 2. `evolve`: the AlphaEvolve / FunSearch loop in miniature. A database of scored programs split
    into islands; each iteration takes a parent (and an inspiration) from every island, writes them
    into the prompt worst to best, lets the policy write children, scores them with the task's
@@ -47,24 +50,38 @@ def k_grid(n):
 # ----------------------------------------------------------------------------------------------
 # Pools of answers and the metrics over them
 
-def sample_pools(model, tok, task, problems, n, m, cfg, seed, device="cpu", batch_problems=16):
-    """n answers per problem, written m per rollout -> rewards (P, n, D), answers, tokens, entropy."""
+def sample_pools(model, tok, task, problems, n, m, cfg, seed, device="cpu", goal_conditioned=False,
+                 batch_problems=16):
+    """n answers per problem, written m per rollout and scored as written -> rewards (P, n, D),
+    answers (P lists of n), wasted (P, n), tokens, entropy. An answer is wasted when it repeats an
+    earlier answer of its own rollout or is invalid (missing, unparseable).
+    goal_conditioned: every rollout's prompt carries its own random weighting (Dirichlet(1), drawn
+    from the evaluation's generator), as the policy always saw in training."""
     if n % m:
         raise ValueError(f"pool size n={n} must be a multiple of m={m}")
     gen = torch.Generator(device=device).manual_seed(seed)
+    goal_gen = torch.Generator().manual_seed(seed)
     rewards, answers, tokens, entropy = [], [], 0, []
     for start in range(0, len(problems), batch_problems):
         chunk = problems[start:start + batch_problems]
-        batch = sample_rollouts(model, tok, task, chunk, m, n // m, cfg, gen, device)
+        if goal_conditioned:  # one prompt per rollout, each with its own weighting
+            rows = [p for p in chunk for _ in range(n // m)]
+            goals = sample_weights(len(rows), 1, task.dim, generator=goal_gen)[:, 0].tolist()
+            batch = sample_rollouts(model, tok, task, rows, m, 1, cfg, gen, device, goals=goals, as_written=True)
+        else:
+            batch = sample_rollouts(model, tok, task, chunk, m, n // m, cfg, gen, device, as_written=True)
         rewards.append(batch["rewards"].reshape(len(chunk), n, task.dim).numpy())
-        answers += [[a for rollout in group for a in rollout] for group in batch["answers"]]
+        flat = [a for group in batch["answers"] for rollout in group for a in rollout]
+        answers += [flat[i * n:(i + 1) * n] for i in range(len(chunk))]
         tokens += batch["num_tokens"]
         mask = batch["completion_mask"].float()
         entropy.append(float((batch["entropy"] * mask).sum() / mask.sum()))
-    return np.concatenate(rewards), answers, tokens, float(np.mean(entropy))
+    wasted = np.array([[not task.valid(a) or task.answer_key(a) in {task.answer_key(b) for b in pool[j - j % m:j]}
+                        for j, a in enumerate(pool)] for pool in answers])
+    return np.concatenate(rewards), answers, wasted, tokens, float(np.mean(entropy))
 
 
-def pool_metrics(task, rewards, answers, ks, heldout_weights):
+def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None):
     """rewards (P, n, D) of P problems' pools -> averaged metrics, one value per k where it applies."""
     P, n, _ = rewards.shape
     scalar = rewards.mean(-1)  # (P, n): the fixed scalarisation
@@ -79,7 +96,8 @@ def pool_metrics(task, rewards, answers, ks, heldout_weights):
         "distinct_answers": float(np.mean([distinct_count([task.answer_key(a) for a in answers[i]])
                                            for i in range(P)])),
         "pareto_fraction": float(np.mean([pareto_fraction(rewards[i]) for i in range(P)])),
-        "valid_answers": float((rewards.sum(-1) > 0).mean()),
+        "nonzero_answers": float((rewards.sum(-1) > 0).mean()),
+        "wasted": float(np.mean(wasted)) if wasted is not None else 0.0,
         "mean_scalar": float(scalar.mean()),
     }
     return out
@@ -91,11 +109,12 @@ def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=64, devic
     model, tok, cfg, trained_m = model_from_checkpoint(path, device)
     task = task or make_task(cfg["task"], **cfg["task_options"])
     m = m or trained_m
-    rewards, answers, tokens, entropy = sample_pools(model, tok, task, problems, n, m, cfg, seed, device)
+    rewards, answers, wasted, tokens, entropy = sample_pools(model, tok, task, problems, n, m, cfg, seed, device,
+                                                             goal_conditioned=cfg["algo"] == "goal_conditioned")
     # weightings no training run ever drew: their own seed, far from any training seed
     weights = sample_weights(1, num_heldout_weights, task.dim,
                              generator=torch.Generator().manual_seed(10_000 + seed))[0].numpy()
-    result = pool_metrics(task, rewards, answers, k_grid(n), weights)
+    result = pool_metrics(task, rewards, answers, k_grid(n), weights, wasted)
     result.update(tokens_generated=tokens, entropy=entropy, m=m, checkpoint=path)
     return result, rewards, answers
 
@@ -200,10 +219,10 @@ def main():
         result, _, _ = evaluate_checkpoint(path, problems, args.n, args.seed)
         rows.append((path, result))
     ks = rows[0][1]["ks"]
-    print(f"{'checkpoint':40s} " + " ".join(f"best@{k:<3d}" for k in ks) + "  diversity  distinct")
+    print(f"{'checkpoint':40s} " + " ".join(f"best@{k:<3d}" for k in ks) + "  diversity  distinct  wasted")
     for path, r in rows:
         print(f"{path[-40:]:40s} " + " ".join(f"{v:7.3f} " for v in r["best_at_k"]) +
-              f"  {r['diversity']:8.3f}  {r['distinct_answers']:7.1f}")
+              f"  {r['diversity']:8.3f}  {r['distinct_answers']:7.1f}  {r['wasted']:6.2f}")
     print(f"\n{'checkpoint':40s} " + " ".join(f"w-best@{k:<3d}" for k in ks))
     for path, r in rows:
         print(f"{path[-40:]:40s} " + " ".join(f"{v:9.3f} " for v in r["heldout_weight_best_at_k"]))

@@ -61,3 +61,60 @@ def test_evolve_respects_the_budget_and_reports():
 def test_solved_curve():
     runs = [{"solved_at": 2}, {"solved_at": None}, {"solved_at": 4}, {"solved_at": 1}]
     assert solved_curve(runs, 5) == pytest.approx([0.25, 0.5, 0.5, 0.75, 0.75])
+
+
+class Scripted:
+    """Stands in for engine.generate: every rollout writes the same given answers, and the prompts
+    it was asked to complete are recorded."""
+
+    def __init__(self, tok, answers):
+        self.tok, self.answers, self.prompts = tok, answers, []
+
+    def __call__(self, model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, **kwargs):
+        self.prompts += [self.tok.decode(p[m]) for p, m in zip(prompt, prompt_mask)]
+        ids = self.tok.encode("<|sep|>".join(self.answers) + "<|eos|>")
+        tokens = torch.tensor([ids] * (len(prompt) * num_samples))
+        zeros = torch.zeros(tokens.shape)
+        return dict(tokens=tokens, mask=torch.ones_like(tokens, dtype=torch.bool), logprobs=zeros, entropy=zeros)
+
+
+def test_a_repeat_scores_like_its_first_copy_at_evaluation_and_counts_as_wasted(monkeypatch):
+    import engine
+    from search import sample_pools
+    task, tok = PersonaTask(num_personas=2, answer_len=4), Tokenizer()
+    problem = ("a", "b")
+    fake = Scripted(tok, ["aabb", "aabb", "Z!"])  # a set with a repeat and an invalid answer
+    monkeypatch.setattr(engine, "generate", fake)
+    cfg = resolve_config(overrides=["task=persona"])
+    rewards, answers, wasted, _, _ = sample_pools(None, tok, task, [problem], 6, 3, cfg, seed=0)
+    first = task.reward(problem, "aabb")
+    assert first.sum() > 0
+    assert np.array_equal(rewards[0, 0], first) and np.array_equal(rewards[0, 1], first)  # as written
+    assert not rewards[0, 2].any()  # invalid: zero
+    assert wasted[0].tolist() == [False, True, True] * 2
+    # training's scoring still zeroes the repeat: that is part of the method
+    from rollouts import score_answers
+    assert not score_answers(task, problem, ["aabb", "aabb", "Z!"], 3)[1].any()
+    out = pool_metrics(task, rewards, answers, [1, 6], np.eye(2), wasted)
+    assert out["wasted"] == pytest.approx(2 / 3)
+    # the diversity of the pool as scored: rows (r, r, 0) twice; no zero row for the repeat
+    r = np.abs(first).sum()
+    assert out["diversity"] == pytest.approx(8 * r / 15)  # 4 copies of r, 2 zero rows: 8 of 15 pairs differ, by |r|
+
+
+def test_goal_conditioned_pools_carry_a_weighting_in_every_prompt(monkeypatch):
+    import engine
+    from search import sample_pools
+    task, tok = PersonaTask(num_personas=2, answer_len=4), Tokenizer()
+    fake = Scripted(tok, ["ab"])
+    monkeypatch.setattr(engine, "generate", fake)
+    cfg = resolve_config(overrides=["task=persona", "algo=goal_conditioned"])
+    problems = [("a", "b"), ("c", "d")]
+    rewards, *_ = sample_pools(None, tok, task, problems, 5, 1, cfg, seed=0, goal_conditioned=True)
+    assert rewards.shape == (2, 5, 2) and len(fake.prompts) == 10
+    assert all(" w" in p for p in fake.prompts)  # every rollout's prompt holds a weighting
+    goals = {p.split(" w")[1][:2] for p in fake.prompts}
+    assert len(goals) > 3  # one per rollout, not one per pool
+    fake.prompts.clear()
+    sample_pools(None, tok, task, problems, 5, 1, cfg, seed=0)
+    assert not any(" w" in p for p in fake.prompts)  # other methods' prompts carry none
