@@ -78,7 +78,7 @@ class Scripted:
         return dict(tokens=tokens, mask=torch.ones_like(tokens, dtype=torch.bool), logprobs=zeros, entropy=zeros)
 
 
-def test_a_repeat_scores_like_its_first_copy_at_evaluation_and_counts_as_wasted(monkeypatch):
+def test_pool_metrics_score_a_repeat_like_its_first_copy_and_count_it_wasted(monkeypatch):
     import engine
     from search import sample_pools
     task, tok = PersonaTask(num_personas=2, answer_len=4), Tokenizer()
