@@ -60,13 +60,13 @@ def sample_pools(model, tok, task, problems, n, m, cfg, seed, device="cpu", goal
     if n % m:
         raise ValueError(f"pool size n={n} must be a multiple of m={m}")
     gen = torch.Generator(device=device).manual_seed(seed)
-    goal_gen = torch.Generator().manual_seed(seed)
+    goal_rng = np.random.default_rng(seed)
     rewards, answers, tokens, entropy = [], [], 0, []
     for start in range(0, len(problems), batch_problems):
         chunk = problems[start:start + batch_problems]
         if goal_conditioned:  # one prompt per rollout, each with its own weighting
             rows = [p for p in chunk for _ in range(n // m)]
-            goals = sample_weights(len(rows), 1, task.dim, generator=goal_gen)[:, 0].tolist()
+            goals = goal_rng.dirichlet(np.ones(task.dim), size=len(rows)).tolist()
             batch = sample_rollouts(model, tok, task, rows, m, 1, cfg, gen, device, goals=goals, as_written=True)
         else:
             batch = sample_rollouts(model, tok, task, chunk, m, n // m, cfg, gen, device, as_written=True)
