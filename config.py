@@ -117,6 +117,11 @@ def validate(cfg, algos):
     need(cfg["temperature"] >= 0, "temperature must be >= 0")
     need(0 < cfg["top_p"] <= 1, "top_p must be in (0, 1]")
     need(cfg["max_grad_norm"] > 0, "max_grad_norm must be > 0")
+    need(1 <= cfg["max_k"] <= cfg["group_size"], f"max_k must be in 1..group_size, got {cfg['max_k']}")
+    for key in ("clip_high", "entropy_coef", "dynamic_sampling"):
+        need(cfg[key] >= 0, f"{key} must be >= 0, got {cfg[key]}")
+    need(0 <= cfg["mutation_share"] <= 1, "mutation_share must be in [0, 1]")
+    need(cfg["mutation_share"] == 0 or cfg["task"] == "code", "mutation_share > 0 needs the code task (parents are programs)")
     need(0 <= cfg["sft_parent_fraction"] <= 1, "sft_parent_fraction must be in [0, 1]")
     need(0 <= cfg["sft_single_first"] <= 1, "sft_single_first must be in [0, 1]")
     need(cfg["device"] in ("auto", "cpu", "cuda", "mps"), "device must be auto, cpu, cuda or mps")

@@ -3,52 +3,70 @@ GRPO: the scalar-reward baseline, and the policy loss that every algorithm here 
 
 - `grpo_advantages`: each rollout's scalar score, z-normalised within its prompt group.
 - `policy_loss`: PPO's clipped ratio loss averaged over completion tokens, plus an optional
-  k3 KL penalty to a frozen reference policy. VPO and every ablation reuse it unchanged: they only
-  change the score that goes into the advantage (see vpo.py).
+  k3 KL penalty to a frozen reference policy. VPO and every baseline reuse it unchanged: they only
+  change the score that goes into the advantage (see vpo.py, baselines.py).
 
 Why the loss can read ~0: with one update per batch the new and old log-probs are equal, the ratio
 is 1, and the z-normalised advantages average to zero, so the loss value is about 0 even while the
 gradient is large. Watch reward, grad norm and clip fraction instead.
 
-Deliberately left out: value functions (GRPO has none), per-sequence length normalisation
-(we average over all completion tokens in the batch, so long answers are not down-weighted),
-entropy bonus (coefficient 0 in the paper), the std-free "Dr. GRPO" variant.
+GRPO's own fixes against collapse are options here, off by default (the paper uses none):
+- `std_norm=False`: Dr. GRPO (arXiv 2503.20783) drops the division by the group's std, which
+  over-weights groups whose answers all score alike. Its other change, no per-answer length
+  normalisation, is already how this loss averages (one mean over every token of the batch).
+- `clip_high`: DAPO's clip-higher (arXiv 2503.14476): the ratio's upper bound 1 + clip_high
+  (0.28 in DAPO) above the lower 1 - clip, so unlikely tokens of good answers can grow.
+- `entropy_coef`: a bonus for the policy's token entropy. The entropy must come from the scoring
+  forward WITH its gradient: a bonus computed from detached entropies (as some trainers log them)
+  changes the reported loss and nothing else.
+DAPO's dynamic sampling (drop groups whose scores do not spread, refill) lives in train.rl_step.
+
+Deliberately left out: value functions (GRPO has none), per-sequence length normalisation.
 """
 
 import torch
 
 
-def grpo_advantages(scores: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+def grpo_advantages(scores: torch.Tensor, eps: float = 1e-6, std_norm: bool = True) -> torch.Tensor:
     """scores (P, G) -> advantages (P, G): z-norm within each group, population std.
 
     A group whose scores are all (nearly) equal carries no signal: it gets zeros, never NaN.
+    std_norm=False (Dr. GRPO) subtracts the group mean only.
     """
     mean = scores.mean(dim=1, keepdim=True)
     std = scores.std(dim=1, keepdim=True, unbiased=False)
-    adv = (scores - mean) / (std + eps)
+    adv = (scores - mean) / (std + eps) if std_norm else scores - mean
     return torch.where(std < eps, torch.zeros_like(adv), adv)
 
 
-def policy_loss(logprobs, old_logprobs, advantages, mask, clip=0.2, ref_logprobs=None, kl_coef=0.0):
+def policy_loss(logprobs, old_logprobs, advantages, mask, clip=0.2, ref_logprobs=None, kl_coef=0.0,
+                clip_high=None, entropy=None, entropy_coef=0.0):
     """Clipped policy-gradient loss, averaged over every completion token in the batch.
 
     logprobs (B, T) under the current policy (with grad), old_logprobs (B, T) under the policy that
     sampled, advantages (B,) one per rollout (broadcast to its tokens), mask (B, T) True on
-    completion tokens, ref_logprobs (B, T) under the frozen reference (only if kl_coef > 0).
-    Returns (loss, stats) where stats holds clip fraction and KL as floats.
+    completion tokens, ref_logprobs (B, T) under the frozen reference (only if kl_coef > 0),
+    entropy (B, T) of the current policy WITH grad (only if entropy_coef > 0); clip_high: the
+    upper clip (None: the same as clip).
+    Returns (loss, stats) where stats holds clip fraction, KL and the entropy bonus as floats.
     """
     mask = mask.float()
     n_tokens = mask.sum().clamp(min=1)
     ratio = torch.exp(logprobs - old_logprobs)  # (B, T); 1 on the first update of a batch
     adv = advantages[:, None]  # (B, 1): the same advantage for every token of a rollout
+    high = clip if clip_high is None else clip_high
     unclipped = ratio * adv
-    clipped = ratio.clamp(1 - clip, 1 + clip) * adv
+    clipped = ratio.clamp(1 - clip, 1 + high) * adv
     pg_loss = -(torch.minimum(unclipped, clipped) * mask).sum() / n_tokens
-    clip_frac = (((ratio - 1).abs() > clip).float() * mask).sum() / n_tokens
+    clip_frac = (((ratio < 1 - clip) | (ratio > 1 + high)).float() * mask).sum() / n_tokens
     kl = torch.zeros((), device=logprobs.device)
     if kl_coef > 0 and ref_logprobs is not None:
         # k3 estimator of KL(policy || ref): non-negative and low-variance (Schulman's note)
         log_r = ref_logprobs - logprobs
         kl = ((torch.exp(log_r) - log_r - 1) * mask).sum() / n_tokens
-    loss = pg_loss + kl_coef * kl
-    return loss, {"clip_frac": clip_frac.item(), "kl": kl.item(), "pg_loss": pg_loss.item()}
+    bonus = torch.zeros((), device=logprobs.device)
+    if entropy_coef > 0 and entropy is not None:
+        bonus = (entropy * mask).sum() / n_tokens
+    loss = pg_loss + kl_coef * kl - entropy_coef * bonus
+    return loss, {"clip_frac": clip_frac.item(), "kl": kl.item(), "pg_loss": pg_loss.item(),
+                  "entropy_bonus": bonus.item()}

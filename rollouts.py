@@ -80,3 +80,11 @@ def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, d
                 completion=out["tokens"], completion_mask=out["mask"], old_logprobs=out["logprobs"],
                 entropy=out["entropy"], rewards=torch.from_numpy(rewards), answers=answers,
                 num_tokens=int(mask.sum()))
+
+
+def select_groups(batch, groups, G):
+    """The batch restricted to some prompt groups (indices into P), for DAPO's dynamic sampling."""
+    rows = torch.tensor([g * G + i for g in groups for i in range(G)], device=batch["completion"].device)
+    out = {k: v[rows] for k, v in batch.items() if isinstance(v, torch.Tensor) and k != "rewards"}
+    return dict(out, problems=[batch["problems"][g] for g in groups], answers=[batch["answers"][g] for g in groups],
+                rewards=batch["rewards"][groups], num_tokens=int(out["completion_mask"].sum()))

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+import baselines
 import checkpoint
 import config
 import distributed
@@ -55,7 +56,7 @@ import vpo
 from config import ConfigError
 from model import GPT, GPTConfig, PRESETS, Tokenizer, pad_left, pad_right
 from rewards import make_task
-from rollouts import rollout_prompt, rollout_text, sample_rollouts
+from rollouts import rollout_prompt, rollout_text, sample_rollouts, select_groups
 
 # ----------------------------------------------------------------------------------------------
 # Hyperparameters. A config file and --set key=value may change them, never add to them.
@@ -89,6 +90,13 @@ DEFAULTS = dict(
     kl_coef=0.0,               # k3 KL to the warm-start policy; 0 skips the reference forward
     epochs_per_batch=1,        # policy updates per batch of rollouts (ratio != 1 after the first)
     max_grad_norm=1.0,
+    mutation_share=0.0,        # code task: share of prompt groups that show parent programs to mutate
+    max_k=4,                   # k of the max_at_k baseline (best of k samples)
+    # GRPO's own fixes against collapse (grpo.py), for every algorithm, off by default
+    std_norm=True,             # divide advantages by the group's std (False: Dr. GRPO)
+    clip_high=0.0,             # upper ratio clip 1 + clip_high (DAPO: 0.28); 0: the same as clip
+    entropy_coef=0.0,          # bonus for the policy's token entropy, with its gradient
+    dynamic_sampling=0,        # DAPO: draw this many times P groups, keep P whose scores spread (0: off)
     temperature=1.0,
     top_k=0,                   # 0: off
     top_p=1.0,                 # 1.0: off
@@ -115,11 +123,11 @@ DEFAULTS = dict(
 # one advantage per rollout (P, G). To try a new idea, add a function and a line to ADVANTAGES.
 
 def grpo_advantage(rewards, scalar, weights, cfg):
-    return grpo.grpo_advantages(scalar[:, :, 0])
+    return grpo.grpo_advantages(scalar[:, :, 0], std_norm=cfg["std_norm"])
 
 
 def vpo_advantage(rewards, scalar, weights, cfg):
-    return vpo.vpo_advantages(rewards, weights)
+    return vpo.vpo_advantages(rewards, weights, std_norm=cfg["std_norm"])
 
 
 def multi_rlvr_advantage(rewards, scalar, weights, cfg):
@@ -134,6 +142,18 @@ def vpo_loo_advantage(rewards, scalar, weights, cfg):
     return vpo.leave_one_out_advantages(vpo.set_scores(rewards, weights))
 
 
+def max_at_k_advantage(rewards, scalar, weights, cfg):
+    return baselines.max_at_k_advantages(scalar[:, :, 0], cfg["max_k"])
+
+
+def gdpo_advantage(rewards, scalar, weights, cfg):
+    return baselines.gdpo_advantages(rewards[:, :, 0])
+
+
+def maxrl_advantage(rewards, scalar, weights, cfg):
+    return baselines.maxrl_advantages(scalar[:, :, 0])
+
+
 # name -> (advantage function, whether its rollouts hold a SET of m answers)
 ADVANTAGES = {
     "grpo": (grpo_advantage, False),
@@ -142,6 +162,9 @@ ADVANTAGES = {
     "random_weights": (random_weight_advantage, False),
     "goal_conditioned": (random_weight_advantage, False),  # same score; the weighting is also in the prompt
     "vpo_loo": (vpo_loo_advantage, True),  # VPO's set score with a leave-one-out baseline, not z-norm
+    "max_at_k": (max_at_k_advantage, False),  # baselines.py: Max@K / pass@k training
+    "gdpo": (gdpo_advantage, False),  # baselines.py: each reward component normalised on its own
+    "maxrl": (maxrl_advantage, False),  # baselines.py: GRPO with the std replaced by the mean
 }
 SET_ALGOS = {name for name, (_, uses_sets) in ADVANTAGES.items() if uses_sets}
 
@@ -297,21 +320,31 @@ def rl_step(run):
     """One step: sample rollouts -> reward vectors -> advantages -> clipped policy loss -> update.
     Returns (metrics, batch)."""
     cfg, task, P, G = run.cfg, run.task, run.cfg["prompts_per_step"], run.cfg["group_size"]
-    problems = task.problems("train", P, run.rng)
+    drawn = P * max(1, cfg["dynamic_sampling"])
+    problems = task.problems("train", drawn, run.rng)
+    # the last groups show parent programs to mutate, as the evolutionary search will (code task)
+    mutating = round(cfg["mutation_share"] * drawn)
+    parents = [None] * (drawn - mutating) + [[task.program_text(p) for p in task.demo_parents(q, run.rng)]
+                                             for q in problems[drawn - mutating:]]
     # N weightings per group for the set methods, one for the single-answer weighted baselines
-    weights = vpo.sample_weights(P, cfg["num_weights"] if cfg["algo"] in SET_ALGOS else 1, task.dim,
+    weights = vpo.sample_weights(drawn, cfg["num_weights"] if cfg["algo"] in SET_ALGOS else 1, task.dim,
                                  cfg["alpha"], cfg["weight_sampler"], run.generator)  # (P, N, D)
     # under torchrun every rank draws the same global batch and keeps its share of the groups
-    problems, weights = problems[run.rank::run.world], weights[run.rank::run.world]
+    problems, parents, weights = (x[run.rank::run.world] for x in (problems, parents, weights))
     goals = weights[:, 0].tolist() if cfg["algo"] == "goal_conditioned" else None
     t0 = time.time()
     run.model.eval()
-    batch = sample_rollouts(run.model, run.tok, task, problems, run.m, G, cfg, run.generator, run.device, goals=goals)
+    batch = sample_rollouts(run.model, run.tok, task, problems, run.m, G, cfg, run.generator, run.device,
+                            parents=parents, goals=goals)
     t_sample = time.time() - t0
 
     rewards = batch["rewards"]  # (P, G, m, D)
     scalar = rewards.mean(-1)  # (P, G, m): the fixed scalarisation of every answer
     adv = ADVANTAGES[cfg["algo"]][0](rewards, scalar, weights, cfg)  # (P, G)
+    if cfg["dynamic_sampling"] > 1:  # DAPO: keep P groups whose scores spread (flat ones only to fill up)
+        spread = (adv.abs().sum(1) > 0).tolist()
+        keep = sorted(([i for i, s in enumerate(spread) if s] + [i for i, s in enumerate(spread) if not s])[:P // run.world])
+        batch, rewards, scalar, weights, adv = select_groups(batch, keep, G), rewards[keep], scalar[keep], weights[keep], adv[keep]
     loss, stats, grad_norm = policy_update(run, batch, adv.reshape(-1).to(run.device))
     metrics = step_metrics(run, batch, rewards, scalar, weights, adv)
     metrics = {"loss": loss, **stats, "grad_norm": grad_norm, **metrics, "tokens": batch["num_tokens"],
@@ -334,9 +367,10 @@ def policy_update(run, batch, adv):
     share = distributed.token_share(batch["num_tokens"], run.world, run.device)
     for _ in range(cfg["epochs_per_batch"]):
         with autocast(cfg, run.device):
-            logprobs, _ = run.scorer(*inputs)
+            logprobs, entropy = run.scorer(*inputs)  # entropy keeps its gradient, for the entropy bonus
         loss, stats = grpo.policy_loss(logprobs.float(), batch["old_logprobs"], adv, batch["completion_mask"],
-                                       cfg["clip"], ref_logprobs, cfg["kl_coef"])
+                                       cfg["clip"], ref_logprobs, cfg["kl_coef"], cfg["clip_high"] or None,
+                                       entropy.float(), cfg["entropy_coef"])
         grad_norm = guarded_step(run, loss * share)
     return loss.item(), stats, grad_norm
 

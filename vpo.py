@@ -11,7 +11,7 @@ then z-normalise R within the group exactly as GRPO does (grpo.grpo_advantages).
 only if its answers cover different trade-offs: a second copy of the same answer adds nothing.
 Sampling, the loss and the optimizer are GRPO's; only this score changes.
 
-Ablations (METHOD.md): Multi-RLVR keeps the M-answer format but scores the set by the sum of its
+Ablations (the paper's): Multi-RLVR keeps the M-answer format but scores the set by the sum of its
 answers' fixed scalar rewards (no random weights); random-weight GRPO keeps one answer but scores
 it by w.r with one w per group (no sets).
 
@@ -62,9 +62,9 @@ def set_scores(rewards, weights):
     return scalarised.max(dim=-1).values.mean(dim=-1)  # (P, G)
 
 
-def vpo_advantages(rewards, weights, eps=1e-6):
+def vpo_advantages(rewards, weights, eps=1e-6, std_norm=True):
     """rewards (P, G, M, D) with zero rows for missing/duplicate answers, weights (P, N, D) -> (P, G)."""
-    return grpo_advantages(set_scores(rewards, weights), eps)
+    return grpo_advantages(set_scores(rewards, weights), eps, std_norm)
 
 
 def multi_rlvr_scores(scalar_rewards):

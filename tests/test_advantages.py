@@ -189,3 +189,44 @@ def test_leave_one_out_hand_computed():
     adv = leave_one_out_advantages(torch.tensor([[1.0, 2.0, 6.0]]))
     assert torch.allclose(adv, torch.tensor([[-3.0, -1.5, 4.5]]))
     assert (leave_one_out_advantages(torch.ones(2, 4)) == 0).all()
+
+
+# ---------------------------------------------------------------- GRPO's own fixes (flags, off by default)
+def test_dr_grpo_subtracts_the_mean_only():
+    scores = torch.tensor([[1.0, 2.0, 6.0], [4.0, 4.0, 4.0]])
+    assert torch.allclose(grpo_advantages(scores, std_norm=False), torch.tensor([[-2.0, -1.0, 3.0], [0.0, 0.0, 0.0]]))
+
+
+def test_clip_higher_lets_a_likely_good_token_grow_further():
+    old = torch.zeros(1, 2)
+    new = torch.tensor([[0.25, 0.5]], requires_grad=True)  # ratios 1.28 and 1.65
+    loss, stats = policy_loss(new, old, torch.tensor([1.0]), torch.ones(1, 2, dtype=torch.bool), clip=0.2,
+                              clip_high=0.3)
+    assert stats["clip_frac"] == 0.5  # 1.28 is inside [0.8, 1.3], 1.65 is not
+    assert abs(loss.item() - (-(math.exp(0.25) + 1.3) / 2)) < 1e-6
+    loss.backward()
+    assert new.grad[0, 0] != 0 and new.grad[0, 1] == 0
+
+
+def test_entropy_bonus_has_the_gradient_of_the_mean_token_entropy():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 5, requires_grad=True)
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    tokens = torch.randint(0, 5, (2, 3))
+
+    def loss_of(coef):
+        logp_all = torch.log_softmax(logits, -1)
+        logp = logp_all.gather(-1, tokens[..., None])[..., 0]
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+        return policy_loss(logp, logp.detach(), torch.zeros(2), mask, entropy=entropy, entropy_coef=coef)
+    loss, stats = loss_of(0.5)
+    grad_with = torch.autograd.grad(loss, logits)[0]
+    # with zero advantages the whole gradient is the bonus's: -0.5 * d(mean entropy)/d(logits), != 0
+    p = torch.softmax(logits.detach(), -1)
+    plogp = p * torch.log(p)
+    d_entropy = -(plogp - p * plogp.sum(-1, keepdim=True))  # d H / d logits, by hand
+    want = -0.5 * d_entropy * mask[..., None] / mask.sum()
+    assert torch.allclose(grad_with, want, atol=1e-6) and grad_with.abs().sum() > 0
+    assert abs(stats["entropy_bonus"] - float((-(p * torch.log(p)).sum(-1) * mask).sum() / mask.sum())) < 1e-6
+    loss0, _ = loss_of(0.0)
+    assert torch.autograd.grad(loss0, logits, allow_unused=True)[0].abs().sum() == 0

@@ -2,9 +2,11 @@
 
 import json
 import os
+import random
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -170,3 +172,42 @@ def test_warm_start_key_follows_settings_and_task_code_not_trainer_text(tmp_path
     with open(tmp_path / "rewards.py", "a") as f:
         f.write("\nEXTRA = 1\n")
     assert key() != before
+
+
+@pytest.mark.parametrize("flags", [["std_norm=false"], ["clip_high=0.28", "epochs_per_batch=2"], ["entropy_coef=0.05"],
+                                   ["dynamic_sampling=3", "task=code", "algo=vpo"],
+                                   ["mutation_share=0.5", "task=code"]])
+def test_grpo_fixes_and_mutation_prompts_run_end_to_end(tmp_path, flags):
+    out = train(tiny(tmp_path, *flags))
+    lines = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl")) if '"train"' in line]
+    assert len(lines) == 4
+    if "entropy_coef=0.05" in flags:
+        assert all(r["entropy_bonus"] > 0 for r in lines)
+    if "dynamic_sampling=3" in flags:  # a random code policy rarely spreads: kept groups spread first
+        assert all(r["zero_std_groups"] <= 1.0 for r in lines)
+    samples = [json.loads(line) for line in open(os.path.join(out, "samples.jsonl"))]
+    assert samples
+
+
+def test_dynamic_sampling_keeps_the_groups_whose_scores_spread(tmp_path, monkeypatch):
+    import rollouts
+    import train as trainer
+    cfg = tiny(tmp_path, "dynamic_sampling=3", "algo=grpo")
+    task, tok = trainer.make_task("persona"), trainer.Tokenizer()
+    torch.manual_seed(0)
+    model = trainer.build_model(cfg, tok, "cpu")
+    calls = []
+
+    def constant_for_some(task, problem, answers, m, as_written=False):  # problems with an 'a' score flat
+        calls.append(problem)
+        return np.full((m, task.dim), 0.5, dtype=np.float32) if "a" in problem else \
+            np.random.default_rng(len(calls)).random((m, task.dim)).astype(np.float32)
+    monkeypatch.setattr(rollouts, "score_answers", constant_for_some)
+    run = trainer.Run(cfg, task, tok, model, torch.optim.AdamW(model.parameters()), trainer.distributed.Scorer(model),
+                      rng=random.Random(1), generator=torch.Generator().manual_seed(0))
+    metrics, batch = trainer.rl_step(run)
+    drawn = {tuple(p) for p in calls}
+    assert len(batch["problems"]) == cfg["prompts_per_step"] and len(drawn) > cfg["prompts_per_step"]
+    spread = [p for p in batch["problems"] if "a" not in p]
+    assert len(spread) == min(cfg["prompts_per_step"], len([p for p in drawn if "a" not in p]))
+    assert batch["rewards"].shape[0] == cfg["prompts_per_step"] and batch["completion"].shape[0] == 2 * 4
