@@ -192,7 +192,7 @@ def test_leave_one_out_hand_computed():
 
 
 # ---------------------------------------------------------------- GRPO's own fixes (flags, off by default)
-def test_dr_grpo_subtracts_the_mean_only():
+def test_grpo_without_std_division_is_dr_grpo():
     scores = torch.tensor([[1.0, 2.0, 6.0], [4.0, 4.0, 4.0]])
     assert torch.allclose(grpo_advantages(scores, std_norm=False), torch.tensor([[-2.0, -1.0, 3.0], [0.0, 0.0, 0.0]]))
 
