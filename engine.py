@@ -164,8 +164,11 @@ def score(model, prompt, prompt_mask, completion, completion_mask, share_prompt=
     last = model.hidden(prompt[first], prompt_mask[first], positions[first, :Tp], cache)[:, -1:]  # (P, 1, C)
     lengths = completion_mask.sum(1)
     order = torch.argsort(lengths, descending=True, stable=True) if buckets > 1 else torch.arange(B, device=prompt.device)
+    chunks = order.tensor_split(min(buckets, B))
+    if sum(int(lengths[c].max()) * len(c) for c in chunks) > 0.9 * int(lengths.max()) * B:
+        chunks = [order]  # lengths alike (e.g. nothing ends early): more forwards would save nothing
     parts = []
-    for chunk in order.tensor_split(min(buckets, B)):
+    for chunk in chunks:
         T = max(1, int(lengths[chunk].max()))  # this bucket's own width; its first token needs no forward
         h = last[rows[chunk]]  # (b, 1, C): the last prompt position predicts the first token
         if T > 1:
