@@ -55,7 +55,17 @@ TASKS = ["persona", "code", "persona_collinear"]  # each trains with configs/<ta
 # starts from the persona warm start instead of training its own.
 SHARED_WARMSTART = {"persona_collinear": "persona"}
 ALGOS = ["grpo", "vpo"]
-ABLATIONS = ["multi_rlvr", "random_weights", "goal_conditioned", "vpo_loo", "grpo_x3"]
+# Methods that are an algorithm of train.ADVANTAGES run with other settings, each at the value its
+# paper gives (DAPO: clip-higher 0.28; its dynamic sampling here draws 3x the groups per step, as
+# the verl recipe does; the entropy bonus has no paper default: 0.01, a common value, not tuned).
+VARIANTS = {
+    "grpo_x3": ("grpo", {}),  # GRPO given m times the prompts per step: as many answers per step as VPO
+    "dr_grpo": ("grpo", {"std_norm": False}),
+    "grpo_clip_higher": ("grpo", {"clip_high": 0.28}),
+    "grpo_entropy": ("grpo", {"entropy_coef": 0.01}),
+    "dapo": ("grpo", {"clip_high": 0.28, "dynamic_sampling": 3}),
+}
+ABLATIONS = ["multi_rlvr", "random_weights", "goal_conditioned", "vpo_loo", "max_at_k", "gdpo", "maxrl", *VARIANTS]
 HEADLINE = dict(seeds=[0], eval_n=30, eval_problems=40, evo_problems=8, evo_screen=200, evo_budget=60, evo_seeds=2,
                 workers=2)
 QUICK = dict(seeds=[0], eval_n=6, eval_problems=6, evo_problems=2, evo_screen=6, evo_budget=12, evo_seeds=1,
@@ -64,14 +74,15 @@ QUICK_TRAIN = dict(model="nano", sft_steps=60, sft_batch=16, sft_lr=1e-2, steps=
                    group_size=4, num_weights=16, eval_every=3, eval_problems=4, ckpt_every=3)
 
 
-def run_config(task_name, algo, seed, overrides, out_dir, quick):
-    """The train.py config of one run. 'grpo_x3' is GRPO given m times the prompts per step."""
+def run_config(task_name, name, seed, overrides, out_dir, quick):
+    """The train.py config of one run of method `name` (an algorithm or one of VARIANTS)."""
     path = os.path.join(HERE, "configs", f"{task_name}.yaml")
-    spec = {**(QUICK_TRAIN if quick else {}), **overrides, "algo": "grpo" if algo == "grpo_x3" else algo,
-            "seed": seed, "quiet": True, "threads": 1, "out_dir": os.path.join(out_dir, "runs", f"{task_name}-{algo}-s{seed}"),
+    algo, settings = VARIANTS.get(name, (name, {}))
+    spec = {**(QUICK_TRAIN if quick else {}), **overrides, **settings, "algo": algo,
+            "seed": seed, "quiet": True, "threads": 1, "out_dir": os.path.join(out_dir, "runs", f"{task_name}-{name}-s{seed}"),
             "warmstart_dir": os.path.join(out_dir, "warmstart")}
     cfg = train.resolve_config(path, [f"{k}={json.dumps(v) if isinstance(v, dict) else v}" for k, v in spec.items()])
-    if algo == "grpo_x3":
+    if name == "grpo_x3":
         cfg["prompts_per_step"] *= cfg["answers_per_rollout"]
     return cfg
 
@@ -418,10 +429,10 @@ def main(argv=None):
         unknown = sorted(set(args.tasks or []) - set(TASKS))
         if unknown:
             raise ConfigError(f"unknown task(s) {unknown} for --tasks (choose from {TASKS})")
-        unknown = sorted(set(args.algos or []) - set(train.ADVANTAGES) - {"grpo_x3"})
+        unknown = sorted(set(args.algos or []) - set(train.ADVANTAGES) - set(VARIANTS))
         if unknown:
-            raise ConfigError(f"unknown algorithm(s) {unknown} for --algos (choose from {sorted(train.ADVANTAGES)} "
-                              f"or grpo_x3)")
+            raise ConfigError(f"unknown method(s) {unknown} for --algos (choose from "
+                              f"{sorted(train.ADVANTAGES) + sorted(VARIANTS)})")
         overrides = {}
         for item in args.set:  # checked against train.py's DEFAULTS now, applied to every run
             train.resolve_config(overrides=[item])

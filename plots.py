@@ -20,9 +20,11 @@ matplotlib.use("Agg")  # files only: works on a headless machine
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-COLORS = {"warm_start": "0.6", "grpo": "tab:red", "vpo": "tab:blue", "multi_rlvr": "tab:orange",
+COLORS = {"warm_start": "0.55", "grpo": "tab:red", "vpo": "tab:blue", "multi_rlvr": "tab:orange",
           "random_weights": "tab:purple", "goal_conditioned": "tab:brown", "vpo_loo": "tab:cyan",
-          "grpo_x3": "tab:pink"}
+          "grpo_x3": "tab:pink", "max_at_k": "tab:green", "gdpo": "tab:olive", "maxrl": "darkgoldenrod",
+          "dr_grpo": "salmon", "grpo_clip_higher": "firebrick", "grpo_entropy": "orchid", "dapo": "maroon"}
+SET_METHODS = ("vpo", "multi_rlvr", "vpo_loo")  # drawn solid; single-answer methods dashed
 
 
 def _save(fig, out_dir, name):
@@ -33,7 +35,8 @@ def _save(fig, out_dir, name):
 
 def _curve(ax, ks, values, spread, label):
     values, spread = np.array(values), np.array(spread)
-    ax.plot(ks, values, "o-", color=COLORS.get(label), label=label, ms=3)
+    style = "o-" if label in SET_METHODS or label == "warm_start" else "o--"
+    ax.plot(ks, values, style, color=COLORS.get(label), label=label, ms=3, lw=2 if label in ("grpo", "vpo") else 1.2)
     if spread.any():
         ax.fill_between(ks, values - spread / 2, values + spread / 2, color=COLORS.get(label), alpha=0.15)
 
@@ -50,7 +53,7 @@ def best_at_k(out_dir, results):
             ax.set_xlabel("k (answers)")
             ax.set_title(f"{t}: " + ("best@k, fixed mean" if col == 0 else "best@k, held-out weightings w.r"))
             ax.grid(alpha=0.3)
-        axes[row][0].legend(fontsize=8)
+        axes[row][0].legend(fontsize=7 if len(per_algo) < 8 else 6, ncol=1 if len(per_algo) < 8 else 2)
     _save(fig, out_dir, "best_at_k.png")
 
 
