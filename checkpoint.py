@@ -15,6 +15,7 @@ A student can skip this file: train.py calls it to save and resume, search.py to
 Deliberately left out: sharded or asynchronous checkpoints, keeping more than the last one.
 """
 
+import json
 import os
 
 import torch
@@ -132,3 +133,42 @@ def resume_point(cfg, out_dir, device):
     if resume and (not os.path.exists(logged) or os.path.getsize(logged) < resume["metrics_offset"]):
         raise ConfigError(f"cannot resume {out_dir}: metrics.jsonl is missing or shorter than ckpt.pt expects")
     return resume
+
+
+class RunFiles:
+    """The files a run writes into out_dir: log.txt; metrics.jsonl, only what the seed determines (the
+    same bytes on every rerun); timing.jsonl, the wall clock; samples.jsonl, rollouts to read; and
+    the checkpoints. Only rank 0 writes: on the other ranks every call writes nowhere. A resumed run
+    appends, after cutting metrics.jsonl back to where its checkpoint was taken."""
+
+    def __init__(self, out_dir, lead, quiet, resume=None):
+        self.out_dir, self.lead, self.quiet, self.mode = out_dir, lead, quiet, "a" if resume else "w"
+        if lead and resume:
+            with open(os.path.join(out_dir, "metrics.jsonl"), "r+") as f:
+                f.truncate(resume["metrics_offset"])
+        self.files = {}
+        self.log_file = self._open("log.txt")
+
+    def _open(self, name):  # on first use: a run killed in its warm start leaves no metrics.jsonl
+        if name not in self.files:
+            self.files[name] = open(os.path.join(self.out_dir, name) if self.lead else os.devnull, self.mode)
+        return self.files[name]
+
+    def log(self, msg):
+        print(msg, file=self.log_file, flush=True)
+        if self.lead and not self.quiet:
+            print(msg, flush=True)
+
+    def write(self, name, record):
+        f = self._open(name)
+        f.write(json.dumps(record) + "\n")
+        f.flush()
+
+    def save(self, name, state):
+        """A checkpoint that remembers how much of metrics.jsonl it accounts for."""
+        if self.lead:
+            atomic_save({**state, "metrics_offset": self._open("metrics.jsonl").tell()}, os.path.join(self.out_dir, name))
+
+    def close(self):
+        for f in self.files.values():
+            f.close()

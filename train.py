@@ -118,53 +118,23 @@ DEFAULTS = dict(
 )
 
 # ----------------------------------------------------------------------------------------------
-# Algorithms: one advantage function each. Each gets the batch's reward vectors (P, G, m, D),
-# their fixed scalarisation (P, G, m), the group weightings (P, N, D) and the config, and returns
-# one advantage per rollout (P, G). To try a new idea, add a function and a line to ADVANTAGES.
-
-def grpo_advantage(rewards, scalar, weights, cfg):
-    return grpo.grpo_advantages(scalar[:, :, 0], std_norm=cfg["std_norm"])
-
-
-def vpo_advantage(rewards, scalar, weights, cfg):
-    return vpo.vpo_advantages(rewards, weights, std_norm=cfg["std_norm"])
-
-
-def multi_rlvr_advantage(rewards, scalar, weights, cfg):
-    return grpo.grpo_advantages(vpo.multi_rlvr_scores(scalar))
-
-
-def random_weight_advantage(rewards, scalar, weights, cfg):
-    return grpo.grpo_advantages(vpo.random_weight_scores(rewards[:, :, 0], weights[:, 0]))
-
-
-def vpo_loo_advantage(rewards, scalar, weights, cfg):
-    return vpo.leave_one_out_advantages(vpo.set_scores(rewards, weights))
-
-
-def max_at_k_advantage(rewards, scalar, weights, cfg):
-    return baselines.max_at_k_advantages(scalar[:, :, 0], cfg["max_k"])
-
-
-def gdpo_advantage(rewards, scalar, weights, cfg):
-    return baselines.gdpo_advantages(rewards[:, :, 0])
-
-
-def maxrl_advantage(rewards, scalar, weights, cfg):
-    return baselines.maxrl_advantages(scalar[:, :, 0])
-
-
-# name -> (advantage function, whether its rollouts hold a SET of m answers)
+# Algorithms: name -> (advantage, whether its rollouts hold a SET of m answers). An advantage gets
+# the batch's reward vectors r (P, G, m, D), their fixed scalarisation s (P, G, m), the group
+# weightings w (P, N, D) and the config, and returns one advantage per rollout (P, G).
+# To try a new idea, write the function (in its own file, like baselines.py) and add a line here.
 ADVANTAGES = {
-    "grpo": (grpo_advantage, False),
-    "vpo": (vpo_advantage, True),
-    "multi_rlvr": (multi_rlvr_advantage, True),
-    "random_weights": (random_weight_advantage, False),
-    "goal_conditioned": (random_weight_advantage, False),  # same score; the weighting is also in the prompt
-    "vpo_loo": (vpo_loo_advantage, True),  # VPO's set score with a leave-one-out baseline, not z-norm
-    "max_at_k": (max_at_k_advantage, False),  # baselines.py: Max@K / pass@k training
-    "gdpo": (gdpo_advantage, False),  # baselines.py: each reward component normalised on its own
-    "maxrl": (maxrl_advantage, False),  # baselines.py: GRPO with the std replaced by the mean
+    "grpo": (lambda r, s, w, cfg: grpo.grpo_advantages(s[:, :, 0], std_norm=cfg["std_norm"]), False),
+    "vpo": (lambda r, s, w, cfg: vpo.vpo_advantages(r, w, std_norm=cfg["std_norm"]), True),
+    # the paper's ablations: VPO's format without its weightings, its weightings without the format
+    "multi_rlvr": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.multi_rlvr_scores(s)), True),
+    "random_weights": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.random_weight_scores(r[:, :, 0], w[:, 0])), False),
+    "goal_conditioned": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.random_weight_scores(r[:, :, 0], w[:, 0])),
+                         False),  # the same score; the weighting is also written into the prompt
+    "vpo_loo": (lambda r, s, w, cfg: vpo.leave_one_out_advantages(vpo.set_scores(r, w)), True),  # an exercise
+    # the field's baselines (baselines.py)
+    "max_at_k": (lambda r, s, w, cfg: baselines.max_at_k_advantages(s[:, :, 0], cfg["max_k"]), False),
+    "gdpo": (lambda r, s, w, cfg: baselines.gdpo_advantages(r[:, :, 0]), False),
+    "maxrl": (lambda r, s, w, cfg: baselines.maxrl_advantages(s[:, :, 0]), False),
 }
 SET_ALGOS = {name for name, (_, uses_sets) in ADVANTAGES.items() if uses_sets}
 
@@ -452,31 +422,20 @@ def train(cfg):
     resume = checkpoint.resume_point(cfg, out_dir, device) if cfg["resume"] else None
     if lead:
         checkpoint.write_config(cfg, out_dir)
-
-    def output(name, mode="a" if resume else "w"):  # rank 0 writes; the other ranks write nowhere
-        return open(os.path.join(out_dir, name), mode) if lead else open(os.devnull, "w")
-    log_file = output("log.txt")
-
-    def log(msg):
-        print(msg, file=log_file, flush=True)
-        if not cfg["quiet"] and lead:
-            print(msg, flush=True)
-
+    files = checkpoint.RunFiles(out_dir, lead, cfg["quiet"], resume)
     task, tok = make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"])
-    log(f"task {cfg['task']} (D={task.dim}), algo {cfg['algo']} (m={answers_per_rollout(cfg)}), device {device}, "
-        f"threads {torch.get_num_threads()}, out_dir {out_dir}")
+    files.log(f"task {cfg['task']} (D={task.dim}), algo {cfg['algo']} (m={answers_per_rollout(cfg)}), "
+              f"device {device}, threads {torch.get_num_threads()}, out_dir {out_dir}")
     if not lead:
         distributed.barrier(world)  # rank 0 trains and caches the warm start; the others load it
-    model, warm_path = warm_start(cfg, task, tok, device, log)
+    model, warm_path = warm_start(cfg, task, tok, device, files.log)
     if lead:
         distributed.barrier(world)
     scorer = distributed.wrap(distributed.Scorer(model), world)
     if cfg["compile"]:
         scorer = torch.compile(scorer)
-    log(f"model: {model.num_params() / 1e6:.2f}M parameters")
-    ref_model = None
-    if cfg["kl_coef"] > 0:
-        ref_model = copy.deepcopy(model).eval().requires_grad_(False)  # the frozen warm start
+    files.log(f"model: {model.num_params() / 1e6:.2f}M parameters")
+    ref_model = copy.deepcopy(model).eval().requires_grad_(False) if cfg["kl_coef"] > 0 else None  # the warm start
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"],
                             betas=(0.9, 0.99), fused=device.startswith("cuda"))  # fused: one kernel on GPUs
     run = Run(cfg, task, tok, model, opt, scorer, ref_model, random.Random(cfg["seed"]),
@@ -489,31 +448,20 @@ def train(cfg):
         run.generator.set_state(resume["generator"])
         torch.set_rng_state(resume["torch_rng"])
         first_step = resume["step"] + 1
-        if lead:
-            with open(os.path.join(out_dir, "metrics.jsonl"), "r+") as f:  # what came after the checkpoint is redone
-                f.truncate(resume["metrics_offset"])
-        log(f"resumed from step {resume['step']}")
-    # metrics.jsonl holds only what the seed determines (byte-identical across reruns); wall-clock
-    # figures go to timing.jsonl
-    metrics_file, timing_file, samples_file = output("metrics.jsonl", "a" if resume else "w"), \
-        output("timing.jsonl"), output("samples.jsonl")
+        files.log(f"resumed from step {resume['step']}")
 
-    def save(name, step, **extra):
-        if lead:
-            checkpoint.atomic_save({"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg,
-                                    "m": run.m, "step": step, "optimizer": opt.state_dict(),
-                                    "rng": run.rng.getstate(), "generator": run.generator.get_state(),
-                                    "torch_rng": torch.get_rng_state(), "metrics_offset": metrics_file.tell(),
-                                    **extra}, os.path.join(out_dir, name))
+    def state(step):  # everything a resumed run needs to continue as if it had never stopped
+        return {"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg, "m": run.m,
+                "step": step, "optimizer": opt.state_dict(), "rng": run.rng.getstate(),
+                "generator": run.generator.get_state(), "torch_rng": torch.get_rng_state()}
 
     def evaluate(step):
         if not lead:  # evaluation is rank 0's alone: no collective calls inside it
             return {"heldout_scalar": float("nan")}
         ev = evaluate_heldout(run)
-        metrics_file.write(json.dumps({"kind": "eval", "step": step, **ev}) + "\n")
-        metrics_file.flush()
-        log(f"eval @ {step}: held-out scalar {ev['heldout_scalar']:.3f}, best-in-rollout "
-            f"{ev['heldout_best_in_rollout']:.3f}, valid {ev['heldout_valid']:.2f}")
+        files.write("metrics.jsonl", {"kind": "eval", "step": step, **ev})
+        files.log(f"eval @ {step}: held-out scalar {ev['heldout_scalar']:.3f}, best-in-rollout "
+                  f"{ev['heldout_best_in_rollout']:.3f}, valid {ev['heldout_valid']:.2f}")
         return ev
 
     if not resume:
@@ -526,32 +474,28 @@ def train(cfg):
         if cfg["peak_tflops"] > 0:  # ~2N FLOPs per sampled token, 6N per trained token (attention ignored)
             flops = (2 + 6 * cfg["epochs_per_batch"]) * model.num_params() * metrics["tokens"]
             timing["mfu"] = flops / timing["step_s"] / (cfg["peak_tflops"] * 1e12)
-        metrics_file.write(json.dumps({"kind": "train", "step": step, **metrics}) + "\n")
-        metrics_file.flush()
-        timing_file.write(json.dumps(timing) + "\n")
+        files.write("metrics.jsonl", {"kind": "train", "step": step, **metrics})
+        files.write("timing.jsonl", timing)
         eta = (time.time() - t_start) / (step - first_step + 1) * (cfg["steps"] - step)
-        log(f"step {step}/{cfg['steps']} | reward {metrics['reward_scalar']:.3f} set {metrics['set_score']:.3f} "
-            f"| adv std {metrics['adv_std']:.2f} zero-std {metrics['zero_std_groups']:.2f} "
-            f"| ent {metrics['entropy']:.3f} distinct {metrics['distinct_first_answers']:.2f} "
-            f"| clip {metrics['clip_frac']:.3f} kl {metrics['kl']:.4f} gnorm {metrics['grad_norm']:.2f} "
-            f"| {timing['tokens_per_s']:.0f} tok/s" + (f" mfu {timing['mfu']:.1%}" if "mfu" in timing else "")
-            + f" | ETA {eta:.0f}s")
+        files.log(f"step {step}/{cfg['steps']} | reward {metrics['reward_scalar']:.3f} set {metrics['set_score']:.3f} "
+                  f"| adv std {metrics['adv_std']:.2f} zero-std {metrics['zero_std_groups']:.2f} "
+                  f"| ent {metrics['entropy']:.3f} distinct {metrics['distinct_first_answers']:.2f} "
+                  f"| clip {metrics['clip_frac']:.3f} kl {metrics['kl']:.4f} gnorm {metrics['grad_norm']:.2f} "
+                  f"| {timing['tokens_per_s']:.0f} tok/s" + (f" mfu {timing['mfu']:.1%}" if "mfu" in timing else "")
+                  + f" | ETA {eta:.0f}s")
         if step % 25 == 0 or step == cfg["steps"]:  # a few rollouts to read, with their reward vectors
-            samples_file.write(json.dumps({"step": step, "prompt": rollout_prompt(task, batch["problems"][0], run.m),
-                                           "answers": batch["answers"][0][:4],
-                                           "rewards": batch["rewards"][0, :4].tolist()}) + "\n")
-            samples_file.flush()
+            files.write("samples.jsonl", {"step": step, "prompt": rollout_prompt(task, batch["problems"][0], run.m),
+                                          "answers": batch["answers"][0][:4], "rewards": batch["rewards"][0, :4].tolist()})
         if cfg["eval_every"] and step % cfg["eval_every"] == 0 and step != cfg["steps"]:
             evaluate(step)
         if cfg["ckpt_every"] and step % cfg["ckpt_every"] == 0:
-            save("ckpt.pt", step)
+            files.save("ckpt.pt", state(step))
     last_eval = evaluate(cfg["steps"])
     if world > 1:
-        log("ranks in sync: %s (parameter checksum %.6f)" % distributed.replicas_in_sync(model, world, device))
-    save("final.pt", cfg["steps"], warm_start=warm_path)
-    log(f"done in {time.time() - t_start:.0f}s: held-out scalar {last_eval['heldout_scalar']:.3f}")
-    for f in (metrics_file, timing_file, samples_file, log_file):
-        f.close()
+        files.log("ranks in sync: %s (parameter checksum %.6f)" % distributed.replicas_in_sync(model, world, device))
+    files.save("final.pt", {**state(cfg["steps"]), "warm_start": warm_path})
+    files.log(f"done in {time.time() - t_start:.0f}s: held-out scalar {last_eval['heldout_scalar']:.3f}")
+    files.close()
     distributed.finish(world)
     return out_dir
 
