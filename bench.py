@@ -44,6 +44,7 @@ import time
 
 import torch
 
+import config
 import engine
 import train
 from checkpoint import load_checkpoint, model_from_checkpoint
@@ -308,7 +309,7 @@ def main(argv=None):
     args.trl_config = args.trl_config or args.trl
     overrides = list(TRL_CONFIG if args.trl_config else []) + list(args.set)
     try:
-        device = train.pick_device(args.device)
+        device = config.pick_device(args.device)
         if device == "cuda" and not any(o.startswith("dtype=") for o in overrides):
             overrides.append("dtype=bfloat16")  # autocast on CUDA, as a CUDA training run would use
         base = None

@@ -15,6 +15,8 @@ A student can skip this file: train.py calls it to save and resume, search.py to
 Deliberately left out: sharded or asynchronous checkpoints, keeping more than the last one.
 """
 
+import hashlib
+import inspect
 import json
 import os
 
@@ -23,6 +25,7 @@ import yaml
 
 from config import ConfigError
 from model import GPT, GPTConfig, Tokenizer
+from rollouts import rollout_prompt, rollout_text
 
 # keys a resumed run may change without changing its results
 RUN_ONLY_KEYS = ("resume", "overwrite", "quiet", "steps", "device", "threads", "peak_tflops", "out_dir")
@@ -68,6 +71,24 @@ def model_from_checkpoint(path, device="cpu"):
     model = GPT(GPTConfig(**ckpt["model_config"])).to(device)
     model.load_state_dict(ckpt["model"])
     return model.eval(), Tokenizer(ckpt["config"]["tokenizer"]), ckpt["config"], ckpt.get("m", 1)
+
+
+WARMSTART_VERSION = 1  # change it when train.warm_start trains differently, so no stale cache is reused
+
+
+def warmstart_path(cfg):
+    """Where the warm start of cfg is cached: named by a hash of what shapes it, its settings and the
+    task's data code (rewards.py makes the demonstrations, rollouts.py formats them); not of the
+    trainer's text, so editing a comment retrains nothing."""
+    shaping = {k: cfg[k] for k in ("task", "task_options", "seed", "model", "block_size", "tokenizer",
+                                   "sft_steps", "sft_batch", "sft_lr", "sft_parent_fraction", "sft_single_first",
+                                   "answers_per_rollout", "dtype")}
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "rewards.py"), "rb") as f:
+        shaping["rewards.py"] = hashlib.sha1(f.read()).hexdigest()
+    shaping["formats"] = inspect.getsource(rollout_prompt) + inspect.getsource(rollout_text)
+    shaping["version"] = WARMSTART_VERSION
+    key = hashlib.sha1(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:12]
+    return os.path.join(cfg["warmstart_dir"], f"warmstart-{cfg['task']}-{key}.pt")
 
 
 def run_dir(cfg):

@@ -13,6 +13,7 @@ Deliberately left out: nested configs, environment variables, config inheritance
 import difflib
 import math
 
+import torch
 import yaml
 
 from model import PRESETS
@@ -89,6 +90,17 @@ def resolve(defaults, algos, path=None, overrides=(), base=None):
         cfg[key] = _checked(key, value, defaults[key])
     validate(cfg, algos)
     return cfg
+
+
+def pick_device(name):
+    """auto -> cuda, mps or cpu, whichever this machine has; a named device it lacks is a ConfigError."""
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device=cuda but CUDA is not available")
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError("device=mps but MPS is not available")
+    if name != "auto":
+        return name
+    return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
 
 
 def validate(cfg, algos):

@@ -34,8 +34,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # OpenMP busy-waiting made 
 
 import argparse
 import copy
-import hashlib
-import inspect
 import json
 import math
 import random
@@ -151,16 +149,6 @@ def resolve_config(path=None, overrides=(), base=None):
 # ----------------------------------------------------------------------------------------------
 # Setup
 
-def pick_device(name):
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device=cuda but CUDA is not available")
-    if name == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError("device=mps but MPS is not available")
-    if name != "auto":
-        return name
-    return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
-
-
 def build_model(cfg, tok, device):
     mcfg = GPTConfig(vocab_size=tok.vocab_size, block_size=cfg["block_size"], **PRESETS[cfg["model"]])
     return GPT(mcfg).to(device)
@@ -174,23 +162,6 @@ def autocast(cfg, device):
 
 # ----------------------------------------------------------------------------------------------
 # Phase 1: supervised warm start
-
-def warmstart_key(cfg):
-    """A hash of what shapes the warm start: its settings and the task's data code (rewards.py
-    makes the demonstrations, rollouts.py formats them). Change WARMSTART_VERSION when you change
-    how warm_start trains, so no stale cache is reused."""
-    shaping = {k: cfg[k] for k in ("task", "task_options", "seed", "model", "block_size", "tokenizer",
-                                   "sft_steps", "sft_batch", "sft_lr", "sft_parent_fraction", "sft_single_first",
-                                   "answers_per_rollout", "dtype")}
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "rewards.py"), "rb") as f:
-        shaping["rewards.py"] = hashlib.sha1(f.read()).hexdigest()
-    shaping["formats"] = inspect.getsource(rollout_prompt) + inspect.getsource(rollout_text)
-    shaping["version"] = WARMSTART_VERSION
-    return hashlib.sha1(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:12]
-
-
-WARMSTART_VERSION = 1
-
 
 def demo_batch(task, tok, cfg, rng, batch, single_only=False):
     """A batch of demonstrations in one format: single answer (1|) or m answers (m|), with or
@@ -225,8 +196,7 @@ def sft_step(model, opt, task, tok, cfg, rng, device, single_only=False):
 
 def warm_start(cfg, task, tok, device, log):
     """The warm-start model: loaded from warmstart_from or the cache, else trained and cached."""
-    path = cfg["warmstart_from"] or \
-        os.path.join(cfg["warmstart_dir"], f"warmstart-{cfg['task']}-{warmstart_key(cfg)}.pt")
+    path = cfg["warmstart_from"] or checkpoint.warmstart_path(cfg)
     # the initial weights come from the seed alone, not from whatever this process drew before (a
     # worker of the headline runs several jobs in turn)
     torch.manual_seed(cfg["seed"])
@@ -405,7 +375,7 @@ def evaluate_heldout(run, seed=12345):
 # The training loop
 
 def train(cfg):
-    device = pick_device(cfg["device"])  # before any folder is made: a bad device writes nothing
+    device = config.pick_device(cfg["device"])  # before any folder is made: a bad device writes nothing
     rank, world, device = distributed.init(device)
     lead = rank == 0  # the only rank that writes files
     if device.startswith("cuda"):  # TF32 matmuls: ~free speed on Ampere and later, fine for RL

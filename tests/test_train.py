@@ -162,12 +162,12 @@ def test_warm_start_key_follows_settings_and_task_code_not_trainer_text(tmp_path
                 dst.write(src.read())
 
     def key(*overrides):
-        code = f"import train; print(train.warmstart_key(train.resolve_config(overrides={list(overrides)!r})))"
+        code = f"import checkpoint, train; print(checkpoint.warmstart_path(train.resolve_config(overrides={list(overrides)!r})))"
         return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                               check=True).stdout.strip()
     before = key()
     assert key("sft_steps=7") != before and key("seed=1") != before and key("lr=0.5") == before  # lr is RL's
-    with open(tmp_path / "train.py", "a") as f:
+    with open(tmp_path / "train.py", "a") as f:  # e.g. a comment in warm_start
         f.write("\n# a comment about warm_start\n")
     assert key() == before
     with open(tmp_path / "rewards.py", "a") as f:
