@@ -66,7 +66,7 @@ VARIANTS = {
     "dapo": ("grpo", {"clip_high": 0.28, "dynamic_sampling": 3}),
 }
 ABLATIONS = ["multi_rlvr", "random_weights", "goal_conditioned", "vpo_loo", "max_at_k", "gdpo", "maxrl", *VARIANTS]
-HEADLINE = dict(seeds=[0], eval_n=30, eval_problems=40, evo_problems=8, evo_screen=200, evo_budget=60, evo_seeds=2,
+HEADLINE = dict(seeds=[0], eval_n=30, eval_problems=40, evo_problems=16, evo_screen=200, evo_budget=60, evo_seeds=1,
                 workers=2)
 QUICK = dict(seeds=[0], eval_n=6, eval_problems=6, evo_problems=2, evo_screen=6, evo_budget=12, evo_seeds=1,
              workers=2)
@@ -309,6 +309,7 @@ def summarize(out_dir, tasks, names, settings, evals, evo, runs, timings, quick,
                 values = np.array([r[metric] for r in rows])
                 entry[metric] = values.mean(0).round(4).tolist()
                 entry[metric + "_spread"] = (values.max(0) - values.min(0)).round(4).tolist()
+                entry[metric + "_per_seed"] = values.round(4).tolist()
             for metric in ("diversity", "distinct_answers", "pareto_fraction", "entropy", "wasted", "nonzero_answers",
                            "tokens_generated", "mean_scalar"):
                 values = np.array([r[metric] for r in rows], dtype=float)
@@ -318,6 +319,8 @@ def summarize(out_dir, tasks, names, settings, evals, evo, runs, timings, quick,
                 all_runs = [r for k in keys for r in evo.get(k, [])]
                 entry["evolution"] = {"searches": len(all_runs), "budget": settings["evo_budget"],
                                       "solved": sum(r["solved_at"] is not None for r in all_runs),
+                                      "solved_per_seed": [sum(r["solved_at"] is not None for r in evo.get(k, []))
+                                                          for k in keys],
                                       "solved_curve": search.solved_curve(all_runs, settings["evo_budget"]),
                                       "runs": all_runs}
             if a != "warm_start":
@@ -358,7 +361,8 @@ def summary_markdown(results):
             if t == "code":
                 row += [fmt("pass_at_k", i) for i in show]
                 ev = e.get("evolution")
-                row.append(f"{ev['solved']}/{ev['searches']}" if ev else "-")
+                per_seed = f" ({' '.join(map(str, ev['solved_per_seed']))})" if ev and multi else ""
+                row.append(f"{ev['solved']}/{ev['searches']}{per_seed}" if ev else "-")
             row += [f"{e['diversity']:.3f}", f"{e['distinct_answers']:.1f}", f"{e.get('wasted', 0):.2f}"]
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
@@ -367,7 +371,7 @@ def summary_markdown(results):
                  "L1 between the pool's reward vectors, every answer scored as written; distinct: distinct "
                  "answers in a pool; wasted: share of a pool's answers that repeat an earlier answer of their "
                  "own rollout or are invalid; evo solved: searches that found a program passing every test "
-                 "within the budget, on problems no checkpoint's pool solved.")
+                 "within the budget, on problems no checkpoint's pool solved (per seed in brackets).")
     return "\n".join(lines + [""] + training_table(results)) + "\n"
 
 
