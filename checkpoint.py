@@ -46,12 +46,14 @@ def atomic_save(obj, path):
             os.remove(tmp)
 
 
-def load_checkpoint(path, device="cpu"):
-    """A checkpoint of this trainer -> its dict; FileNotFoundError or a one-line RuntimeError."""
+def load_checkpoint(path):
+    """A checkpoint of this trainer -> its dict, every tensor on the CPU (load_state_dict copies
+    weights and optimizer state to the model's device; random-number states must stay CPU tensors);
+    FileNotFoundError or a one-line RuntimeError."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"checkpoint not found: {path}")
     try:
-        ckpt = torch.load(path, map_location=device, weights_only=True)
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises several types for truncated, foreign or unsafe files
         unsafe = [line for line in str(e).splitlines() if "global" in line.lower()]  # what it tried to call
         if unsafe:
@@ -67,7 +69,7 @@ def load_checkpoint(path, device="cpu"):
 def model_from_checkpoint(path, device="cpu"):
     """A saved run or warm start -> (model in eval mode, tokenizer, its config, m). m is the number
     of answers per rollout it was trained to write (1 for a warm start)."""
-    ckpt = load_checkpoint(path, device)
+    ckpt = load_checkpoint(path)
     model = GPT(GPTConfig(**ckpt["model_config"])).to(device)
     model.load_state_dict(ckpt["model"])
     return model.eval(), Tokenizer(ckpt["config"]["tokenizer"]), ckpt["config"], ckpt.get("m", 1)
@@ -127,13 +129,13 @@ def write_config(cfg, out_dir):
     os.replace(tmp, os.path.join(out_dir, "config.yaml"))
 
 
-def resume_point(cfg, out_dir, device):
+def resume_point(cfg, out_dir):
     """The checkpoint to resume from (None: start afresh, also for a run killed before its first
     checkpoint), after checking that out_dir holds this same run."""
     ckpt_path, config_path = os.path.join(out_dir, "ckpt.pt"), os.path.join(out_dir, "config.yaml")
     resume = None
     if os.path.exists(ckpt_path):
-        resume = load_checkpoint(ckpt_path, device)
+        resume = load_checkpoint(ckpt_path)
         missing = {"optimizer", "rng", "generator", "torch_rng", "metrics_offset", "step"} - resume.keys()
         if missing:
             raise RuntimeError(f"checkpoint {ckpt_path} cannot be resumed: it lacks {sorted(missing)}")

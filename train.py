@@ -202,7 +202,7 @@ def warm_start(cfg, task, tok, device, log):
     torch.manual_seed(cfg["seed"])
     model = build_model(cfg, tok, device)
     if cfg["warmstart_from"] or os.path.exists(path):  # a missing warmstart_from fails loudly here
-        model.load_state_dict(checkpoint.load_checkpoint(path, device)["model"])
+        model.load_state_dict(checkpoint.load_checkpoint(path)["model"])
         log(f"warm start: loaded cached {path}")
         return model, path
     rng = random.Random(cfg["seed"] + 1000)
@@ -389,7 +389,7 @@ def train(cfg):
     random.seed(cfg["seed"])
     np.random.seed(cfg["seed"])
     torch.manual_seed(cfg["seed"])
-    resume = checkpoint.resume_point(cfg, out_dir, device) if cfg["resume"] else None
+    resume = checkpoint.resume_point(cfg, out_dir) if cfg["resume"] else None
     if lead:
         checkpoint.write_config(cfg, out_dir)
     files = checkpoint.RunFiles(out_dir, lead, cfg["quiet"], resume)
