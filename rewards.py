@@ -12,21 +12,25 @@ The toy tasks. Every answer gets a reward VECTOR in [0,1]^D; each task also fixe
    cover most of them). `overlap` near 1 makes the personas nearly collinear: the control task on
    which VPO should not help.
 
-2. CodeTask — write a program in lang.py's tiny language from two examples. The hidden function
-   is f(x) = (if (< x t) a b) on x in 0..9 with constants a != b (plus_pieces=True also allows
-   x + k on either side: a richer family, but one a 4-layer model did not learn to infer from the
-   examples within a CPU-sized warm start). The prompt shows one example on each side of the
-   threshold ("2->5 7->3"), which fixes a and b but leaves the threshold anywhere in (x1, x2];
-   the D = 8 hidden tests are the other inputs. Programs with different thresholds pass
-   different subsets of the tests, so a set of different guesses is worth more than one guess
-   repeated; wide gaps make hard problems. "Solved" means every test passes. The demonstrations
-   favour one guess (switch right after the first example), like a pretrained model with a
-   habit, so the warm start does not cover the other thresholds by chance.
+2. CodeTask — write a program in lang.py's tiny language from a few input->output examples; the
+   other inputs of the domain are the hidden tests, one reward component each, and "solved" means
+   every test passes. The default family ("count") is f(x) = (+ (< x t1) (< x t2)) on x in 0..15:
+   2 below t1, 1 from t1 to t2 - 1, 0 from t2. The prompt shows one example in each of the three
+   regions ("3->2 8->1 12->0"), which leaves t1 anywhere in (x1, x2] and t2 anywhere in (x2, x3]:
+   up to 7 x 8 = 56 plausible programs, each passing a different subset of the D = 13 hidden
+   tests, and (the examples are drawn first) each equally likely to be the truth. So a set of
+   different guesses is worth more than one guess repeated, and wide gaps make problems no pool
+   of 30 answers solves. A program that contradicts an example scores zero: the examples are
+   public tests. The demonstrations favour one guess per threshold (right after the example
+   before it), like a pretrained model with a habit, so the warm start does not cover the other
+   thresholds by chance. family="easy" is the earlier family, (if (< x t) a b) on 0..9 from two
+   examples: at most 9 plausible programs, and pools of 30 answers solved nearly every held-out
+   problem; it stays for quick experiments and for comparison.
 
 Each task offers: problems(split, n, rng) for a train/held-out split (a fixed hash of the problem,
 so the split never changes), prompt(problem, parents, goal), reward(problem, answer) -> (D,),
-scalarize(r), demonstration(problem, m, rng) for the supervised warm start, and answer_key()
-for deduplication. The code task's prompt can also carry parent programs, so the policy can serve
+scalarize(r), demonstration(problem, m, rng) for the supervised warm start, answer_key() for
+deduplication and valid() for answers that can earn anything at all. The code task's prompt can also carry parent programs, so the policy can serve
 as the mutation operator of search.py's evolutionary search.
 
 Warm-start demonstrations are deliberately imperfect (noise letters, programs that ignore the
@@ -37,7 +41,7 @@ Deliberately left out: natural-language tasks, learned reward models, partial cr
 test case, anything loaded from disk.
 """
 
-import math
+import itertools
 import random
 import zlib
 
@@ -89,13 +93,13 @@ class PersonaTask:
         text = "likes " + "".join(problem)
         return text + (format_goal(goal) if goal is not None else "")
 
-    def valid(self, answer):
+    def valid(self, problem, answer):
         """A word of 1..L lowercase letters."""
         return isinstance(answer, str) and 1 <= len(answer) <= self.answer_len and all(c in LETTERS for c in answer)
 
     def reward(self, problem, answer):
         """Any string -> (D,) scores in [0,1]; zero vector unless it is valid."""
-        if not self.valid(answer):
+        if not self.valid(problem, answer):
             return np.zeros(self.dim, dtype=np.float32)
         counts = np.array([answer.count(f) for f in problem], dtype=np.float64)
         share = (counts + self.overlap * (counts.sum() - counts)) / self.answer_len
@@ -122,151 +126,150 @@ class PersonaTask:
 
 # ----------------------------------------------------------------------------------------------
 
-def _piece_text(piece):
-    kind, k = piece
-    if kind == "const":
-        return str(k)
-    return "x" if k == 0 else f"(+ x {k})"
-
-
-def _piece_value(piece, x):
-    kind, k = piece
-    return k if kind == "const" else x + k
-
-
-def _program_text(t, a, b):
-    return f"(if (< x {t}) {_piece_text(a)} {_piece_text(b)})"
-
-
-CONST_PIECES = [("const", k) for k in range(10)]
-PLUS_PIECES = [("plus", k) for k in range(5)]
+PIECES = [("const", k) for k in range(10)]  # the easy family's two sides: constants 0..9
 
 
 class CodeTask:
-    DOMAIN = list(range(10))
+    """A problem is a hidden program and the inputs its examples show.
+    count: (t1, .., tk, x0, .., xk), with x0 < t1 <= x1 < t2 <= .. <= xk: f(x) counts the thresholds
+      above x. The shown inputs are drawn first, then each threshold uniformly in its gap.
+    easy: (t, a, b, x1, x2), x1 < t <= x2: f(x) = a if x < t else b (the threshold is drawn first).
+    """
 
-    def __init__(self, noise=0.2, heldout_fraction=0.25, max_parents=2, plus_pieces=False, early_switch=0.7):
-        self.dim = len(self.DOMAIN) - 2  # every input but the two shown is a hidden test
-        # the hidden family: each side of the threshold is a constant, or also x + k if plus_pieces
-        self.pieces = CONST_PIECES + (PLUS_PIECES if plus_pieces else [])
+    def __init__(self, family="count", domain=16, thresholds=2, noise=0.2, early_switch=None,
+                 heldout_fraction=0.25, max_parents=2):
+        if family not in ("count", "easy"):
+            raise ValueError(f"family must be count or easy, got {family!r}")
+        self.family = family
+        self.k = thresholds if family == "count" else 1
+        self.domain = domain if family == "count" else 10
+        if not 1 <= self.k <= 4 or not self.k + 2 <= self.domain <= 100:
+            raise ValueError(f"need 1 <= thresholds <= 4 and thresholds + 2 <= domain <= 100, "
+                             f"got {self.k} and {self.domain}")
+        self.DOMAIN = list(range(self.domain))
+        self.dim = self.domain - (self.k + 1)  # every input but the k + 1 shown is a hidden test
         self.noise = noise  # fraction of demonstrations that ignore the examples
-        # fraction of consistent demonstrations that switch right after the first example
-        # (t = x1 + 1), the rest pick any consistent threshold. Measured with uniform thresholds
-        # (early_switch=0): the warm start's pool of 30 already solved 97.5% of held-out problems, so
-        # the corners were reached by chance and there was nothing left for RL or search to find
-        self.early_switch = early_switch
+        # the demonstrations' habit: each threshold, with this probability, sits right after the
+        # example before it; otherwise any consistent threshold. Measured: with no habit the easy
+        # family's warm start already solved 97.5% of held-out problems with 30 answers (nothing
+        # left for RL or search to find); on count, 0.7 left its pool solving 62.5%, 0.8 47.5%
+        self.early_switch = early_switch if early_switch is not None else (0.8 if family == "count" else 0.7)
+        # count: a program that contradicts an example scores zero. Without it a threshold one step
+        # outside its gap passed every hidden test (it differs from the truth only at the shown
+        # input) and counted as solved, and RL drifted away from the examples (measured under VPO:
+        # consistent answers 0.64 -> 0.51). The easy family keeps its original reward.
+        self.check_examples = family == "count"
         self.heldout_fraction = heldout_fraction
         self.max_parents = max_parents
-        self.max_answer_tokens = 32
+        self.max_answer_tokens = 32 if family == "easy" else len(self.program_text([self.domain - 1] * self.k)) + 3
 
-    # A problem is (t, A, B, x1, x2): f = (if (< x t) A B), shown at x1 < t <= x2.
+    def shown(self, problem):
+        return problem[self.k:] if self.family == "count" else problem[3:]
+
     def problems(self, split, n, rng: random.Random):
         out = []
         while len(out) < n:
-            t = rng.randint(1, 9)
-            a, b = rng.choice(self.pieces), rng.choice(self.pieces)
-            if a == b:
-                continue
-            x1, x2 = rng.randint(0, t - 1), rng.randint(t, 9)
-            problem = (t, a, b, x1, x2)
+            if self.family == "easy":
+                t = rng.randint(1, 9)
+                a, b = rng.choice(PIECES), rng.choice(PIECES)
+                if a == b:
+                    continue
+                problem = (t, a, b, rng.randint(0, t - 1), rng.randint(t, 9))
+            else:
+                xs = tuple(sorted(rng.sample(self.DOMAIN, self.k + 1)))
+                problem = tuple(rng.randint(xs[i] + 1, xs[i + 1]) for i in range(self.k)) + xs
             if _heldout(repr(problem), self.heldout_fraction) == (split == "heldout"):
                 out.append(problem)
         return out
 
     def target(self, problem, x):
-        t, a, b, _, _ = problem
-        return _piece_value(a, x) if x < t else _piece_value(b, x)
+        if self.family == "easy":
+            t, a, b = problem[:3]
+            return a[1] if x < t else b[1]
+        return sum(x < t for t in problem[:self.k])
 
     def tests(self, problem):
-        _, _, _, x1, x2 = problem
-        return [x for x in self.DOMAIN if x not in (x1, x2)]
+        return [x for x in self.DOMAIN if x not in self.shown(problem)]
 
     def prompt(self, problem, parents=None, goal=None):
-        _, _, _, x1, x2 = problem
-        text = f"{x1}->{self.target(problem, x1)} {x2}->{self.target(problem, x2)}"
+        text = " ".join(f"{x}->{self.target(problem, x)}" for x in self.shown(problem))
         if parents:  # worst to best, as FunSearch lists them: the policy learns to vary the last
             text += " from " + " ; ".join(parents)
         return text + (format_goal(goal) if goal is not None else "")
 
     def reward(self, problem, answer):
-        """Any string -> (D,) of per-test pass (1) / fail (0); lang.run never raises."""
-        tests = self.tests(problem)
-        outputs = lang.run(answer, tests)
-        return np.array([float(o == self.target(problem, x)) for o, x in zip(outputs, tests)],
-                        dtype=np.float32)
+        """Any string -> (D,) of per-test pass (1) / fail (0); lang.run never raises. A program that
+        contradicts an example of the prompt scores zero on every test (count family)."""
+        tests, shown = self.tests(problem), list(self.shown(problem)) if self.check_examples else []
+        outputs = lang.run(answer, tests + shown)
+        if any(o != self.target(problem, x) for o, x in zip(outputs[len(tests):], shown)):
+            return np.zeros(len(tests), dtype=np.float32)
+        return np.array([float(o == self.target(problem, x)) for o, x in zip(outputs, tests)], dtype=np.float32)
 
     def scalarize(self, r):
         return float(np.mean(r))
 
-    def valid(self, answer):
-        """A program that parses (it may still fail every test)."""
-        return lang.canonical(answer) is not None
+    def valid(self, problem, answer):
+        """A program that parses and (count family) reproduces the prompt's examples."""
+        shown = list(self.shown(problem)) if self.check_examples else []
+        return lang.canonical(answer) is not None and \
+            all(o == self.target(problem, x) for o, x in zip(lang.run(answer, shown), shown))
 
     def answer_key(self, answer):
         key = lang.canonical(answer)  # the same program spaced differently is a duplicate
         return key if key is not None else answer
 
     def hypotheses(self, problem):
-        """Every program of the hidden family that agrees with both examples."""
-        _, _, _, x1, x2 = problem
-        y1, y2 = self.target(problem, x1), self.target(problem, x2)
-        firsts = [p for p in self.pieces if _piece_value(p, x1) == y1]
-        seconds = [p for p in self.pieces if _piece_value(p, x2) == y2]
-        return [(t, a, b) for t in range(x1 + 1, x2 + 1) for a in firsts for b in seconds if a != b]
+        """Every program of the hidden family that agrees with the examples."""
+        shown = self.shown(problem)
+        if self.family == "easy":
+            (x1, x2), (y1, y2) = shown, [self.target(problem, x) for x in shown]
+            return [(t, a, b) for t in range(x1 + 1, x2 + 1) for a in PIECES if a[1] == y1
+                    for b in PIECES if b[1] == y2 and a != b]
+        return list(itertools.product(*[range(shown[i] + 1, shown[i + 1] + 1) for i in range(self.k)]))
 
     def program_text(self, program):
-        return _program_text(*program)
+        if self.family == "easy":
+            t, a, b = program
+            return f"(if (< x {t}) {a[1]} {b[1]})"
+        text = f"(< x {program[-1]})"
+        for t in reversed(program[:-1]):
+            text = f"(+ (< x {t}) {text})"
+        return text
 
     def _random_program(self, rng):
-        return (rng.randint(1, 9), rng.choice(self.pieces), rng.choice(self.pieces))
+        if self.family == "easy":
+            return rng.randint(1, 9), rng.choice(PIECES), rng.choice(PIECES)
+        return tuple(sorted(rng.sample(range(1, self.domain), self.k)))
 
     def _mutate(self, program, problem, rng):
-        """Change one part of a program (threshold, first or second piece), staying consistent."""
+        """Change one part of a program (a threshold or a piece), staying consistent."""
         options = [h for h in self.hypotheses(problem) if h != program and
                    sum(u != v for u, v in zip(h, program)) == 1]
         return rng.choice(options) if options else rng.choice(self.hypotheses(problem))
 
     def demonstration(self, problem, m, rng, parents=None):
-        """m programs for the warm start. With parents (texts, worst to best), each demonstration is
-        a one-part mutation of the best parent, which is what search.py needs from the policy."""
-        out = []
+        """m programs for the warm start. With parents (programs, worst to best), each demonstration
+        is a one-part mutation of the best parent, which is what search.py needs from the policy."""
+        out, shown = [], self.shown(problem)
         for _ in range(m):
             if rng.random() < self.noise:
-                out.append(_program_text(*self._random_program(rng)))
+                out.append(self.program_text(self._random_program(rng)))
             elif parents:
-                out.append(_program_text(*self._mutate(parents[-1], problem, rng)))
+                out.append(self.program_text(self._mutate(parents[-1], problem, rng)))
             else:
                 hypotheses = self.hypotheses(problem)
-                if rng.random() < self.early_switch:
-                    hypotheses = [h for h in hypotheses if h[0] == problem[3] + 1]
-                out.append(_program_text(*rng.choice(hypotheses)))
+                for i in range(self.k):  # the habit, threshold by threshold
+                    if rng.random() < self.early_switch:
+                        hypotheses = [h for h in hypotheses if h[i] == shown[i] + 1]
+                out.append(self.program_text(rng.choice(hypotheses)))
         return out
 
     def demo_parents(self, problem, rng):
         """Parents for a warm-start demonstration: consistent programs sorted worst to best."""
         hyps = self.hypotheses(problem)
         parents = [rng.choice(hyps) for _ in range(rng.randint(1, self.max_parents))]
-        return sorted(parents, key=lambda h: self.reward(problem, _program_text(*h)).mean())
-
-
-# ----------------------------------------------------------------------------------------------
-# Turning a sampled rollout into reward vectors
-
-def score_answers(task, problem, answers, m):
-    """The first m answers of a rollout -> (m, D) reward rows, zero for missing or repeated answers.
-
-    A repeated answer adds nothing to a set's best-of-m, and Multi-RLVR's sum would otherwise pay
-    the policy for writing the same thing twice. Answers past the m-th are ignored.
-    """
-    rows = np.zeros((m, task.dim), dtype=np.float32)
-    seen = set()
-    for j, answer in enumerate(answers[:m]):
-        key = task.answer_key(answer)
-        if key in seen:
-            continue
-        seen.add(key)
-        rows[j] = task.reward(problem, answer)
-    return rows
+        return sorted(parents, key=lambda h: self.reward(problem, self.program_text(h)).mean())
 
 
 def make_task(name, **options):
@@ -280,12 +283,3 @@ def make_task(name, **options):
     raise ValueError(f"unknown task '{name}' (choose persona, persona_collinear or code)")
 
 
-def rollout_prompt(task, problem, m, parents=None, goal=None):
-    """The full prompt text. It states m, the number of answers wanted, so one warm-start model
-    serves both the single-answer methods (m = 1) and the set methods (m > 1)."""
-    return f"<|bos|>{m}|{task.prompt(problem, parents=parents, goal=goal)}<|answer|>"
-
-
-def rollout_text(answers):
-    """Answers -> the completion text the policy should write: a1<|sep|>a2<|sep|>a3<|eos|>."""
-    return "<|sep|>".join(answers) + "<|eos|>"

@@ -76,8 +76,8 @@ def sample_pools(model, tok, task, problems, n, m, cfg, seed, device="cpu", goal
         tokens += batch["num_tokens"]
         mask = batch["completion_mask"].float()
         entropy.append(float((batch["entropy"] * mask).sum() / mask.sum()))
-    wasted = np.array([[not task.valid(a) or task.answer_key(a) in {task.answer_key(b) for b in pool[j - j % m:j]}
-                        for j, a in enumerate(pool)] for pool in answers])
+    wasted = np.array([[not task.valid(problem, a) or task.answer_key(a) in {task.answer_key(b) for b in pool[j - j % m:j]}
+                        for j, a in enumerate(pool)] for problem, pool in zip(problems, answers)])
     return np.concatenate(rewards), answers, wasted, tokens, float(np.mean(entropy))
 
 

@@ -11,8 +11,10 @@ from rewards import CodeTask, PersonaTask, make_task
 from rollouts import rollout_prompt, rollout_text, score_answers
 
 persona = PersonaTask(num_personas=4, answer_len=12)
-code = CodeTask()
+code = CodeTask()  # the default family: f = (+ (< x t1) (< x t2)) on 0..15 from three examples
+easy = CodeTask(family="easy")  # the earlier family: (if (< x t) a b) on 0..9 from two examples
 FAVS = ("a", "b", "c", "d")
+EASY = (4, ("const", 7), ("const", 3), 1, 6)  # f = (if (< x 4) 7 3), shown at 1 and 6
 
 
 def test_persona_exact_values():
@@ -49,31 +51,92 @@ def test_collinear_control_is_nearly_collinear():
 
 
 def test_code_reward_per_test():
-    problem = (4, ("plus", 3), ("const", 3), 1, 6)  # f = (if (< x 4) (+ x 3) 3), shown at 1 and 6
-    assert code.tests(problem) == [0, 2, 3, 4, 5, 7, 8, 9]
-    assert code.prompt(problem) == "1->4 6->3"
-    assert (code.reward(problem, "(if (< x 4) (+ x 3) 3)") == 1).all()
-    # threshold 5 instead of 4: only x=4 differs
-    assert code.reward(problem, "(if (< x 5) (+ x 3) 3)").tolist() == [1, 1, 1, 0, 1, 1, 1, 1]
-    assert code.reward(problem, "3").tolist() == [1, 0, 0, 1, 1, 1, 1, 1]  # f(0) = 0 + 3 = 3 too
-    assert (code.reward(problem, "(/ 1 0)") == 0).all()
-    assert (code.reward(problem, "print(1)") == 0).all()
+    problem = (4, 9, 2, 7, 12)  # f = (+ (< x 4) (< x 9)): 2 below 4, 1 on 4..8, 0 from 9; shown at 2, 7, 12
+    assert code.dim == 13 and code.tests(problem) == [0, 1, 3, 4, 5, 6, 8, 9, 10, 11, 13, 14, 15]
+    assert code.prompt(problem) == "2->2 7->1 12->0"
+    assert code.program_text(problem[:2]) == "(+ (< x 4) (< x 9))"
+    assert (code.reward(problem, "(+ (< x 4) (< x 9))") == 1).all()
+    # first threshold 5 instead of 4: only x=4 differs; second 11 instead of 9: x=9 and 10 differ
+    assert code.reward(problem, "(+ (< x 5) (< x 11))").tolist() == [1, 1, 1, 0, 1, 1, 1, 0, 0, 1, 1, 1, 1]
+    assert code.reward(problem, "(if (< x 4) 2 (if (< x 9) 1 0))").all()  # any program that behaves so
+    assert (code.reward(problem, "(/ 1 0)") == 0).all() and (code.reward(problem, "print(1)") == 0).all()
 
 
-def test_code_hypotheses_agree_with_examples_and_include_the_truth():
-    rng = random.Random(0)
+def test_code_programs_that_contradict_the_examples_score_zero_and_are_invalid():
+    problem = (3, 9, 2, 7, 12)  # shown at 2, 7, 12
+    # t1 = 2 differs from the truth (3) only at the shown input 2: no hidden test sees it, but it
+    # contradicts the example 2->2, so it is not a solution
+    assert (code.reward(problem, "(+ (< x 2) (< x 9))") == 0).all()
+    assert (code.reward(problem, "(+ (< x 4) (< x 13))") == 0).all()
+    assert not code.valid(problem, "(+ (< x 2) (< x 9))") and not code.valid(problem, "(+ x")
+    assert code.valid(problem, "(+ (< x 4) (< x 8))")  # consistent, even if it fails some hidden tests
+    # the easy family keeps its original rule (hidden tests only)
+    assert (easy.reward((6, ("const", 1), ("const", 2), 1, 6), "(if (< x 7) 1 2)") == 1).all()
+
+
+def test_easy_code_reward_per_test():
+    assert easy.tests(EASY) == [0, 2, 3, 4, 5, 7, 8, 9] and easy.prompt(EASY) == "1->7 6->3"
+    assert (easy.reward(EASY, "(if (< x 4) 7 3)") == 1).all()
+    assert easy.reward(EASY, "(if (< x 5) 7 3)").tolist() == [1, 1, 1, 0, 1, 1, 1, 1]  # only x=4 differs
+    assert easy.reward(EASY, "3").tolist() == [0, 0, 0, 1, 1, 1, 1, 1]
+    assert (easy.reward(EASY, "(/ 1 0)") == 0).all()
+
+
+@pytest.mark.parametrize("task", [code, easy], ids=["count", "easy"])
+def test_code_hypotheses_agree_with_the_examples_and_include_the_truth(task):
+    from lang import run
+    for problem in task.problems("train", 100, random.Random(0)):
+        shown, hyps = task.shown(problem), task.hypotheses(problem)
+        assert problem[:len(problem) - len(shown)] in hyps
+        if task is code:  # every threshold anywhere in its gap
+            assert len(hyps) == np.prod(np.diff(shown))
+        texts = [task.program_text(h) for h in hyps]
+        assert len(set(texts)) == len(texts)
+        for text in texts:
+            assert run(text, list(shown)) == [task.target(problem, x) for x in shown]
+
+
+def test_code_hypotheses_have_many_distinct_pass_patterns():
+    """The examples leave many plausible programs, and each passes a different subset of the hidden
+    tests: far more corners than a set of m = 3 answers can cover (the easy family has at most 9)."""
+    counts = []
+    for problem in code.problems("heldout", 300, random.Random(0)):
+        patterns = {tuple(code.reward(problem, code.program_text(h))) for h in code.hypotheses(problem)}
+        assert len(patterns) == len(code.hypotheses(problem))  # no two plausible programs behave alike
+        counts.append(len(patterns))
+    counts = np.array(counts)
+    assert counts.max() >= 42 and counts.mean() > 12 and (counts >= 30).mean() > 0.1
+    assert max(len(easy.hypotheses(p)) for p in easy.problems("heldout", 300, random.Random(0))) <= 9
+
+
+def test_code_demonstrations_parse_agree_with_the_examples_and_mutate_the_best_parent():
+    from lang import parse
+    clean, rng = CodeTask(noise=0.0), random.Random(0)
     for problem in code.problems("train", 50, rng):
-        hyps = code.hypotheses(problem)
-        assert problem[:3] in hyps
-        t, a, b, x1, x2 = problem
-        for h in hyps:
-            from lang import run
-            text = code.program_text(h)
-            assert run(text, [x1, x2]) == [code.target(problem, x1), code.target(problem, x2)]
+        hyps = {clean.program_text(h) for h in clean.hypotheses(problem)}
+        assert set(clean.demonstration(problem, 6, rng)) <= hyps
+        parents = clean.demo_parents(problem, rng)
+        assert 1 <= len(parents) <= clean.max_parents and all(p in clean.hypotheses(problem) for p in parents)
+        for child in clean.demonstration(problem, 3, rng, parents=parents):  # a one-part mutation
+            assert child in hyps and (child != clean.program_text(parents[-1]) or len(hyps) == 1)
+        for answer in code.demonstration(problem, 6, rng):  # noisy ones included: all parse and fit
+            parse(answer)
+            assert len(answer) + 1 <= code.max_answer_tokens
+
+
+def test_code_prompts_fit_the_block_size_of_configs_code():
+    """The longest prompt the evolutionary search writes (max_parents parents) plus m answers fits."""
+    import yaml
+    cfg = yaml.safe_load(open(__file__.rsplit("/tests/", 1)[0] + "/configs/code.yaml"))
+    task = CodeTask(**cfg["task_options"])
+    longest = max(task.problems("heldout", 200, random.Random(0)), key=lambda p: len(task.prompt(p)))
+    widest = task.program_text(tuple(task.domain - 1 for _ in range(task.k)))
+    prompt = tok.encode(rollout_prompt(task, longest, 3, parents=[widest] * task.max_parents))
+    assert len(prompt) + cfg["answers_per_rollout"] * task.max_answer_tokens + 1 <= cfg.get("block_size", 192)
 
 
 def test_splits_are_disjoint_and_fixed():
-    for task in (persona, code):
+    for task in (persona, code, easy):
         train = set(task.problems("train", 300, random.Random(0)))
         held = set(task.problems("heldout", 100, random.Random(1)))
         assert train and held and not train & held
@@ -98,8 +161,7 @@ def test_score_answers_drops_duplicates_and_missing():
     rows = score_answers(persona, FAVS, ["aaaa"], 3)
     assert (rows[1:] == 0).all()
     # the same program spaced differently is a duplicate
-    problem = (4, ("plus", 3), ("const", 3), 1, 6)
-    rows = score_answers(code, problem, ["(if (< x 4) (+ x 3) 3)", "(if  (< x 4)\n(+ x 3) 3)"], 2)
+    rows = score_answers(easy, EASY, ["(if (< x 4) 7 3)", "(if  (< x 4)\n7 3)"], 2)
     assert rows[0].sum() == 8 and rows[1].sum() == 0
 
 
@@ -118,7 +180,7 @@ def test_any_rollout_bytes_give_valid_rewards(raw, m):
     """Whatever the policy writes (any token ids), parsing and scoring never fail."""
     ids = list(raw) + [tok.sep, tok.eos][: raw[0] % 3 if raw else 0]
     answers = tok.split_answers(ids)
-    for task, problem in ((persona, FAVS), (code, (4, ("plus", 3), ("const", 3), 1, 6))):
+    for task, problem in ((persona, FAVS), (easy, EASY), (code, (4, 9, 2, 7, 12))):
         rows = score_answers(task, problem, answers, m)
         assert rows.shape == (m, task.dim) and np.isfinite(rows).all()
         assert ((rows >= 0) & (rows <= 1)).all()
@@ -131,11 +193,13 @@ def test_make_task_rejects_unknown():
         make_task("persona", colour=3)
 
 
-def test_code_demonstrations_switch_early_as_often_as_asked():
-    import random
-    from rewards import CodeTask
-    problem = (5, ("const", 1), ("const", 2), 0, 9)  # thresholds 1..9 all agree with the examples
-    habit = CodeTask(noise=0.0, early_switch=1.0)
-    assert set(habit.demonstration(problem, 50, random.Random(0))) == {"(if (< x 1) 1 2)"}
-    open_minded = CodeTask(noise=0.0, early_switch=0.0)
-    assert len(set(open_minded.demonstration(problem, 200, random.Random(0)))) == 9
+@pytest.mark.parametrize("family", ["count", "easy"])
+def test_code_demonstrations_have_the_habit_they_are_asked_for(family):
+    problem = CodeTask(family=family).problems("train", 1, random.Random(5))[0]
+    habit = CodeTask(family=family, noise=0.0, early_switch=1.0)
+    shown, hyps = habit.shown(problem), habit.hypotheses(problem)
+    early = {habit.program_text(h) for h in hyps if all(h[i] == shown[i] + 1 for i in range(habit.k))}
+    assert set(habit.demonstration(problem, 50, random.Random(0))) == early
+    open_minded = CodeTask(family=family, noise=0.0, early_switch=0.0)
+    seen = set(open_minded.demonstration(problem, 40 * len(hyps), random.Random(0)))
+    assert seen == {open_minded.program_text(h) for h in hyps}
