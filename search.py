@@ -14,7 +14,8 @@ uses the policy as its mutation operator.
    set method pays. The metric functions live in metrics.py.
 2. `evolve`: the AlphaEvolve / FunSearch loop in miniature. A database of scored programs split
    into islands; each iteration takes a parent (and an inspiration) from every island, writes them
-   into the prompt worst to best, lets the policy write children, scores them with the task's
+   into the prompt worst to best, lets the policy write 3 children (a set policy in one rollout, a
+   single-answer policy in three), scores them with the task's
    reward vector, keeps a child if its pass pattern is new to the island or it beats the island's
    worst, and now and then copies each island's best into the next island (ring migration).
    The budget counts candidates evaluated, so a set policy and a single-answer policy are compared
@@ -153,23 +154,28 @@ class Island:
         return [text for _, text, _ in sorted(chosen, key=lambda p: p[0])]
 
 
-def evolve(model, tok, task, problem, m, cfg, budget=120, num_islands=4, capacity=8,
+def evolve(model, tok, task, problem, m, cfg, budget=120, num_islands=4, children=3, capacity=8,
            migrate_every=4, seed=0, device="cpu"):
     """Search for a program solving `problem`; returns solved-vs-candidates and the best program.
 
-    Every iteration writes one rollout (m children) per island, conditioned on that island's
-    parents; the first iteration has no parents (seeds straight from the policy).
+    Every iteration writes `children` candidates per island, conditioned on that island's parents:
+    a set policy in children / m rollouts of m answers, a single-answer policy in `children`
+    rollouts. So every policy gets the same candidates AND the same number of iterations (rounds of
+    selection) per budget; what differs is whether a parent's children are written together, as a
+    set, or independently. The first iteration has no parents (seeds straight from the policy).
     """
+    if children % m:
+        raise ValueError(f"children={children} must be a multiple of m={m}")
     rng = random.Random(seed)
     gen = torch.Generator(device=device).manual_seed(seed)
     islands = [Island(capacity) for _ in range(num_islands)]
     evaluated, solved_at, history, iteration = 0, None, [], 0
     while evaluated < budget:
         parents = [island.pick_parents(rng) or None for island in islands]
-        batch = sample_rollouts(model, tok, task, [problem] * num_islands, m, 1, cfg, gen, device,
+        batch = sample_rollouts(model, tok, task, [problem] * num_islands, m, children // m, cfg, gen, device,
                                 parents=parents)
         for i, island in enumerate(islands):
-            for answer in batch["answers"][i][0][:m]:
+            for answer in [a for rollout in batch["answers"][i] for a in rollout[:m]]:
                 if evaluated >= budget:
                     break
                 reward = score_answers(task, problem, [answer], 1)[0]

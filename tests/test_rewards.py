@@ -203,3 +203,14 @@ def test_code_demonstrations_have_the_habit_they_are_asked_for(family):
     open_minded = CodeTask(family=family, noise=0.0, early_switch=0.0)
     seen = set(open_minded.demonstration(problem, 40 * len(hyps), random.Random(0)))
     assert seen == {open_minded.program_text(h) for h in hyps}
+
+
+def test_code_set_demonstrations_are_different_answers_where_the_examples_allow():
+    """Asked for m answers, the demonstrator writes m different ones (repeats taught the warm start to repeat)."""
+    clean, rng = CodeTask(noise=0.0), random.Random(0)
+    for problem in clean.problems("train", 100, rng):
+        demo = clean.demonstration(problem, 3, rng)
+        assert len(set(demo)) == min(3, len(clean.hypotheses(problem)))
+        parents = clean.demo_parents(problem, rng)
+        children = clean.demonstration(problem, 3, rng, parents=parents)
+        assert set(children) <= {clean.program_text(h) for h in clean.hypotheses(problem)}
