@@ -52,12 +52,13 @@ def k_grid(n):
 # Pools of answers and the metrics over them
 
 def sample_pools(model, tok, task, problems, n, m, cfg, seed, device="cpu", goal_conditioned=False,
-                 batch_problems=16):
+                 as_written=True, batch_problems=16):
     """n answers per problem, written m per rollout and scored as written -> rewards (P, n, D),
     answers (P lists of n), wasted (P, n), tokens, entropy. An answer is wasted when it repeats an
     earlier answer of its own rollout or is invalid (missing, unparseable).
     goal_conditioned: every rollout's prompt carries its own random weighting (Dirichlet(1), drawn
-    from the evaluation's generator), as the policy always saw in training."""
+    from the evaluation's generator), as the policy always saw in training. as_written=False scores
+    the pools as training does (repeats zeroed), to see what the convention changes."""
     if n % m:
         raise ValueError(f"pool size n={n} must be a multiple of m={m}")
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -68,9 +69,9 @@ def sample_pools(model, tok, task, problems, n, m, cfg, seed, device="cpu", goal
         if goal_conditioned:  # one prompt per rollout, each with its own weighting
             rows = [p for p in chunk for _ in range(n // m)]
             goals = goal_rng.dirichlet(np.ones(task.dim), size=len(rows)).tolist()
-            batch = sample_rollouts(model, tok, task, rows, m, 1, cfg, gen, device, goals=goals, as_written=True)
+            batch = sample_rollouts(model, tok, task, rows, m, 1, cfg, gen, device, goals=goals, as_written=as_written)
         else:
-            batch = sample_rollouts(model, tok, task, chunk, m, n // m, cfg, gen, device, as_written=True)
+            batch = sample_rollouts(model, tok, task, chunk, m, n // m, cfg, gen, device, as_written=as_written)
         rewards.append(batch["rewards"].reshape(len(chunk), n, task.dim).numpy())
         flat = [a for group in batch["answers"] for rollout in group for a in rollout]
         answers += [flat[i * n:(i + 1) * n] for i in range(len(chunk))]
@@ -104,14 +105,15 @@ def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None):
     return out
 
 
-def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=64, device="cpu", m=None, task=None):
+def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=64, device="cpu", m=None, task=None,
+                        as_written=True):
     """Load a checkpoint and measure its pools on `problems`. m defaults to what it was trained with,
     task to the one it was trained on (a shared warm start is scored on the task given)."""
     model, tok, cfg, trained_m = model_from_checkpoint(path, device)
     task = task or make_task(cfg["task"], **cfg["task_options"])
     m = m or trained_m
     rewards, answers, wasted, tokens, entropy = sample_pools(model, tok, task, problems, n, m, cfg, seed, device,
-                                                             goal_conditioned=cfg["algo"] == "goal_conditioned")
+                                                             cfg["algo"] == "goal_conditioned", as_written)
     # weightings no training run ever drew: their own seed, far from any training seed
     weights = sample_weights(1, num_heldout_weights, task.dim,
                              generator=torch.Generator().manual_seed(10_000 + seed))[0].numpy()
@@ -213,6 +215,8 @@ def main():
     parser.add_argument("--problems", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--zero-repeats", action="store_true",
+                        help="score pools as training does (a repeat inside a rollout scores zero), not as written")
     args = parser.parse_args()
     rows = []
     for path in args.checkpoints:
@@ -222,7 +226,7 @@ def main():
             raise SystemExit(f"error: {e}")
         task = make_task(cfg["task"], **cfg["task_options"])
         problems = task.problems("heldout", args.problems, random.Random(args.seed))
-        result, _, _ = evaluate_checkpoint(path, problems, args.n, args.seed)
+        result, _, _ = evaluate_checkpoint(path, problems, args.n, args.seed, as_written=not args.zero_repeats)
         rows.append((path, result))
     ks = rows[0][1]["ks"]
     print(f"{'checkpoint':40s} " + " ".join(f"best@{k:<3d}" for k in ks) + "  diversity  distinct  wasted")
