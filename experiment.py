@@ -131,7 +131,7 @@ def _evolve_job(path, cfg, problems, budget, seeds, m):
         for s in seeds:
             r = search.evolve(model, tok, task, problem, m, cfg, budget=budget, seed=s)
             results.append({"problem": repr(problem), "seed": s, "solved_at": r["solved_at"],
-                            "best_score": r["best_score"], "best": r["best"]})
+                            "best_score": r["best_score"], "best": r["best"], "mutations": r["mutations"]})
     return results
 
 
@@ -322,6 +322,8 @@ def summarize(out_dir, tasks, names, settings, evals, evo, runs, timings, quick,
                                       "solved_per_seed": [sum(r["solved_at"] is not None for r in evo.get(k, []))
                                                           for k in keys],
                                       "solved_curve": search.solved_curve(all_runs, settings["evo_budget"]),
+                                      "mutations": {c: sum(r["mutations"][c] for r in all_runs)
+                                                    for c in ("children", "invalid", "improved")},
                                       "runs": all_runs}
             if a != "warm_start":
                 entry["training_metrics"] = [os.path.join(runs[k], "metrics.jsonl") for k in keys]
@@ -372,7 +374,22 @@ def summary_markdown(results):
                  "answers in a pool; wasted: share of a pool's answers that repeat an earlier answer of their "
                  "own rollout or are invalid; evo solved: searches that found a program passing every test "
                  "within the budget, on problems no checkpoint's pool solved (per seed in brackets).")
-    return "\n".join(lines + [""] + training_table(results)) + "\n"
+    return "\n".join(lines + [""] + mutation_table(results) + training_table(results)) + "\n"
+
+
+def mutation_table(results):
+    """The policy as a mutation operator: what share of the children it wrote from parents were invalid
+    and what share beat their best parent (summed over every search of a checkpoint)."""
+    rows = [(a, e["evolution"]["mutations"]) for a, e in results["tasks"].get("code", {}).items()
+            if "mutations" in e.get("evolution", {})]
+    if not rows:
+        return []
+    lines = ["Evolutionary search, the policy as mutation operator (children written from parents):", "",
+             "| algorithm | children | invalid | better than their best parent |", "|---|---|---|---|"]
+    for a, mu in rows:
+        n = max(1, mu["children"])
+        lines.append(f"| {a} | {mu['children']} | {mu['invalid'] / n:.2f} | {mu['improved'] / n:.3f} |")
+    return lines + [""]
 
 
 def training_table(results):

@@ -172,8 +172,13 @@ def evolve(model, tok, task, problem, m, cfg, budget=120, num_islands=4, childre
     gen = torch.Generator(device=device).manual_seed(seed)
     islands = [Island(capacity) for _ in range(num_islands)]
     evaluated, solved_at, history, iteration = 0, None, [], 0
+    # how good a mutation operator the policy is: of the children written from parents, how many are
+    # invalid (unparseable or contradicting an example) and how many beat their best parent
+    mutations = {"children": 0, "invalid": 0, "improved": 0}
     while evaluated < budget:
         parents = [island.pick_parents(rng) or None for island in islands]
+        best_parent = [max((score for score, text, _ in island.programs if text in (p or [])), default=None)
+                       for island, p in zip(islands, parents)]
         batch = sample_rollouts(model, tok, task, [problem] * num_islands, m, children // m, cfg, gen, device,
                                 parents=parents)
         for i, island in enumerate(islands):
@@ -182,6 +187,10 @@ def evolve(model, tok, task, problem, m, cfg, budget=120, num_islands=4, childre
                     break
                 reward = score_answers(task, problem, [answer], 1)[0]
                 evaluated += 1
+                if parents[i]:
+                    mutations["children"] += 1
+                    mutations["invalid"] += not task.valid(problem, answer)
+                    mutations["improved"] += float(reward.mean()) > best_parent[i]
                 island.add(answer, reward)
                 if solved_at is None and (reward >= 1.0).all():
                     solved_at = evaluated
@@ -196,7 +205,7 @@ def evolve(model, tok, task, problem, m, cfg, budget=120, num_islands=4, childre
         history.append((evaluated, best_score))
     best = max((island.best() for island in islands if island.best()), key=lambda p: p[0], default=None)
     return {"solved_at": solved_at, "history": history, "best": best[1] if best else None,
-            "best_score": best[0] if best else 0.0}
+            "best_score": best[0] if best else 0.0, "mutations": mutations}
 
 
 def solved_curve(results, budget):

@@ -1,8 +1,9 @@
-"""experiment.finished: which earlier runs the headline experiment may reuse instead of retraining."""
+"""experiment.py: which earlier runs the headline may reuse, and the tables it writes."""
 import os
 
 import yaml
 
+import experiment
 from experiment import finished
 from train import resolve_config
 
@@ -46,3 +47,11 @@ def test_training_table_reads_each_seed(tmp_path):
     row = training_table(results)[-1]
     assert row == "| persona | grpo | 0.25 / 0.75 -> 0.50 / 1.00 | 2.00 / 2.00 -> 1.00 / 1.00 | " \
                   "1.00 / 1.00 -> 1.00 / 1.00 | 0.50 / 0.50 -> 0.50 / 0.50 |"
+
+
+def test_mutation_table_gives_shares_of_the_children():
+    mu = {"children": 40, "invalid": 10, "improved": 2}
+    results = {"tasks": {"code": {"vpo": {"evolution": {"mutations": mu}}, "grpo": {}}}}
+    lines = experiment.mutation_table(results)
+    assert lines[-2] == "| vpo | 40 | 0.25 | 0.050 |" and not any("grpo" in line for line in lines)
+    assert experiment.mutation_table({"tasks": {"persona": {}}}) == []

@@ -118,3 +118,20 @@ def test_goal_conditioned_pools_carry_a_weighting_in_every_prompt(monkeypatch):
     fake.prompts.clear()
     sample_pools(None, tok, task, problems, 5, 1, cfg, seed=0)
     assert not any(" w" in p for p in fake.prompts)  # other methods' prompts carry none
+
+
+def test_evolve_counts_invalid_and_improving_children(monkeypatch):
+    import engine
+    task, tok = CodeTask(), Tokenizer()
+    problem = task.problems("heldout", 1, random.Random(0))[0]
+    truth = task.program_text(problem[:task.k])
+    worse = next(task.program_text(h) for h in task.hypotheses(problem) if task.program_text(h) != truth)
+    assert task.reward(problem, worse).mean() < 1.0
+    rounds = [Scripted(tok, [worse, worse, "Z!"]), Scripted(tok, [truth, "Z!", worse])]
+    calls = iter(rounds)
+    monkeypatch.setattr(engine, "generate", lambda *a, **k: next(calls)(*a, **k))
+    cfg = resolve_config(overrides=["task=code"])
+    result = evolve(None, tok, task, problem, 3, cfg, budget=12, num_islands=2, seed=0)
+    # round 1 has no parents; round 2's 2 islands x 3 children: 2 invalid, 2 beat their best parent
+    assert result["mutations"] == {"children": 6, "invalid": 2, "improved": 2}
+    assert result["solved_at"] == 7
