@@ -281,9 +281,13 @@ def rl_step(run):
     rewards = batch["rewards"]  # (P, G, m, D)
     scalar = rewards.mean(-1)  # (P, G, m): the fixed scalarisation of every answer
     adv = ADVANTAGES[cfg["algo"]][0](rewards, scalar, weights, cfg)  # (P, G)
-    if cfg["dynamic_sampling"] > 1:  # DAPO: keep P groups whose scores spread (flat ones only to fill up)
-        spread = (adv.abs().sum(1) > 0).tolist()
-        keep = sorted(([i for i, s in enumerate(spread) if s] + [i for i, s in enumerate(spread) if not s])[:P // run.world])
+    if cfg["dynamic_sampling"] > 1:  # DAPO: keep P groups whose scores spread (flat ones only to fill up),
+        # as many of them mutation groups as without it (else search's skill goes untrained: measured, every child invalid)
+        spread, mutation = (adv.abs().sum(1) > 0).tolist(), [p is not None for p in parents]
+        kept_mutating = round(cfg["mutation_share"] * (P // run.world))
+        ranked = lambda kind: [i for i in range(len(spread)) if mutation[i] == kind and spread[i]] + \
+            [i for i in range(len(spread)) if mutation[i] == kind and not spread[i]]
+        keep = sorted(ranked(False)[:P // run.world - kept_mutating] + ranked(True)[:kept_mutating])
         batch, rewards, scalar, weights, adv = select_groups(batch, keep, G), rewards[keep], scalar[keep], weights[keep], adv[keep]
     loss, stats, grad_norm = policy_update(run, batch, adv.reshape(-1).to(run.device))
     metrics = step_metrics(run, batch, rewards, scalar, weights, adv)

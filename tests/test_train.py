@@ -212,3 +212,25 @@ def test_dynamic_sampling_keeps_the_groups_whose_scores_spread(tmp_path, monkeyp
     spread = [p for p in batch["problems"] if "a" not in p]
     assert len(spread) == min(cfg["prompts_per_step"], len([p for p in drawn if "a" not in p]))
     assert batch["rewards"].shape[0] == cfg["prompts_per_step"] and batch["completion"].shape[0] == 2 * 4
+
+
+def test_dynamic_sampling_keeps_the_share_of_mutation_groups(tmp_path, monkeypatch):
+    import rollouts
+    import train as trainer
+    cfg = tiny(tmp_path, "dynamic_sampling=3", "algo=grpo", "task=code", "mutation_share=0.5")
+    task, tok = trainer.make_task("code"), trainer.Tokenizer()
+    torch.manual_seed(0)
+    model = trainer.build_model(cfg, tok, "cpu")
+    calls = []
+
+    def spread_everywhere(task, problem, answers, m, as_written=False):
+        calls.append(problem)
+        return np.random.default_rng(len(calls)).random((m, task.dim)).astype(np.float32)
+    monkeypatch.setattr(rollouts, "score_answers", spread_everywhere)
+    run = trainer.Run(cfg, task, tok, model, torch.optim.AdamW(model.parameters()), trainer.distributed.Scorer(model),
+                      rng=random.Random(1), generator=torch.Generator().manual_seed(0))
+    _, batch = trainer.rl_step(run)
+    G = cfg["group_size"]
+    prompts = [tok.decode(row[mask]) for row, mask in zip(batch["prompt"][::G], batch["prompt_mask"][::G])]
+    assert len(prompts) == cfg["prompts_per_step"]
+    assert sum(" from " in p for p in prompts) == round(0.5 * cfg["prompts_per_step"])  # parent-format prompts
