@@ -285,8 +285,7 @@ def rl_step(run):
         # as many of them mutation groups as without it (else search's skill goes untrained: measured, every child invalid)
         spread, mutation = (adv.abs().sum(1) > 0).tolist(), [p is not None for p in parents]
         kept_mutating = round(cfg["mutation_share"] * (P // run.world))
-        ranked = lambda kind: [i for i in range(len(spread)) if mutation[i] == kind and spread[i]] + \
-            [i for i in range(len(spread)) if mutation[i] == kind and not spread[i]]
+        ranked = lambda kind: sorted((i for i in range(len(spread)) if mutation[i] == kind), key=lambda i: not spread[i])
         keep = sorted(ranked(False)[:P // run.world - kept_mutating] + ranked(True)[:kept_mutating])
         batch, rewards, scalar, weights, adv = select_groups(batch, keep, G), rewards[keep], scalar[keep], weights[keep], adv[keep]
     loss, stats, grad_norm = policy_update(run, batch, adv.reshape(-1).to(run.device))
