@@ -112,11 +112,6 @@ def setup(cfg, device, checkpoint=None, seed=0):
     return model, tok, task
 
 
-def optimizer(model, cfg, device, lr):  # as train.train builds it
-    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg["weight_decay"], betas=(0.9, 0.99),
-                             fused=device == "cuda")
-
-
 def measure(model, tok, task, cfg, device, warmup, repeats, seed=0):
     """Sampling alone, then train.rl_step (which trains `model`)."""
     m = train.answers_per_rollout(cfg)
@@ -130,7 +125,7 @@ def measure(model, tok, task, cfg, device, warmup, repeats, seed=0):
     tokens = int(out["mask"].sum())
     r = {"sample_s": wall, "sample_cpu_s": cpu, "sample_tokens": tokens, "sample_tok_per_s": tokens / wall,
          "prompt_tokens": prompt.size(1), "completion_tokens": out["tokens"].size(1), "sample_walls": walls}
-    run = train.Run(cfg, task, tok, model, optimizer(model, cfg, device, cfg["lr"]), Scorer(model),
+    run = train.Run(cfg, task, tok, model, train.make_optimizer(model, cfg, device), Scorer(model),
                     rng=random.Random(seed), generator=torch.Generator(device=device).manual_seed(seed), device=device)
     steps = []
     wall, cpu, _, walls = timed(lambda: steps.append(train.rl_step(run)), device, warmup, repeats)
@@ -146,7 +141,7 @@ def measure(model, tok, task, cfg, device, warmup, repeats, seed=0):
 def measure_sft(model, tok, task, cfg, device, warmup, repeats, seed=0):
     """train.sft_step on a copy of the model; tokens/s over all steps (formats alternate per batch)."""
     model = copy.deepcopy(model).train()
-    opt, rng, counted = optimizer(model, cfg, device, cfg["sft_lr"]), random.Random(seed + 1000), []
+    opt, rng, counted = train.make_optimizer(model, cfg, device, sft=True), random.Random(seed + 1000), []
     wall, cpu, _, walls = timed(lambda: counted.append(train.sft_step(model, opt, task, tok, cfg, rng, device)[1]),
                                 device, warmup, repeats)
     return {"sft_s": wall, "sft_cpu_s": cpu, "sft_tok_per_s": sum(counted[warmup:]) / sum(walls)}

@@ -19,6 +19,7 @@ import hashlib
 import inspect
 import json
 import os
+import time
 
 import torch
 import yaml
@@ -27,8 +28,10 @@ from config import ConfigError
 from model import GPT, GPTConfig, Tokenizer
 from rollouts import rollout_prompt, rollout_text
 
-# keys a resumed run may change without changing its results
-RUN_ONLY_KEYS = ("resume", "overwrite", "quiet", "steps", "device", "threads", "peak_tflops", "out_dir")
+# keys that never change what a run computes: where it writes, how loudly, on what hardware
+RESULT_NEUTRAL_KEYS = ("resume", "overwrite", "quiet", "device", "threads", "peak_tflops", "out_dir", "warmstart_dir")
+# a resumed run may also train for more steps than it was started with
+RUN_ONLY_KEYS = RESULT_NEUTRAL_KEYS + ("steps",)
 
 
 def atomic_save(obj, path):
@@ -158,24 +161,52 @@ def resume_point(cfg, out_dir):
     return resume
 
 
-class RunFiles:
-    """The files a run writes into out_dir: log.txt; metrics.jsonl, only what the seed determines (the
-    same bytes on every rerun); timing.jsonl, the wall clock; samples.jsonl, rollouts to read; and
-    the checkpoints. Only rank 0 writes: on the other ranks every call writes nowhere. A resumed run
-    appends, after cutting metrics.jsonl back to where its checkpoint was taken."""
+def run_state(run, step):
+    """Everything a resumed run needs to continue as if it had never stopped (`run` is a train.Run)."""
+    return {"model": run.model.state_dict(), "model_config": vars(run.model.cfg), "config": run.cfg, "m": run.m,
+            "step": step, "optimizer": run.opt.state_dict(), "rng": run.rng.getstate(),
+            "generator": run.generator.get_state(), "torch_rng": torch.get_rng_state()}
 
-    def __init__(self, out_dir, lead, quiet, resume=None):
-        self.out_dir, self.lead, self.quiet, self.mode = out_dir, lead, quiet, "a" if resume else "w"
-        if lead and resume:
-            with open(os.path.join(out_dir, "metrics.jsonl"), "r+") as f:
-                f.truncate(resume["metrics_offset"])
+
+class RunFiles:
+    """A run's folder and the files in it: config.yaml; log.txt; metrics.jsonl, only what the seed
+    determines (the same bytes on every rerun); timing.jsonl, the wall clock; samples.jsonl, rollouts
+    to read; the checkpoints. Opening it prepares the folder (refusing to clobber a run) and, with
+    resume=true, finds the checkpoint to continue from. Only rank 0 writes: on the other ranks every
+    call writes nowhere. A resumed run appends, after cutting metrics.jsonl back to where its
+    checkpoint was taken."""
+
+    def __init__(self, cfg, lead=True):
+        self.cfg, self.lead, self.quiet = cfg, lead, cfg["quiet"]
+        self.out_dir = prepare_out_dir(cfg) if lead else run_dir(cfg)
+        self.resume = resume_point(cfg, self.out_dir) if cfg["resume"] else None
+        self.mode = "a" if self.resume else "w"
+        if lead:
+            write_config(cfg, self.out_dir)
+        if lead and self.resume:
+            with open(os.path.join(self.out_dir, "metrics.jsonl"), "r+") as f:
+                f.truncate(self.resume["metrics_offset"])
         self.files = {}
         self.log_file = self._open("log.txt")
+        self.t_start, self.first_step = time.time(), 1
 
     def _open(self, name):  # on first use: a run killed in its warm start leaves no metrics.jsonl
         if name not in self.files:
             self.files[name] = open(os.path.join(self.out_dir, name) if self.lead else os.devnull, self.mode)
         return self.files[name]
+
+    def restore(self, run):
+        """Load the resume checkpoint (if any) into `run` -> the first step still to train."""
+        if self.resume:
+            run.model.load_state_dict(self.resume["model"])
+            run.opt.load_state_dict(self.resume["optimizer"])
+            run.rng.setstate(self.resume["rng"])
+            run.generator.set_state(self.resume["generator"])
+            torch.set_rng_state(self.resume["torch_rng"])
+            self.log(f"resumed from step {self.resume['step']}")
+            self.first_step = self.resume["step"] + 1
+        self.t_start = time.time()  # the ETA counts from here
+        return self.first_step
 
     def log(self, msg):
         print(msg, file=self.log_file, flush=True)
@@ -186,6 +217,28 @@ class RunFiles:
         f = self._open(name)
         f.write(json.dumps(record) + "\n")
         f.flush()
+
+    def log_step(self, run, step, metrics, batch):
+        """One RL step's metrics (metrics.jsonl), timing (timing.jsonl), log line, and every 25 steps a
+        few rollouts with their reward vectors (samples.jsonl)."""
+        cfg = run.cfg
+        timing = {"step": step, "sample_s": metrics.pop("sample_s"), "step_s": metrics.pop("step_s")}
+        timing["tokens_per_s"] = metrics["tokens"] / timing["step_s"]
+        if cfg["peak_tflops"] > 0:  # ~2N FLOPs per sampled token, 6N per trained token (attention ignored)
+            flops = (2 + 6 * cfg["epochs_per_batch"]) * run.model.num_params() * metrics["tokens"]
+            timing["mfu"] = flops / timing["step_s"] / (cfg["peak_tflops"] * 1e12)
+        self.write("metrics.jsonl", {"kind": "train", "step": step, **metrics})
+        self.write("timing.jsonl", timing)
+        eta = (time.time() - self.t_start) / (step - self.first_step + 1) * (cfg["steps"] - step)
+        self.log(f"step {step}/{cfg['steps']} | reward {metrics['reward_scalar']:.3f} set {metrics['set_score']:.3f} "
+                 f"| adv std {metrics['adv_std']:.2f} zero-std {metrics['zero_std_groups']:.2f} "
+                 f"| ent {metrics['entropy']:.3f} distinct {metrics['distinct_first_answers']:.2f} "
+                 f"| clip {metrics['clip_frac']:.3f} kl {metrics['kl']:.4f} gnorm {metrics['grad_norm']:.2f} "
+                 f"| {timing['tokens_per_s']:.0f} tok/s" + (f" mfu {timing['mfu']:.1%}" if "mfu" in timing else "")
+                 + f" | ETA {eta:.0f}s")
+        if step % 25 == 0 or step == cfg["steps"]:
+            self.write("samples.jsonl", {"step": step, "prompt": rollout_prompt(run.task, batch["problems"][0], run.m),
+                                         "answers": batch["answers"][0][:4], "rewards": batch["rewards"][0, :4].tolist()})
 
     def save(self, name, state):
         """A checkpoint that remembers how much of metrics.jsonl it accounts for."""

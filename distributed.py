@@ -11,6 +11,7 @@ summed); rank 0 alone evaluates and writes files.
 Deliberately left out: tensor or pipeline parallelism, sharded optimizers (the models are tiny).
 """
 
+import contextlib
 import os
 
 import torch
@@ -49,6 +50,17 @@ def wrap(scorer, world):
 def barrier(world):
     if world > 1:
         torch.distributed.barrier()
+
+
+@contextlib.contextmanager
+def lead_first(rank, world):
+    """Rank 0 runs the block first (e.g. trains and caches the warm start); the others wait, then run
+    it (and load what rank 0 cached)."""
+    if rank:
+        barrier(world)
+    yield
+    if not rank:
+        barrier(world)
 
 
 def token_share(num_tokens, world, device):

@@ -113,3 +113,19 @@ def scalarized_best_at_k(rewards, weights, ks) -> list[float]:
         raise ValueError("rewards must hold at least one row")
     scores = r @ w.T  # (n, W): the pool's scores under each weighting
     return [float(np.mean([max_at_k(scores[:, j], k) for j in range(len(w))])) for k in ks]
+
+
+def paired_bootstrap_interval(a, b, num_resamples=2000, level=0.95, seed=0):
+    """a, b (seeds, problems): two methods' per-problem values on the same problems -> (mean of a - b,
+    low, high), resampling seeds and, within each, problems with replacement. (Provisional.)"""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.ndim != 2 or a.size == 0:
+        raise ValueError(f"a and b must be (seeds, problems) arrays of one shape, got {a.shape} and {b.shape}")
+    d = a - b
+    rng = np.random.default_rng(seed)
+    S, P = d.shape
+    seeds = rng.integers(0, S, size=(num_resamples, S))
+    problems = rng.integers(0, P, size=(num_resamples, S, P))
+    means = d[seeds[..., None], problems].mean(axis=(1, 2))
+    low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(d.mean()), float(low), float(high)

@@ -11,7 +11,6 @@ evolution.png      fraction of hard problems solved against candidates evaluated
 Deliberately left out: interactive plots, styling beyond what makes the comparison readable.
 """
 
-import json
 import os
 
 import matplotlib
@@ -24,18 +23,20 @@ COLORS = {"warm_start": "0.55", "grpo": "tab:red", "vpo": "tab:blue", "multi_rlv
           "random_weights": "tab:purple", "goal_conditioned": "tab:brown", "vpo_loo": "tab:cyan",
           "grpo_x3": "tab:pink", "max_at_k": "tab:green", "gdpo": "tab:olive", "maxrl": "darkgoldenrod",
           "dr_grpo": "salmon", "grpo_clip_higher": "firebrick", "grpo_entropy": "orchid", "dapo": "maroon"}
-SET_METHODS = ("vpo", "multi_rlvr", "vpo_loo")  # drawn solid; single-answer methods dashed
 
 
 def _save(fig, out_dir, name):
     fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, name), dpi=110)
+    path = os.path.join(out_dir, name)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
+    return path
 
 
-def _curve(ax, ks, values, spread, label):
+def _curve(ax, ks, values, spread, label, m=1):
+    """One method's curve: solid for set methods (m > 1) and the warm start, dashed for single-answer ones."""
     values, spread = np.array(values), np.array(spread)
-    style = "o-" if label in SET_METHODS or label == "warm_start" else "o--"
+    style = "o-" if m > 1 or label == "warm_start" else "o--"
     ax.plot(ks, values, style, color=COLORS.get(label), label=label, ms=3, lw=2 if label in ("grpo", "vpo") else 1.2)
     if spread.any():
         ax.fill_between(ks, values - spread / 2, values + spread / 2, color=COLORS.get(label), alpha=0.15)
@@ -48,43 +49,47 @@ def best_at_k(out_dir, results):
         for col, metric in enumerate(("best_at_k", "heldout_weight_best_at_k")):
             ax = axes[row][col]
             for a, e in per_algo.items():
-                _curve(ax, e["ks"], e[metric], e[metric + "_spread"], a)
+                if metric in e:
+                    _curve(ax, e["ks"], e[metric], e[metric + "_spread"], a, e["m"])
             ax.set_xscale("log", base=2)
             ax.set_xlabel("k (answers)")
             ax.set_title(f"{t}: " + ("best@k, fixed mean" if col == 0 else "best@k, held-out weightings w.r"))
             ax.grid(alpha=0.3)
         axes[row][0].legend(fontsize=7 if len(per_algo) < 8 else 6, ncol=1 if len(per_algo) < 8 else 2)
-    _save(fig, out_dir, "best_at_k.png")
+    return _save(fig, out_dir, "best_at_k.png")
 
 
 def pass_at_k(out_dir, results):
     if "code" not in results["tasks"]:
-        return
+        return None
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for a, e in results["tasks"]["code"].items():
-        _curve(ax, e["ks"], e["pass_at_k"], e["pass_at_k_spread"], a)
+        if "pass_at_k" in e:
+            _curve(ax, e["ks"], e["pass_at_k"], e["pass_at_k_spread"], a, e["m"])
     ax.set_xscale("log", base=2)
     ax.set_xlabel("k (answers)")
     ax.set_ylabel("pass@k")
     ax.set_title("code: pass@k (every hidden test passes)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    _save(fig, out_dir, "pass_at_k.png")
+    return _save(fig, out_dir, "pass_at_k.png")
 
 
 def reward_vectors(out_dir, results, samples, problems_shown=3):
-    """samples[(task, algo, seed)] = (rewards (P, n, D), answers)."""
+    """samples[(task, algo, seed)] = rewards (P, n, D) of a pool (only a run in this process has them)."""
     tasks = [t for t in results["tasks"] if any(k[0] == t for k in samples)]
+    if not tasks:
+        return None
     algos = [a for a in ("warm_start", "grpo", "vpo") if any(k[1] == a for k in samples)]
     fig, axes = plt.subplots(len(tasks), len(algos), figsize=(3.2 * len(algos), 3.4 * len(tasks)), squeeze=False)
     for row, t in enumerate(tasks):
         for col, a in enumerate(algos):
             ax = axes[row][col]
-            key = next((k for k in samples if k[0] == t and k[1] == a), None)
+            key = min((k for k in samples if k[0] == t and k[1] == a), default=None)  # the lowest seed
             if key is None:
                 ax.axis("off")
                 continue
-            rewards = samples[key][0][:problems_shown]  # (p, n, D)
+            rewards = samples[key][:problems_shown]  # (p, n, D)
             blocks = []
             for r in rewards:
                 order = np.lexsort(r.T[::-1])  # sort rows so that identical answers sit together
@@ -97,7 +102,7 @@ def reward_vectors(out_dir, results, samples, problems_shown=3):
             ax.set_yticks([])
         axes[row][0].set_ylabel(f"{problems_shown} problems x n answers")
     fig.suptitle("Reward vectors of sampled answers (rows) on held-out problems", fontsize=10)
-    _save(fig, out_dir, "reward_vectors.png")
+    return _save(fig, out_dir, "reward_vectors.png")
 
 
 def training(out_dir, results):
@@ -107,25 +112,25 @@ def training(out_dir, results):
     fig, axes = plt.subplots(len(tasks), len(panels), figsize=(4 * len(panels), 3 * len(tasks)), squeeze=False)
     for row, (t, per_algo) in enumerate(tasks.items()):
         for a, e in per_algo.items():
-            for path in e.get("training_metrics", [])[:1]:
-                lines = [json.loads(x) for x in open(path) if '"train"' in x]
-                steps = [r["step"] for r in lines]
+            for curve in [r["curve"] for r in e.get("training", []) if r.get("curve")][:1]:  # the first seed
+                steps = curve["step"]
                 for col, (metric, title) in enumerate(panels):
-                    values = np.array([r[metric] for r in lines])
+                    values = np.array(curve[metric])
                     window = max(1, len(values) // 20)
                     smooth = np.convolve(values, np.ones(window) / window, mode="valid")
                     axes[row][col].plot(steps[window - 1:], smooth, color=COLORS.get(a), label=a)
                     axes[row][col].set_title(f"{t}: {title}", fontsize=9)
                     axes[row][col].set_xlabel("RL step")
-        axes[row][0].legend(fontsize=8)
-    _save(fig, out_dir, "training.png")
+        if axes[row][0].get_legend_handles_labels()[0]:
+            axes[row][0].legend(fontsize=8)
+    return _save(fig, out_dir, "training.png")
 
 
 def evolution(out_dir, results):
     code = results["tasks"].get("code", {})
     entries = {a: e["evolution"] for a, e in code.items() if "evolution" in e}
     if not entries:
-        return
+        return None
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for a, ev in entries.items():
         curve = ev["solved_curve"]
@@ -135,12 +140,11 @@ def evolution(out_dir, results):
     ax.set_title("Evolutionary search on hard held-out code problems")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    _save(fig, out_dir, "evolution.png")
+    return _save(fig, out_dir, "evolution.png")
 
 
 def make_all(out_dir, results, samples):
-    best_at_k(out_dir, results)
-    pass_at_k(out_dir, results)
-    reward_vectors(out_dir, results, samples)
-    training(out_dir, results)
-    evolution(out_dir, results)
+    """Every figure the results allow -> the paths written."""
+    paths = [best_at_k(out_dir, results), pass_at_k(out_dir, results), reward_vectors(out_dir, results, samples),
+             training(out_dir, results), evolution(out_dir, results)]
+    return [p for p in paths if p]

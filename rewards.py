@@ -106,7 +106,9 @@ class PersonaTask:
         return np.sqrt(np.clip(share, 0.0, 1.0)).astype(np.float32)
 
     def scalarize(self, r):
-        return float(np.mean(r))
+        """Reward vectors (..., D), numpy or torch -> (...): the fixed scalarisation GRPO trains on and
+        best@k reports (the mean of the components). Every caller goes through here."""
+        return r.mean(-1)
 
     def answer_key(self, answer):
         return answer
@@ -207,7 +209,9 @@ class CodeTask:
         return np.array([float(o == self.target(problem, x)) for o, x in zip(outputs, tests)], dtype=np.float32)
 
     def scalarize(self, r):
-        return float(np.mean(r))
+        """Reward vectors (..., D), numpy or torch -> (...): the fixed scalarisation GRPO trains on and
+        best@k reports (the mean of the components). Every caller goes through here."""
+        return r.mean(-1)
 
     def valid(self, problem, answer):
         """A program that parses and (count family) reproduces the prompt's examples."""

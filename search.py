@@ -37,7 +37,32 @@ from metrics import (best_at_k_curve, distinct_count, pareto_fraction, pass_at_k
                      scalarized_best_at_k)
 from rewards import make_task
 from rollouts import sample_rollouts, score_answers
-from vpo import sample_weights
+from vpo import sample_weights, set_scores
+
+# Every evaluation and search setting, in one place: experiment.py reads this table and
+# `python train.py --set key=value` reaches every key.
+SETTINGS = dict(
+    pool_n=30,                 # answers in each held-out problem's pool (k counts answers, up to this)
+    pool_problems=40,          # held-out problems per task and seed (the same for every method)
+    heldout_weightings=64,     # random weightings no training run drew, for w-best@k
+    evo_problems=16,           # hard code problems searched per seed (no checkpoint's pool solves them)
+    evo_screen=200,            # extra held-out problems screened when the pools' problems hold too few
+    evo_budget=60,             # candidates evaluated per search
+    evo_islands=4,
+    evo_children=3,            # candidates per island per iteration
+    evo_capacity=8,            # programs an island keeps
+    evo_migrate_every=4,       # iterations between ring migrations
+    evo_seeds=1,               # searches per problem and checkpoint
+)
+
+
+def checked_setting(key, value):
+    """A --set value for SETTINGS: the default's type and a positive count (ValueError in one line)."""
+    default = SETTINGS[key]
+    if not isinstance(value, type(default)) or isinstance(value, bool) or value < (0 if key.startswith("evo_") else 1):
+        raise ValueError(f"setting '{key}' must be a {'non-negative' if key.startswith('evo_') else 'positive'} "
+                         f"{type(default).__name__}, got {value!r}")
+    return value
 
 
 def k_grid(n):
@@ -101,11 +126,15 @@ def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None):
         "nonzero_answers": float((rewards.sum(-1) > 0).mean()),
         "wasted": float(np.mean(wasted)) if wasted is not None else 0.0,
         "mean_scalar": float(scalar.mean()),
+        # per problem, at k = n: what paired comparisons between methods resample
+        "per_problem": {"best": scalar.max(1).round(4).tolist(), "pass": solved.any(1).astype(float).tolist(),
+                        "w_best": (rewards @ heldout_weights.T).max(1).mean(1).round(4).tolist()},
     }
     return out
 
 
-def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=64, device="cpu", m=None, task=None,
+def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=SETTINGS["heldout_weightings"], device="cpu",
+                        m=None, task=None,
                         as_written=True):
     """Load a checkpoint and measure its pools on `problems`. m defaults to what it was trained with,
     task to the one it was trained on (a shared warm start is scored on the task given)."""
@@ -118,7 +147,12 @@ def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=64, devic
     weights = sample_weights(1, num_heldout_weights, task.dim,
                              generator=torch.Generator().manual_seed(10_000 + seed))[0].numpy()
     result = pool_metrics(task, rewards, answers, k_grid(n), weights, wasted)
-    result.update(tokens_generated=tokens, entropy=entropy, m=m, checkpoint=path)
+    # the objective a set method trains for, under the held-out weightings: each rollout's best answer
+    sets = torch.from_numpy(rewards.reshape(len(problems), n // m, m, -1))
+    w = torch.from_numpy(weights).float()[None].expand(len(problems), -1, -1)
+    result.update(tokens_generated=tokens, entropy=entropy, m=m, checkpoint=path,
+                  set_score=float(set_scores(sets, w).mean()),
+                  valid=float(np.mean([[task.valid(p, a) for a in pool] for p, pool in zip(problems, answers)])))
     return result, rewards, answers
 
 

@@ -57,7 +57,8 @@ from rewards import make_task
 from rollouts import rollout_prompt, rollout_text, sample_rollouts, select_groups
 
 # ----------------------------------------------------------------------------------------------
-# Hyperparameters. A config file and --set key=value may change them, never add to them.
+# Hyperparameters: what every run uses unless its task file (configs/<task>.yaml) changes the key.
+# A config file and --set key=value may change them, never add to them.
 DEFAULTS = dict(
     # what to train
     task="persona",            # persona | persona_collinear | code
@@ -69,20 +70,20 @@ DEFAULTS = dict(
     block_size=192,            # longest prompt + completion, in tokens
     tokenizer="bytes",         # bytes (offline) or a tiktoken encoding name
     # warm start (supervised)
-    sft_steps=600,
+    sft_steps=300,
     sft_batch=64,
     sft_lr=3e-3,
-    sft_parent_fraction=0.3,   # code task: share of demonstrations whose prompt carries parents
+    sft_parent_fraction=0.15,  # code task: share of demonstrations whose prompt carries parents
     sft_single_first=0.3,      # share of the warm start spent on the plain 1-answer format first
     # RL
-    steps=150,
+    steps=250,
     prompts_per_step=8,        # P: prompt groups per step
     group_size=8,              # G: rollouts per prompt
     answers_per_rollout=3,     # m: answers in one rollout for set methods (vpo, multi_rlvr, vpo_loo)
     num_weights=100,           # N: weightings per group for VPO's score
     alpha=1.0,                 # Dirichlet concentration of the weightings
     weight_sampler="dirichlet",  # dirichlet | sobol
-    lr=3e-4,
+    lr=1e-3,
     weight_decay=0.0,
     clip=0.2,                  # PPO ratio clip
     kl_coef=0.0,               # k3 KL to the warm-start policy; 0 skips the reference forward
@@ -206,7 +207,7 @@ def warm_start(cfg, task, tok, device, log):
         log(f"warm start: loaded cached {path}")
         return model, path
     rng = random.Random(cfg["seed"] + 1000)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg["sft_lr"], weight_decay=0.0)
+    opt = make_optimizer(model, cfg, device, sft=True)
     model.train()
     t0, tokens = time.time(), 0
     for step in range(cfg["sft_steps"]):
@@ -279,7 +280,7 @@ def rl_step(run):
     t_sample = time.time() - t0
 
     rewards = batch["rewards"]  # (P, G, m, D)
-    scalar = rewards.mean(-1)  # (P, G, m): the fixed scalarisation of every answer
+    scalar = task.scalarize(rewards)  # (P, G, m): the fixed scalarisation of every answer
     adv = ADVANTAGES[cfg["algo"]][0](rewards, scalar, weights, cfg)  # (P, G)
     if cfg["dynamic_sampling"] > 1:  # DAPO: keep P groups whose scores spread (flat ones only to fill up),
         # as many of them mutation groups as without it (else search's skill goes untrained: measured, every child invalid)
@@ -368,7 +369,7 @@ def evaluate_heldout(run, seed=12345):
                             torch.Generator(device=run.device).manual_seed(seed), run.device)
     r = batch["rewards"]  # (P, 2, m, D)
     valid = r.sum(-1) > 0
-    scalar = r.mean(-1)
+    scalar = run.task.scalarize(r)
     return {"heldout_scalar": float(scalar[valid].mean()) if valid.any() else 0.0,
             "heldout_best_in_rollout": float(scalar.max(-1).values.mean()),
             "heldout_valid": float(valid.float().mean())}
@@ -377,100 +378,83 @@ def evaluate_heldout(run, seed=12345):
 # ----------------------------------------------------------------------------------------------
 # The training loop
 
-def train(cfg):
+def make_optimizer(model, cfg, device, sft=False):
+    """AdamW for the warm start (sft) or for RL; bench.py times exactly these."""
+    if sft:
+        return torch.optim.AdamW(model.parameters(), lr=cfg["sft_lr"], weight_decay=0.0)
+    return torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"],
+                             betas=(0.9, 0.99), fused=device.startswith("cuda"))  # fused: one kernel on GPUs
+
+
+def start_process(cfg):
+    """Device, torchrun rank and world, threads and seeds -> (device, rank, world)."""
     device = config.pick_device(cfg["device"])  # before any folder is made: a bad device writes nothing
     rank, world, device = distributed.init(device)
-    lead = rank == 0  # the only rank that writes files
     if device.startswith("cuda"):  # TF32 matmuls: ~free speed on Ampere and later, fine for RL
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     if cfg["prompts_per_step"] % world:
         raise ConfigError(f"prompts_per_step={cfg['prompts_per_step']} must be a multiple of the {world} ranks")
-    out_dir = checkpoint.prepare_out_dir(cfg) if lead else checkpoint.run_dir(cfg)
     if cfg["threads"]:
         torch.set_num_threads(cfg["threads"])
     random.seed(cfg["seed"])
     np.random.seed(cfg["seed"])
     torch.manual_seed(cfg["seed"])
-    resume = checkpoint.resume_point(cfg, out_dir) if cfg["resume"] else None
-    if lead:
-        checkpoint.write_config(cfg, out_dir)
-    files = checkpoint.RunFiles(out_dir, lead, cfg["quiet"], resume)
-    task, tok = make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"])
-    files.log(f"task {cfg['task']} (D={task.dim}), algo {cfg['algo']} (m={answers_per_rollout(cfg)}), "
-              f"device {device}, threads {torch.get_num_threads()}, out_dir {out_dir}")
-    if not lead:
-        distributed.barrier(world)  # rank 0 trains and caches the warm start; the others load it
-    model, warm_path = warm_start(cfg, task, tok, device, files.log)
-    if lead:
-        distributed.barrier(world)
+    return device, rank, world
+
+
+def make_run(cfg, task, tok, model, device, rank, world):
+    """The policy's optimizer, its scorer (DDP-wrapped under torchrun), the frozen reference for the
+    KL, and the two random streams, seeded from cfg["seed"]."""
     scorer = distributed.wrap(distributed.Scorer(model), world)
     if cfg["compile"]:
         scorer = torch.compile(scorer)
-    files.log(f"model: {model.num_params() / 1e6:.2f}M parameters")
     ref_model = copy.deepcopy(model).eval().requires_grad_(False) if cfg["kl_coef"] > 0 else None  # the warm start
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"],
-                            betas=(0.9, 0.99), fused=device.startswith("cuda"))  # fused: one kernel on GPUs
-    run = Run(cfg, task, tok, model, opt, scorer, ref_model, random.Random(cfg["seed"]),
-              torch.Generator(device=device).manual_seed(cfg["seed"]), device, rank, world)
-    first_step = 1
-    if resume:
-        model.load_state_dict(resume["model"])
-        opt.load_state_dict(resume["optimizer"])
-        run.rng.setstate(resume["rng"])
-        run.generator.set_state(resume["generator"])
-        torch.set_rng_state(resume["torch_rng"])
-        first_step = resume["step"] + 1
-        files.log(f"resumed from step {resume['step']}")
+    return Run(cfg, task, tok, model, make_optimizer(model, cfg, device), scorer, ref_model, random.Random(cfg["seed"]),
+               torch.Generator(device=device).manual_seed(cfg["seed"]), device, rank, world)
 
-    def state(step):  # everything a resumed run needs to continue as if it had never stopped
-        return {"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg, "m": run.m,
-                "step": step, "optimizer": opt.state_dict(), "rng": run.rng.getstate(),
-                "generator": run.generator.get_state(), "torch_rng": torch.get_rng_state()}
 
-    def evaluate(step):
-        if not lead:  # evaluation is rank 0's alone: no collective calls inside it
-            return {"heldout_scalar": float("nan")}
-        ev = evaluate_heldout(run)
-        files.write("metrics.jsonl", {"kind": "eval", "step": step, **ev})
-        files.log(f"eval @ {step}: held-out scalar {ev['heldout_scalar']:.3f}, best-in-rollout "
-                  f"{ev['heldout_best_in_rollout']:.3f}, valid {ev['heldout_valid']:.2f}")
-        return ev
+def evaluate(run, files, step):
+    """The held-out look of evaluate_heldout, written to metrics.jsonl and the log (rank 0 only: no
+    collective calls inside it)."""
+    if run.rank:
+        return {"heldout_scalar": float("nan")}
+    ev = evaluate_heldout(run)
+    files.write("metrics.jsonl", {"kind": "eval", "step": step, **ev})
+    files.log(f"eval @ {step}: held-out scalar {ev['heldout_scalar']:.3f}, best-in-rollout "
+              f"{ev['heldout_best_in_rollout']:.3f}, valid {ev['heldout_valid']:.2f}")
+    return ev
 
-    if not resume:
-        evaluate(0)
-    t_start = time.time()
-    for step in range(first_step, cfg["steps"] + 1):
+
+def train(cfg):
+    """Warm start, then cfg["steps"] RL steps -> the run's folder (checkpoint.RunFiles keeps the
+    folder, resuming and the logs)."""
+    device, rank, world = start_process(cfg)
+    files = checkpoint.RunFiles(cfg, lead=rank == 0)
+    task, tok = make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"])
+    files.log(f"task {cfg['task']} (D={task.dim}), algo {cfg['algo']} (m={answers_per_rollout(cfg)}), "
+              f"device {device}, threads {torch.get_num_threads()}, out_dir {files.out_dir}")
+    with distributed.lead_first(rank, world):  # rank 0 trains and caches the warm start; the others load it
+        model, warm_path = warm_start(cfg, task, tok, device, files.log)
+    files.log(f"model: {model.num_params() / 1e6:.2f}M parameters")
+    run = make_run(cfg, task, tok, model, device, rank, world)
+    if not files.resume:
+        evaluate(run, files, 0)
+    for step in range(files.restore(run), cfg["steps"] + 1):
         metrics, batch = rl_step(run)
-        timing = {"step": step, "sample_s": metrics.pop("sample_s"), "step_s": metrics.pop("step_s")}
-        timing["tokens_per_s"] = metrics["tokens"] / timing["step_s"]
-        if cfg["peak_tflops"] > 0:  # ~2N FLOPs per sampled token, 6N per trained token (attention ignored)
-            flops = (2 + 6 * cfg["epochs_per_batch"]) * model.num_params() * metrics["tokens"]
-            timing["mfu"] = flops / timing["step_s"] / (cfg["peak_tflops"] * 1e12)
-        files.write("metrics.jsonl", {"kind": "train", "step": step, **metrics})
-        files.write("timing.jsonl", timing)
-        eta = (time.time() - t_start) / (step - first_step + 1) * (cfg["steps"] - step)
-        files.log(f"step {step}/{cfg['steps']} | reward {metrics['reward_scalar']:.3f} set {metrics['set_score']:.3f} "
-                  f"| adv std {metrics['adv_std']:.2f} zero-std {metrics['zero_std_groups']:.2f} "
-                  f"| ent {metrics['entropy']:.3f} distinct {metrics['distinct_first_answers']:.2f} "
-                  f"| clip {metrics['clip_frac']:.3f} kl {metrics['kl']:.4f} gnorm {metrics['grad_norm']:.2f} "
-                  f"| {timing['tokens_per_s']:.0f} tok/s" + (f" mfu {timing['mfu']:.1%}" if "mfu" in timing else "")
-                  + f" | ETA {eta:.0f}s")
-        if step % 25 == 0 or step == cfg["steps"]:  # a few rollouts to read, with their reward vectors
-            files.write("samples.jsonl", {"step": step, "prompt": rollout_prompt(task, batch["problems"][0], run.m),
-                                          "answers": batch["answers"][0][:4], "rewards": batch["rewards"][0, :4].tolist()})
+        files.log_step(run, step, metrics, batch)
         if cfg["eval_every"] and step % cfg["eval_every"] == 0 and step != cfg["steps"]:
-            evaluate(step)
+            evaluate(run, files, step)
         if cfg["ckpt_every"] and step % cfg["ckpt_every"] == 0:
-            files.save("ckpt.pt", state(step))
-    last_eval = evaluate(cfg["steps"])
+            files.save("ckpt.pt", checkpoint.run_state(run, step))
+    last_eval = evaluate(run, files, cfg["steps"])
     if world > 1:
         files.log("ranks in sync: %s (parameter checksum %.6f)" % distributed.replicas_in_sync(model, world, device))
-    files.save("final.pt", {**state(cfg["steps"]), "warm_start": warm_path})
-    files.log(f"done in {time.time() - t_start:.0f}s: held-out scalar {last_eval['heldout_scalar']:.3f}")
+    files.save("final.pt", {**checkpoint.run_state(run, cfg["steps"]), "warm_start": warm_path})
+    files.log(f"done in {time.time() - files.t_start:.0f}s: held-out scalar {last_eval['heldout_scalar']:.3f}")
     files.close()
     distributed.finish(world)
-    return out_dir
+    return files.out_dir
 
 
 def main(argv=None):

@@ -1,11 +1,22 @@
-"""experiment.py: which earlier runs the headline may reuse, and the tables it writes."""
+"""experiment.py: where each setting of a headline run comes from, which earlier runs it reuses or
+resumes, and that Ctrl-C keeps what was done and the same command continues."""
+import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
+import pytest
 import yaml
 
 import experiment
-from experiment import finished
-from train import resolve_config
+import search
+import train
+from config import read_yaml
+from experiment import run_status
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _saved_run(folder, cfg, final=True):
@@ -16,42 +27,78 @@ def _saved_run(folder, cfg, final=True):
         open(os.path.join(folder, "final.pt"), "wb").close()
 
 
-def test_finished_reuses_only_identical_finished_runs(tmp_path):
+def test_run_status_reuses_only_identical_finished_runs(tmp_path):
     run = str(tmp_path / "run")
-    cfg = resolve_config(overrides=[f"out_dir={run}", f"warmstart_from={tmp_path}/a/warmstart-persona-abc.pt"])
-    assert not finished(cfg)  # nothing there yet
+    cfg = train.resolve_config(overrides=[f"out_dir={run}", f"warmstart_from={tmp_path}/a/warmstart-persona-abc.pt"])
+    assert run_status(cfg) == "empty"
     _saved_run(run, cfg, final=False)
-    assert not finished(cfg)  # unfinished: no final.pt
+    assert run_status(cfg) == "unfinished"  # the experiment resumes it
     _saved_run(run, cfg)
-    assert finished(cfg)
+    assert run_status(cfg) == "finished"
     # the same run copied elsewhere with its warm start (same cache key in the file name)
     moved = dict(cfg, warmstart_from=f"{tmp_path}/b/warmstart-persona-abc.pt", threads=2)
-    assert finished(moved)
-    assert not finished(dict(cfg, warmstart_from=f"{tmp_path}/a/warmstart-persona-xyz.pt"))
-    assert not finished(dict(cfg, lr=cfg["lr"] * 2))
+    assert run_status(moved) == "finished"
+    assert run_status(dict(cfg, warmstart_from=f"{tmp_path}/a/warmstart-persona-xyz.pt")) == "other"
+    assert run_status(dict(cfg, lr=cfg["lr"] * 2)) == "other"
 
 
-def test_training_table_reads_each_seed(tmp_path):
-    from experiment import training_table
-    import json
-    paths = []
-    for seed, (start, end) in enumerate([(0.25, 0.5), (0.75, 1.0)]):
-        path = tmp_path / f"metrics{seed}.jsonl"
-        rows = [{"kind": "eval", "step": 0, "heldout_scalar": start}]
-        rows += [{"kind": "train", "step": i, "entropy": 2.0 if i <= 10 else 1.0, "distinct_first_answers": 1.0,
-                  "set_score": 0.5} for i in range(1, 31)]
-        rows += [{"kind": "eval", "step": 30, "heldout_scalar": end}]
-        path.write_text("\n".join(json.dumps(r) for r in rows))
-        paths.append(str(path))
-    results = {"tasks": {"persona": {"warm_start": {}, "grpo": {"training_metrics": paths}}}}
-    row = training_table(results)[-1]
-    assert row == "| persona | grpo | 0.25 / 0.75 -> 0.50 / 1.00 | 2.00 / 2.00 -> 1.00 / 1.00 | " \
-                  "1.00 / 1.00 -> 1.00 / 1.00 | 0.50 / 0.50 -> 0.50 / 0.50 |"
+@pytest.mark.parametrize("task", experiment.TASKS)
+@pytest.mark.parametrize("method", ["grpo", "vpo", *experiment.VARIANTS])
+def test_a_headline_run_is_defaults_then_task_file_then_its_own_keys(tmp_path, task, method):
+    cfg = experiment.run_config(task, method, 3, str(tmp_path))
+    algo, variant = experiment.VARIANTS.get(method, (method, {}))
+    task_file = read_yaml(os.path.join(ROOT, "configs", f"{task}.yaml"))
+    if method == "grpo_x3":
+        variant = {"prompts_per_step": 3 * task_file.get("prompts_per_step", train.DEFAULTS["prompts_per_step"])}
+    expected = {**train.DEFAULTS, **task_file, **variant, "algo": algo, "seed": 3}
+    neutral = ("out_dir", "warmstart_dir", "quiet", "threads")  # where it writes, how loudly: not results
+    assert {k: v for k, v in cfg.items() if k not in neutral} == {k: v for k, v in expected.items() if k not in neutral}
+    assert cfg["out_dir"] == os.path.join(str(tmp_path), "runs", f"{task}-{method}-s3")
 
 
-def test_mutation_table_gives_shares_of_the_children():
-    mu = {"children": 40, "invalid": 10, "improved": 2}
-    results = {"tasks": {"code": {"vpo": {"evolution": {"mutations": mu}}, "grpo": {}}}}
-    lines = experiment.mutation_table(results)
-    assert lines[-2] == "| vpo | 40 | 0.25 | 0.050 |" and not any("grpo" in line for line in lines)
-    assert experiment.mutation_table({"tasks": {"persona": {}}}) == []
+def test_editing_a_default_no_task_file_sets_changes_the_headline(tmp_path, monkeypatch):
+    untouched = [k for k in train.DEFAULTS if not any(k in read_yaml(os.path.join(ROOT, "configs", f"{t}.yaml"))
+                                                        for t in experiment.TASKS)]
+    assert "clip" in untouched
+    monkeypatch.setitem(train.DEFAULTS, "clip", 0.3)
+    assert all(experiment.run_config(t, "vpo", 0, str(tmp_path))["clip"] == 0.3 for t in experiment.TASKS)
+
+
+def test_set_reaches_search_settings_and_refuses_unknown_keys(capsys):
+    with pytest.raises(SystemExit) as e:
+        experiment.main(["--set", "pool_n=-3"])
+    assert e.value.code == 2 and "pool_n" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        experiment.main(["--set", "evo_budgett=5"])
+    assert e.value.code == 2 and "unknown config key 'evo_budgett'" in capsys.readouterr().err
+    assert "evo_budget" in search.SETTINGS
+
+
+def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
+    out = tmp_path / "exp"
+    command = [sys.executable, os.path.join(ROOT, "experiment.py"), "--quick", "--tasks", "persona", "--algos", "grpo",
+               "--set", f"out_dir={out}", "steps=30", "ckpt_every=2", "eval_every=0"]
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
+    ckpt = out / "runs" / "persona-grpo-s0" / "ckpt.pt"
+    deadline = time.time() + 240
+    while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert ckpt.exists(), "the run never reached its first checkpoint"
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+    output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 130 and "Traceback" not in output, output
+    assert "interrupted: kept 0 finished run(s), 1 unfinished run(s)" in output.splitlines()[-1]
+    assert not (out / "runs" / "persona-grpo-s0" / "final.pt").exists()
+
+    again = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "resuming unfinished run" in again.stdout
+    log = (out / "runs" / "persona-grpo-s0" / "log.txt").read_text()
+    assert "resumed from step" in log
+    steps = [json.loads(line)["step"] for line in open(out / "runs" / "persona-grpo-s0" / "metrics.jsonl")
+             if '"train"' in line]
+    assert steps == list(range(1, 31))  # every step exactly once: nothing lost, nothing trained twice
+
+    third = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert third.returncode == 0 and "reusing finished run" in third.stdout and "trained" not in third.stdout

@@ -1,0 +1,313 @@
+"""
+The experiment's report: one table per task, the paper's claims with this run's verdicts, and the
+figures, all computed from result files alone.
+
+    python experiment.py --report out/headline                 # reprint and rewrite one experiment
+    python experiment.py --report out/seed0 out/seed1 out/seed2 --out out/merged   # merge seeds
+
+experiment.py writes one small JSON file per task, method and seed (results/<task>-<method>-s<seed>.json:
+its pool metrics with per-problem values, a summary of its training, its search), so that seeds
+can run in different sessions and be merged here. Every number in summary.md comes from those files.
+
+Differences between methods come with a 95% interval from a paired bootstrap over problems and
+seeds (metrics.paired_bootstrap_interval): the same held-out problems for every method of a seed.
+A claim is "yes" only when the interval excludes zero in its favour, "no" when it excludes zero
+against it, and "within noise" otherwise.
+
+Deliberately left out: significance tests beyond the bootstrap, multiple-comparison corrections.
+"""
+
+import glob
+import json
+import os
+
+import numpy as np
+
+import plots
+from metrics import paired_bootstrap_interval
+
+CURVES = ("best_at_k", "heldout_weight_best_at_k", "pass_at_k")
+SCALARS = ("diversity", "distinct_answers", "pareto_fraction", "entropy", "wasted", "nonzero_answers",
+           "tokens_generated", "mean_scalar", "set_score", "valid")
+
+
+def record_path(out_dir, task, method, seed):
+    return os.path.join(out_dir, "results", f"{task}-{method}-s{seed}.json")
+
+
+def load_records(dirs):
+    """Every result file under dir/results/ of each dir -> list of records (later dirs win on a clash)."""
+    found = {}
+    for d in dirs:
+        for path in sorted(glob.glob(os.path.join(d, "results", "*.json"))):
+            with open(path) as f:
+                record = json.load(f)
+            found[(record["task"], record["method"], record["seed"])] = record
+    return list(found.values())
+
+
+def merge(records):
+    """Records -> results: tasks -> method -> entry with the mean over seeds, the spread (max - min),
+    the per-seed values, and the per-problem values the intervals need."""
+    results = {"seeds": sorted({r["seed"] for r in records}), "tasks": {},
+               "commits": sorted({r.get("commit", "unknown") for r in records})}
+    order = {"warm_start": 0}
+    for r in sorted(records, key=lambda r: (r["task"], order.get(r["method"], 1), r["seed"])):
+        results["tasks"].setdefault(r["task"], {}).setdefault(r["method"], []).append(r)
+    for task, per_method in results["tasks"].items():
+        for method, rows in per_method.items():
+            pooled = [r for r in rows if "pools" in r]
+            entry = {"seeds": [r["seed"] for r in pooled], "m": rows[0]["m"]}
+            if pooled:
+                pools = [r["pools"] for r in pooled]
+                entry["ks"] = pools[0]["ks"]
+                for metric in CURVES:
+                    values = np.array([p[metric] for p in pools])
+                    entry[metric] = values.mean(0).round(4).tolist()
+                    entry[metric + "_spread"] = (values.max(0) - values.min(0)).round(4).tolist()
+                    entry[metric + "_per_seed"] = values.round(4).tolist()
+                for metric in SCALARS:
+                    values = np.array([p.get(metric, np.nan) for p in pools], dtype=float)
+                    entry[metric] = round(float(values.mean()), 4)
+                    entry[metric + "_spread"] = round(float(values.max() - values.min()), 4)
+                entry["per_problem"] = {s: p["per_problem"] for s, p in zip(entry["seeds"], pools)}
+                if all("gap_closed" in p for p in pools):
+                    entry["gap_closed"] = {k: round(float(np.mean([p["gap_closed"][k] for p in pools])), 3)
+                                           for k in pools[0]["gap_closed"]}
+            searches = [r["search"] for r in rows if "search" in r]
+            if searches:
+                entry["evolution"] = merge_searches(searches)
+            entry["training"] = [r["training"] for r in rows if "training" in r]
+            per_method[method] = entry
+    return results
+
+
+def merge_searches(searches):
+    out = {"searches": sum(s["searches"] for s in searches), "solved": sum(s["solved"] for s in searches),
+           "budget": searches[0]["budget"], "solved_per_seed": [s["solved"] for s in searches],
+           "solved_problems": [p for s in searches for p in s["solved_problems"]]}
+    for key in ("sampling_solved",):
+        if all(key in s for s in searches):
+            out[key] = sum(s[key] for s in searches)
+    weights = np.array([s["searches"] for s in searches], dtype=float)
+    out["solved_curve"] = (np.array([s["solved_curve"] for s in searches]).T @ weights / weights.sum()).tolist()
+    if all("mutations" in s for s in searches):
+        out["mutations"] = {c: sum(s["mutations"][c] for s in searches) for c in ("children", "invalid", "improved")}
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Differences between two methods, with their interval
+
+def paired(results, task, a, b, key):
+    """(mean difference a - b, low, high) of a per-problem value (key, e.g. "best", "pass") at the
+    largest k, paired on the seeds both have; None when either method is missing."""
+    per_method = results["tasks"].get(task, {})
+    if a not in per_method or b not in per_method or "per_problem" not in per_method[a] \
+            or "per_problem" not in per_method[b]:
+        return None
+    pa, pb = per_method[a]["per_problem"], per_method[b]["per_problem"]
+    seeds = [s for s in pa if s in pb]
+    if not seeds:
+        return None
+    return paired_bootstrap_interval(np.array([pa[s][key] for s in seeds]), np.array([pb[s][key] for s in seeds]))
+
+
+def verdict(interval, higher_is_claimed=True):
+    if interval is None:
+        return "not measured"
+    _, low, high = interval
+    if (low > 0) if higher_is_claimed else (high < 0):
+        return "yes"
+    if (high < 0) if higher_is_claimed else (low > 0):
+        return "no"
+    return "within noise"
+
+
+def fmt_interval(interval):
+    mean, low, high = interval
+    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+def claims(results):
+    """The paper's claims one by one, with this run's verdict and the numbers behind it."""
+    lines, tasks = [], results["tasks"]
+
+    def at_k(task, method, metric, i=-1):
+        e = tasks.get(task, {}).get(method)
+        return e[metric][i] if e and metric in e else None
+
+    out = []
+    for task, key, metric, what in (("code", "best", "best_at_k", "code best@k"),
+                                    ("persona", "w_best", "heldout_weight_best_at_k", "persona w-best@k")):
+        if "vpo" not in tasks.get(task, {}):
+            continue
+        k = tasks[task]["vpo"]["ks"][-1]
+        parts = []
+        for other in ("grpo", "grpo_x3", "warm_start"):
+            iv = paired(results, task, "vpo", other, key)
+            if iv:
+                parts.append(f"vs {other} {fmt_interval(iv)} ({verdict(iv)})")
+        grows = None
+        if "grpo" in tasks[task]:
+            d1 = at_k(task, "vpo", metric, 0) - at_k(task, "grpo", metric, 0)
+            dk = at_k(task, "vpo", metric) - at_k(task, "grpo", metric)
+            grows = f"VPO - GRPO {d1:+.3f} at k = 1, {dk:+.3f} at k = {k}"
+        out.append(f"{what} at k = {k}: " + "; ".join(parts) + (f"; {grows}" if grows else ""))
+    lines.append(("1. VPO's best@k beats GRPO's (also compute-matched) and the warm start's at large k, "
+                  "by more as k grows.", out))
+
+    out = []
+    for task in tasks:
+        if {"vpo", "grpo"} <= tasks[task].keys():
+            g, v = tasks[task]["grpo"]["diversity"], tasks[task]["vpo"]["diversity"]
+            w = tasks[task].get("warm_start", {}).get("diversity")
+            ratio = v / g if g > 0 else float("inf")
+            out.append(f"{task}: VPO {v:.3f} vs GRPO {g:.3f} ({ratio:.2f}x)" + (f", warm start {w:.3f}" if w else "")
+                       + f": {'yes' if ratio > 1 else 'no'}")
+    lines.append(("2. GRPO's reward-space diversity collapses relative to VPO's.", out))
+
+    out = []
+    if {"vpo", "grpo"} <= tasks.get("code", {}).keys():
+        p1 = (at_k("code", "grpo", "pass_at_k", 0), at_k("code", "vpo", "pass_at_k", 0))
+        iv = paired(results, "code", "vpo", "grpo", "pass")
+        out.append(f"pass@1 GRPO {p1[0]:.3f} vs VPO {p1[1]:.3f}; pass@{tasks['code']['vpo']['ks'][-1]} "
+                   f"VPO - GRPO {fmt_interval(iv)}: {verdict(iv)}" if iv else "not measured")
+    lines.append(("3. On code GRPO may lead pass@1 and VPO overtakes as k grows.", out))
+
+    out = []
+    code = tasks.get("code", {})
+    searched = {m: e["evolution"] for m, e in code.items() if "evolution" in e}
+    if searched:
+        out.append(", ".join(f"{m} {e['solved']}/{e['searches']}" +
+                             (f" (sampling at the same budget {e['sampling_solved']})" if "sampling_solved" in e else "")
+                             for m, e in searched.items()))
+        if {"vpo", "grpo"} <= searched.keys():
+            v, g = searched["vpo"]["solved"], searched["grpo"]["solved"]
+            only_v = set(searched["vpo"]["solved_problems"]) - set(searched["grpo"]["solved_problems"])
+            only_g = set(searched["grpo"]["solved_problems"]) - set(searched["vpo"]["solved_problems"])
+            out.append(f"solved only by VPO-driven search {len(only_v)}, only by GRPO-driven {len(only_g)}: "
+                       f"{'yes' if v > g else 'no'}")
+    lines.append(("4. VPO-driven evolutionary search solves more than GRPO-driven search.", out))
+
+    out = []
+    if "vpo" in tasks.get("persona_collinear", {}):
+        for other in ("grpo", "grpo_x3"):
+            iv = paired(results, "persona_collinear", "vpo", other, "w_best")
+            if iv:
+                gain = "yes (no gain)" if iv[1] < 0.01 else "no (VPO gains)"
+                out.append(f"w-best@k VPO - {other} {fmt_interval(iv)}: {gain}")
+    lines.append(("5. No meaningful VPO gain on the collinear control.", out))
+
+    out = []
+    for task, per_method in tasks.items():
+        for method, e in per_method.items():
+            if "gap_closed" in e:
+                out.append(f"{task} {method}: " + ", ".join(f"{k} {v:.2f}" for k, v in e["gap_closed"].items()))
+    if out:
+        lines.append(("0. RL learns: share of the gap from the warm start to the optimum closed on held-out problems.",
+                      out))
+    return [f"**{claim}**\n" + "\n".join(f"   - {line}" for line in (evidence or ["not measured in this run"]))
+            for claim, evidence in lines]
+
+
+# ----------------------------------------------------------------------------------------------
+# Tables
+
+def summary_markdown(results):
+    lines = [f"Seeds {results['seeds']}, commit(s) {', '.join(results['commits'])}"
+             + (f", wall time {results['wall_s']:.0f} s" if results.get("wall_s") else "")
+             + ". Held-out problems; k counts answers.", ""]
+    multi = len(results["seeds"]) > 1
+    for t, per_method in results["tasks"].items():
+        pooled = {m: e for m, e in per_method.items() if "ks" in e}
+        if not pooled:
+            continue
+        ks = next(iter(pooled.values()))["ks"]
+        show = [i for i, k in enumerate(ks) if k in (1, ks[len(ks) // 2], ks[-1])]
+        lines.append(f"### {t}")
+        head = ["method"] + [f"best@{ks[i]}" for i in show] + [f"w-best@{ks[i]}" for i in show]
+        if t == "code":
+            head += [f"pass@{ks[i]}" for i in show] + ["evo solved"]
+        head += ["diversity", "distinct", "wasted"]
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for a, e in pooled.items():
+            def fmt(metric, i):
+                return f"{e[metric][i]:.3f}" + (f" ±{e[metric + '_spread'][i] / 2:.3f}" if multi else "")
+            row = [a] + [fmt("best_at_k", i) for i in show] + [fmt("heldout_weight_best_at_k", i) for i in show]
+            if t == "code":
+                row += [fmt("pass_at_k", i) for i in show]
+                ev = e.get("evolution")
+                per_seed = f" ({' '.join(map(str, ev['solved_per_seed']))})" if ev and multi else ""
+                row.append(f"{ev['solved']}/{ev['searches']}{per_seed}" if ev else "-")
+            row += [f"{e['diversity']:.3f}", f"{e['distinct_answers']:.1f}", f"{e['wasted']:.2f}"]
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    lines.append("best@k: fixed scalarisation (mean of components); w-best@k: averaged over held-out random "
+                 "weightings; ± is half the spread (max - min) over seeds; diversity: mean pairwise L1 between "
+                 "the pool's reward vectors, every answer scored as written; distinct: distinct answers in a "
+                 "pool; wasted: share of a pool's answers that repeat an earlier answer of their own rollout or "
+                 "are invalid; evo solved: searches that found a program passing every test within the budget, "
+                 "on problems no checkpoint's pool solved (per seed in brackets).")
+    lines += ["", "## The paper's claims, this run's verdicts", ""] + claims(results) + [""]
+    return "\n".join(lines + mutation_table(results) + training_table(results)) + "\n"
+
+
+def mutation_table(results):
+    """The policy as a mutation operator: what share of the children it wrote from parents were invalid
+    and what share beat their best parent (summed over every search of a checkpoint)."""
+    rows = [(a, e["evolution"]["mutations"]) for a, e in results["tasks"].get("code", {}).items()
+            if "mutations" in e.get("evolution", {})]
+    if not rows:
+        return []
+    lines = ["Evolutionary search, the policy as mutation operator (children written from parents):", "",
+             "| method | children | invalid | better than their best parent |", "|---|---|---|---|"]
+    for a, mu in rows:
+        n = max(1, mu["children"])
+        lines.append(f"| {a} | {mu['children']} | {mu['invalid'] / n:.2f} | {mu['improved'] / n:.3f} |")
+    return lines + [""]
+
+
+def training_summary(rows):
+    """A run's metrics.jsonl rows -> what the tables and figures need: held-out evaluations, the first
+    and last 10 steps' means, and a curve of at most ~100 points."""
+    evals = [r for r in rows if r["kind"] == "eval"]
+    steps = [r for r in rows if r["kind"] == "train"]
+    keys = ("reward_scalar", "set_score", "entropy", "distinct_first_answers", "valid_answers")
+    every = max(1, len(steps) // 100)
+    return {"heldout_scalar": [evals[0]["heldout_scalar"], evals[-1]["heldout_scalar"]] if evals else [],
+            "first10": {k: float(np.mean([r[k] for r in steps[:10]])) for k in keys if steps and k in steps[0]},
+            "last10": {k: float(np.mean([r[k] for r in steps[-10:]])) for k in keys if steps and k in steps[0]},
+            "curve": {k: [round(r[k], 4) for r in steps[::every]] for k in ("step",) + keys if steps and k in steps[0]}}
+
+
+def training_table(results):
+    """Per-seed training dynamics (seeds separated by ' / ')."""
+    lines = ["Training, per seed: held-out scalar = mean fixed reward of valid answers on the held-out "
+             "problems of train.evaluate_heldout (warm start -> end); entropy, distinct first answers per "
+             "group and set score averaged over the first and last 10 RL steps.", "",
+             "| task | method | held-out scalar | token entropy | distinct first answers | set score |",
+             "|---|---|---|---|---|---|"]
+    for t, per_method in results["tasks"].items():
+        for a, e in per_method.items():
+            runs = [r for r in e.get("training", []) if r.get("first10")]
+            if not runs:
+                continue
+            cells = [" / ".join(f"{r['heldout_scalar'][0]:.2f}" for r in runs) + " -> " +
+                     " / ".join(f"{r['heldout_scalar'][1]:.2f}" for r in runs)]
+            for k in ("entropy", "distinct_first_answers", "set_score"):
+                cells.append(" / ".join(f"{r['first10'][k]:.2f}" for r in runs) + " -> " +
+                             " / ".join(f"{r['last10'][k]:.2f}" for r in runs))
+            lines.append(f"| {t} | {a} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def write_report(out_dir, results, samples=None):
+    """results.json, summary.md and the figures into out_dir -> the paths written."""
+    os.makedirs(out_dir, exist_ok=True)
+    paths = [os.path.join(out_dir, "results.json"), os.path.join(out_dir, "summary.md")]
+    with open(paths[0], "w") as f:
+        json.dump(results, f, indent=1)
+    with open(paths[1], "w") as f:
+        f.write(summary_markdown(results))
+    return paths + plots.make_all(out_dir, results, samples or {})

@@ -1,0 +1,78 @@
+"""report.py: result files merged over seeds, the tables, and the claims' verdicts from intervals."""
+import json
+import os
+
+import pytest
+
+import experiment
+import report
+
+
+def _record(task, method, seed, best, passed=None, diversity=1.0, m=1):
+    """A result file's record with per-problem values `best` (and `passed`) at the largest k."""
+    passed = passed if passed is not None else [0.0] * len(best)
+    curve = [sum(best) / len(best)] * 2
+    pools = {"ks": [1, 2], "best_at_k": curve, "heldout_weight_best_at_k": curve, "pass_at_k": [0.0, 0.0],
+             "diversity": diversity, "distinct_answers": 2.0, "wasted": 0.0,
+             "per_problem": {"best": best, "w_best": best, "pass": passed}}
+    return {"task": task, "method": method, "seed": seed, "m": m, "pools": pools}
+
+
+def test_merge_averages_seeds_and_keeps_each_seed():
+    records = [_record("persona", "vpo", 0, [0.4, 0.6]), _record("persona", "vpo", 1, [0.6, 0.8])]
+    entry = report.merge(records)["tasks"]["persona"]["vpo"]
+    assert entry["best_at_k"] == [0.6, 0.6] and entry["best_at_k_spread"] == [0.2, 0.2]
+    assert entry["best_at_k_per_seed"] == [[0.5, 0.5], [0.7, 0.7]] and entry["seeds"] == [0, 1]
+    assert entry["per_problem"][1]["best"] == [0.6, 0.8]
+
+
+def test_claim_verdicts_follow_the_interval():
+    seeds = range(3)
+    better = [_record("persona", "vpo", s, [0.7, 0.8, 0.9, 0.7]) for s in seeds] + \
+        [_record("persona", "grpo", s, [0.5, 0.6, 0.6, 0.5]) for s in seeds]
+    text = "\n".join(report.claims(report.merge(better)))
+    assert "vs grpo +0.225 [+0.200, +0.250] (yes)" in text
+    same = [_record("persona", a, s, [0.5, 0.7, 0.6, 0.2]) for a in ("vpo", "grpo") for s in seeds]
+    assert "vs grpo +0.000 [+0.000, +0.000] (within noise)" in "\n".join(report.claims(report.merge(same)))
+    worse = [_record("persona", "vpo", s, [0.1, 0.2, 0.1, 0.2]) for s in seeds] + \
+        [_record("persona", "grpo", s, [0.5, 0.6, 0.6, 0.5]) for s in seeds]
+    assert "(no)" in "\n".join(report.claims(report.merge(worse)))
+
+
+def test_report_merges_seeds_run_in_different_folders(tmp_path, capsys):
+    for seed in (0, 1):
+        for method, best in (("vpo", [0.9, 0.8]), ("grpo", [0.5, 0.4])):
+            experiment.update_record(str(tmp_path / f"s{seed}"), "persona", method, seed,
+                                     **{k: v for k, v in _record("persona", method, seed, best).items()
+                                        if k not in ("task", "method", "seed")})
+    experiment.main(["--report", str(tmp_path / "s0"), str(tmp_path / "s1"), "--out", str(tmp_path / "all")])
+    results = json.load(open(tmp_path / "all" / "results.json"))
+    assert results["seeds"] == [0, 1] and results["tasks"]["persona"]["vpo"]["best_at_k"] == [0.85, 0.85]
+    assert os.path.exists(tmp_path / "all" / "summary.md") and os.path.exists(tmp_path / "all" / "best_at_k.png")
+    assert "Seeds [0, 1]" in capsys.readouterr().out
+
+
+def test_report_without_result_files_is_a_one_line_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        experiment.main(["--report", str(tmp_path)])
+    assert e.value.code == 2 and "no result files" in capsys.readouterr().err
+
+
+def test_training_table_reads_each_seed():
+    rows = lambda start, end: [{"kind": "eval", "step": 0, "heldout_scalar": start}] + \
+        [{"kind": "train", "step": i, "entropy": 2.0 if i <= 10 else 1.0, "distinct_first_answers": 1.0,
+          "set_score": 0.5, "reward_scalar": 0.1, "valid_answers": 1.0} for i in range(1, 31)] + \
+        [{"kind": "eval", "step": 30, "heldout_scalar": end}]
+    runs = [report.training_summary(rows(0.25, 0.5)), report.training_summary(rows(0.75, 1.0))]
+    results = {"tasks": {"persona": {"warm_start": {}, "grpo": {"training": runs}}}}
+    assert report.training_table(results)[-1] == \
+        "| persona | grpo | 0.25 / 0.75 -> 0.50 / 1.00 | 2.00 / 2.00 -> 1.00 / 1.00 | " \
+        "1.00 / 1.00 -> 1.00 / 1.00 | 0.50 / 0.50 -> 0.50 / 0.50 |"
+
+
+def test_mutation_table_gives_shares_of_the_children():
+    mu = {"children": 40, "invalid": 10, "improved": 2}
+    results = {"tasks": {"code": {"vpo": {"evolution": {"mutations": mu}}, "grpo": {}}}}
+    lines = report.mutation_table(results)
+    assert lines[-2] == "| vpo | 40 | 0.25 | 0.050 |" and not any("grpo" in line for line in lines)
+    assert report.mutation_table({"tasks": {"persona": {}}}) == []
