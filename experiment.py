@@ -275,6 +275,23 @@ def _steps_logged(run_dir):
         return 0
 
 
+def expected_minutes(progress, configs, first, tasks, seeds, methods, settings):
+    """The whole experiment's expected wall time from EXPECTED_S: what is not on disk yet, over the workers."""
+    total = sum(progress.expected("warm", (t, s)) for t in tasks for s in seeds
+                if SHARED_WARMSTART.get(t) not in tasks and not os.path.exists(warmstart_path(first[(t, s)])))
+    for key, cfg in configs.items():
+        status = run_status(cfg)
+        done = 1.0 if status == "finished" else _steps_logged(cfg["out_dir"]) / max(1, cfg["steps"]) \
+            if status == "unfinished" else 0.0
+        total += (1 - done) * progress.expected("train", key, cfg)
+    checkpoints = len(tasks) * len(seeds) * (len(methods) + 1)
+    total += checkpoints * progress.expected("pools", ("code",))
+    if "code" in tasks and settings["evo_problems"]:
+        total += len(seeds) * (len(methods) + 1) * (progress.expected("screen", ("code",)) +
+                                                   progress.expected("search", ("code",)))
+    return total / progress.workers / 60
+
+
 # ----------------------------------------------------------------------------------------------
 # The experiment
 
@@ -289,6 +306,9 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
     methods = list(algos or ALGOS) + (ABLATIONS if ablations else [])
     configs = {(t, a, s): run_config(t, a, s, out_dir, quick, overrides) for t in tasks for a in methods for s in seeds}
     first = {(t, s): configs[(t, methods[0], s)] for t in tasks for s in seeds}  # a task's settings
+    for (t, a, s), cfg in configs.items():  # every run names its warm start (its file name is the hash of what
+        # shaped it), so a run trained from another warm start is never taken for this one
+        cfg["warmstart_from"] = warmstart_path(first[(SHARED_WARMSTART[t] if SHARED_WARMSTART.get(t) in tasks else t, s)])
     for cfg in configs.values():  # refuse before anything runs, not after an hour
         if run_status(cfg) == "other" and not cfg["overwrite"]:
             raise ConfigError(f"{cfg['out_dir']} holds a run with other settings; choose another out_dir "
@@ -303,7 +323,9 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
                  f"pools of {settings['pool_n']} answers on {settings['pool_problems']} held-out problems each"
                  + (f", then evolutionary search (budget {settings['evo_budget']}) on up to {settings['evo_problems']} "
                     f"hard code problems per seed and checkpoint" if code_search else "") + ".")
-    progress.say(f"writing to {out_dir}/ (runs/, results/, summary.md, figures) with {workers} worker processes")
+    progress.say(f"writing to {out_dir}/ (runs/, results/, summary.md, figures) with {workers} worker processes; "
+                 f"expected time about {expected_minutes(progress, configs, first, tasks, seeds, methods, settings):.1f} "
+                 f"min (measured on a 2-core VM; the progress lines below correct it for this machine)")
 
     ready, running = [], {}
     order = {"warm": 0, "train": 1, "pools": 2, "screen": 3, "search": 4}
@@ -333,7 +355,6 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
             checkpoint_ready(u, "warm_start", s, path, 1, dict(first[(u, s)], algo="warm_start", warmstart_from=path))
             for a in methods:
                 cfg = configs[(u, a, s)]
-                cfg["warmstart_from"] = path if u != t else cfg["warmstart_from"]
                 status = run_status(cfg)
                 if status == "finished":  # runs are deterministic: an identical finished run is reused
                     progress.say(f"reusing finished run {cfg['out_dir']}")
@@ -416,8 +437,8 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
     for t in tasks:  # a task whose warm start another task trains waits for it (SHARED_WARMSTART)
         if SHARED_WARMSTART.get(t) not in tasks:
             for s in seeds:
-                cfg = first[(t, s)]
-                if os.path.exists(warmstart_path(cfg)):  # cached: nothing to train
+                cfg = dict(first[(t, s)], warmstart_from="")  # train it, or find it in the cache
+                if os.path.exists(warmstart_path(cfg)):
                     warm_ready(t, s, warmstart_path(cfg))
                 else:
                     add("warm", (t, s), _warm_start_job, cfg)
@@ -439,9 +460,9 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
         pool.shutdown(wait=False, cancel_futures=True)
         kept = [c for c in configs.values() if run_status(c) == "finished"]
         unfinished = [c for c in configs.values() if run_status(c) == "unfinished"]
-        print(f"\ninterrupted: kept {len(kept)} finished run(s), {len(unfinished)} unfinished run(s) with their "
-              f"last checkpoints and every finished evaluation in {out_dir}/; the same command continues from there",
-              flush=True)
+        print(f"\ninterrupted after {time.time() - progress.t0:.0f}s: kept {len(kept)} finished run(s), "
+              f"{len(unfinished)} unfinished run(s) with their last checkpoints, the cached warm starts and every "
+              f"finished evaluation in {out_dir}/; the same command continues from there", flush=True)
         raise
     pool.shutdown()
     results = report.merge(report.load_records([out_dir]))

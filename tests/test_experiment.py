@@ -88,7 +88,7 @@ def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
     proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
     output = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130 and "Traceback" not in output, output
-    assert "interrupted: kept 0 finished run(s), 1 unfinished run(s)" in output.splitlines()[-1]
+    assert "kept 0 finished run(s), 1 unfinished run(s)" in output.splitlines()[-1]
     assert not (out / "runs" / "persona-grpo-s0" / "final.pt").exists()
 
     again = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
