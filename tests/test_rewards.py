@@ -215,3 +215,13 @@ def test_code_set_demonstrations_are_different_answers_where_the_examples_allow(
         parents = clean.demo_parents(problem, rng)
         children = clean.demonstration(problem, 3, rng, parents=parents)
         assert set(children) <= {clean.program_text(h) for h in clean.hypotheses(problem)}
+
+
+@pytest.mark.parametrize("name", ["persona", "code"])
+def test_one_scalarisation_for_numpy_and_torch(name):
+    """Training, evaluation and search all score answers through task.scalarize: the mean of the components."""
+    import torch
+    task = make_task(name)
+    r = np.arange(2 * 3 * task.dim, dtype=np.float32).reshape(2, 3, task.dim) / (6 * task.dim)
+    assert np.allclose(task.scalarize(r), r.mean(-1))
+    assert torch.allclose(task.scalarize(torch.from_numpy(r)), torch.from_numpy(r).mean(-1))
