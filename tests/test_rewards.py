@@ -126,13 +126,13 @@ def test_code_demonstrations_parse_agree_with_the_examples_and_mutate_the_best_p
 
 def test_code_prompts_fit_the_block_size_of_configs_code():
     """The longest prompt the evolutionary search writes (max_parents parents) plus m answers fits."""
-    import yaml
-    cfg = yaml.safe_load(open(__file__.rsplit("/tests/", 1)[0] + "/configs/code.yaml"))
-    task = CodeTask(**cfg["task_options"])
+    import train
+    cfg = train.resolve_config(__file__.rsplit("/tests/", 1)[0] + "/configs/code.yaml")
+    task = make_task("code", **cfg["task_options"])
     longest = max(task.problems("heldout", 200, random.Random(0)), key=lambda p: len(task.prompt(p)))
     widest = task.program_text(tuple(task.domain - 1 for _ in range(task.k)))
     prompt = tok.encode(rollout_prompt(task, longest, 3, parents=[widest] * task.max_parents))
-    assert len(prompt) + cfg["answers_per_rollout"] * task.max_answer_tokens + 1 <= cfg.get("block_size", 192)
+    assert len(prompt) + cfg["answers_per_rollout"] * task.max_answer_tokens + 1 <= cfg["block_size"]
 
 
 def test_splits_are_disjoint_and_fixed():
