@@ -54,7 +54,7 @@ import vpo
 from config import ConfigError
 from model import GPT, GPTConfig, PRESETS, Tokenizer, pad_left, pad_right
 from rewards import make_task
-from rollouts import rollout_prompt, rollout_text, sample_rollouts, select_groups
+from rollouts import concat_groups, rollout_prompt, rollout_text, sample_rollouts, select_groups
 
 # ----------------------------------------------------------------------------------------------
 # Hyperparameters. A config file and --set key=value may change them, never add to them.
@@ -94,7 +94,8 @@ DEFAULTS = dict(
     std_norm=True,             # divide advantages by the group's std (False: Dr. GRPO)
     clip_high=0.0,             # upper ratio clip 1 + clip_high (DAPO: 0.28); 0: the same as clip
     entropy_coef=0.0,          # bonus for the policy's token entropy, with its gradient
-    dynamic_sampling=0,        # DAPO: draw this many times P groups, keep P whose scores spread (0: off)
+    dynamic_sampling=0,        # DAPO: at most this many rounds of P fresh groups, until P groups' advantages
+                               # are not all zero; flat groups fill in only if the rounds run out (0: off)
     temperature=1.0,
     top_k=0,                   # 0: off
     top_p=1.0,                 # 1.0: off
@@ -259,40 +260,75 @@ class Run:
 def rl_step(run):
     """One step: sample rollouts -> reward vectors -> advantages -> clipped policy loss -> update.
     Returns (metrics, batch)."""
-    cfg, task, P, G = run.cfg, run.task, run.cfg["prompts_per_step"], run.cfg["group_size"]
-    drawn = P * max(1, cfg["dynamic_sampling"])
-    problems = task.problems("train", drawn, run.rng)
-    # the last groups show parent programs to mutate, as the evolutionary search will (code task)
-    mutating = round(cfg["mutation_share"] * drawn)
-    parents = [None] * (drawn - mutating) + [[task.program_text(p) for p in task.demo_parents(q, run.rng)]
-                                             for q in problems[drawn - mutating:]]
-    # N weightings per group for the set methods, one for the single-answer weighted baselines
-    weights = vpo.sample_weights(drawn, cfg["num_weights"] if cfg["algo"] in SET_ALGOS else 1, task.dim,
-                                 cfg["alpha"], cfg["weight_sampler"], run.generator)  # (P, N, D)
-    # under torchrun every rank draws the same global batch and keeps its share of the groups
-    problems, parents, weights = (x[run.rank::run.world] for x in (problems, parents, weights))
-    goals = weights[:, 0].tolist() if cfg["algo"] == "goal_conditioned" else None
+    cfg = run.cfg
     t0 = time.time()
-    run.model.eval()
-    batch = sample_rollouts(run.model, run.tok, task, problems, run.m, G, cfg, run.generator, run.device,
-                            parents=parents, goals=goals)
+    batch, weights, sampling = sample_groups(run)  # DAPO's dynamic sampling draws again inside
     t_sample = time.time() - t0
 
     rewards = batch["rewards"]  # (P, G, m, D)
     scalar = rewards.mean(-1)  # (P, G, m): the fixed scalarisation of every answer
+    # on the groups that are trained, never on groups dropped: a batch-normalised advantage (gdpo)
+    # would otherwise be normalised over groups that are not there
     adv = ADVANTAGES[cfg["algo"]][0](rewards, scalar, weights, cfg)  # (P, G)
-    if cfg["dynamic_sampling"] > 1:  # DAPO: keep P groups whose scores spread (flat ones only to fill up),
-        # as many of them mutation groups as without it (else search's skill goes untrained: measured, every child invalid)
-        spread, mutation = (adv.abs().sum(1) > 0).tolist(), [p is not None for p in parents]
-        kept_mutating = round(cfg["mutation_share"] * (P // run.world))
-        ranked = lambda kind: sorted((i for i in range(len(spread)) if mutation[i] == kind), key=lambda i: not spread[i])
-        keep = sorted(ranked(False)[:P // run.world - kept_mutating] + ranked(True)[:kept_mutating])
-        batch, rewards, scalar, weights, adv = select_groups(batch, keep, G), rewards[keep], scalar[keep], weights[keep], adv[keep]
     loss, stats, grad_norm = policy_update(run, batch, adv.reshape(-1).to(run.device))
     metrics = step_metrics(run, batch, rewards, scalar, weights, adv)
-    metrics = {"loss": loss, **stats, "grad_norm": grad_norm, **metrics, "tokens": batch["num_tokens"],
+    metrics = {"loss": loss, **stats, "grad_norm": grad_norm, **metrics, **sampling, "tokens": batch["num_tokens"],
                "sample_s": t_sample, "step_s": time.time() - t0}
     return distributed.reduce_metrics(metrics, run.world, run.device), batch
+
+
+def sample_round(run):
+    """P fresh prompt groups, sampled and scored -> (batch, weightings (P, N, D), which groups show parents)."""
+    cfg, task, P = run.cfg, run.task, run.cfg["prompts_per_step"]
+    problems = task.problems("train", P, run.rng)
+    # the last groups show parent programs to mutate, as the evolutionary search will (code task)
+    mutating = round(cfg["mutation_share"] * P)
+    parents = [None] * (P - mutating) + [[task.program_text(p) for p in task.demo_parents(q, run.rng)]
+                                         for q in problems[P - mutating:]]
+    # N weightings per group for the set methods, one for the single-answer weighted baselines
+    weights = vpo.sample_weights(P, cfg["num_weights"] if cfg["algo"] in SET_ALGOS else 1, task.dim,
+                                 cfg["alpha"], cfg["weight_sampler"], run.generator)  # (P, N, D)
+    # under torchrun every rank draws the same global batch and keeps its share of the groups
+    problems, parents, weights = (x[run.rank::run.world] for x in (problems, parents, weights))
+    goals = weights[:, 0].tolist() if cfg["algo"] == "goal_conditioned" else None
+    run.model.eval()
+    batch = sample_rollouts(run.model, run.tok, task, problems, run.m, cfg["group_size"], cfg, run.generator,
+                            run.device, parents=parents, goals=goals)
+    return batch, weights, [p is not None for p in parents]
+
+
+def sample_groups(run):
+    """The step's groups -> (batch, weightings, sampling metrics). With dynamic_sampling (DAPO), rounds
+    of P fresh groups are drawn until P groups spread (the algorithm's advantage is not all zero
+    in them), at most dynamic_sampling rounds; flat groups fill in only if the rounds run out.
+    The kept groups show parents in the configured share, like every other step (without that the
+    search's mutation skill went untrained: measured, every child it wrote was invalid). Under
+    torchrun each rank draws again on its own, so the ranks' problem streams part after a redraw."""
+    cfg = run.cfg
+    batch, weights, mutating = sample_round(run)
+    if not cfg["dynamic_sampling"]:
+        return batch, weights, {}
+    P = len(batch["problems"])
+    need = {True: round(cfg["mutation_share"] * P)}  # groups with parents -> how many to keep
+    need[False] = P - need[True]
+    found = {kind: ([], []) for kind in need}  # kind -> (spread, flat) groups, as indices into all rounds
+    rounds = []
+    while True:
+        adv = ADVANTAGES[cfg["algo"]][0](batch["rewards"], batch["rewards"].mean(-1), weights, cfg)
+        for i, (kind, spread) in enumerate(zip(mutating, (adv.abs().sum(1) > 0).tolist())):
+            found[kind][0 if spread else 1].append(len(rounds) * P + i)
+        rounds.append((batch, weights))
+        if len(rounds) == cfg["dynamic_sampling"] or all(len(found[k][0]) >= need[k] for k in need):
+            break
+        batch, weights, mutating = sample_round(run)
+    ranked = {kind: spread + flat for kind, (spread, flat) in found.items()}  # spread groups first
+    keep = ranked[False][:need[False]] + ranked[True][:need[True]]
+    keep += [g for g in ranked[False] + ranked[True] if g not in keep][:P - len(keep)]  # a rank short of a kind
+    flat = len(set(keep) & set(found[False][1] + found[True][1]))
+    keep = sorted(keep)  # in the order drawn
+    batch = select_groups(concat_groups([b for b, _ in rounds], run.tok.eos), keep, cfg["group_size"])
+    weights = torch.cat([w for _, w in rounds])[keep]
+    return batch, weights, {"sampling_rounds": len(rounds), "flat_groups_kept": flat}
 
 
 def policy_update(run, batch, adv):
