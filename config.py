@@ -131,6 +131,7 @@ def validate(cfg, algos):
     need(cfg["max_grad_norm"] > 0, "max_grad_norm must be > 0")
     need(1 <= cfg["max_k"] <= cfg["group_size"] or cfg["algo"] != "max_at_k",
          f"max_k must be in 1..group_size={cfg['group_size']}, got {cfg['max_k']}")
+    need(cfg["loss_norm"] in ("tokens", "constant"), f"loss_norm must be tokens or constant, got '{cfg['loss_norm']}'")
     for key in ("clip_high", "entropy_coef", "dynamic_sampling"):
         need(cfg[key] >= 0, f"{key} must be >= 0, got {cfg[key]}")
     need(0 <= cfg["mutation_share"] <= 1, "mutation_share must be in [0, 1]")

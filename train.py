@@ -54,7 +54,8 @@ import vpo
 from config import ConfigError
 from model import GPT, GPTConfig, PRESETS, Tokenizer, pad_left, pad_right
 from rewards import make_task
-from rollouts import concat_groups, rollout_prompt, rollout_text, sample_rollouts, select_groups
+from rollouts import (concat_groups, max_completion_tokens, rollout_prompt, rollout_text, sample_rollouts,
+                      select_groups)
 
 # ----------------------------------------------------------------------------------------------
 # Hyperparameters. A config file and --set key=value may change them, never add to them.
@@ -92,6 +93,8 @@ DEFAULTS = dict(
     max_k=4,                   # k of the max_at_k baseline (best of k samples)
     # GRPO's own fixes against collapse (grpo.py), for every algorithm, off by default
     std_norm=True,             # divide advantages by the group's std (False: Dr. GRPO)
+    loss_norm="tokens",        # tokens: the loss is the batch's token mean; constant: token sum / (rollouts x
+                               # longest possible completion), Dr. GRPO's other half
     clip_high=0.0,             # upper ratio clip 1 + clip_high (DAPO: 0.28); 0: the same as clip
     entropy_coef=0.0,          # bonus for the policy's token entropy, with its gradient
     dynamic_sampling=0,        # DAPO: at most this many rounds of P fresh groups, until P groups' advantages
@@ -332,8 +335,9 @@ def sample_groups(run):
 
 
 def policy_update(run, batch, adv):
-    """`epochs_per_batch` steps of the clipped token-mean policy loss (grpo.policy_loss), with a KL
-    to the warm start if kl_coef > 0 -> (loss, loss stats, grad norm) of the last epoch."""
+    """`epochs_per_batch` steps of the clipped policy loss (grpo.policy_loss: a token mean, or Dr. GRPO's
+    constant normaliser), with a KL to the warm start if kl_coef > 0 -> (loss, loss stats, grad norm)
+    of the last epoch."""
     cfg = run.cfg
     inputs = (batch["prompt"], batch["prompt_mask"], batch["completion"], batch["completion_mask"])
     ref_logprobs = None
@@ -344,12 +348,16 @@ def policy_update(run, batch, adv):
     # the loss averages over the GLOBAL batch's tokens: DDP averages gradients over ranks, so each
     # rank's token mean is reweighted by its share of the tokens (1.0 in one process)
     share = distributed.token_share(batch["num_tokens"], run.world, run.device)
+    normaliser = None
+    if cfg["loss_norm"] == "constant":  # Dr. GRPO: rollouts x the longest completion sampling allows;
+        # a constant per rank, so DDP's mean over ranks is the global constant and no reweighting is needed
+        normaliser, share = len(adv) * max_completion_tokens(run.task, run.m), 1.0
     for _ in range(cfg["epochs_per_batch"]):
         with autocast(cfg, run.device):
             logprobs, entropy = run.scorer(*inputs)  # entropy keeps its gradient, for the entropy bonus
         loss, stats = grpo.policy_loss(logprobs.float(), batch["old_logprobs"], adv, batch["completion_mask"],
                                        cfg["clip"], ref_logprobs, cfg["kl_coef"], cfg["clip_high"] or None,
-                                       entropy.float(), cfg["entropy_coef"])
+                                       entropy.float(), cfg["entropy_coef"], normaliser=normaliser)
         grad_norm = guarded_step(run, loss * share)
     return loss.item(), stats, grad_norm
 

@@ -32,6 +32,7 @@ def test_overrides_parse_types():
     ("task=chess", "unknown task 'chess'"),
     ("task_options={bogus: 1}", "task_options for task 'persona'"),
     ("weight_sampler=sobol", None),
+    ("loss_norm=mean", "loss_norm must be tokens or constant, got 'mean'"),
     ("overwrite=yes please", "config key 'overwrite' must be bool"),
     ("noequals", "must look like key=value"),
 ])
@@ -64,3 +65,4 @@ def test_command_line_error_is_one_line_and_nonzero(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip() == "error: unknown config key 'stpes' (did you mean 'steps'?)"
     assert not (tmp_path / "x").exists()  # nothing written before the config is valid
+

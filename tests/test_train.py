@@ -176,6 +176,7 @@ def test_warm_start_key_follows_settings_and_task_code_not_trainer_text(tmp_path
 
 
 @pytest.mark.parametrize("flags", [["std_norm=false"], ["clip_high=0.28", "epochs_per_batch=2"], ["entropy_coef=0.05"],
+                                   ["std_norm=false", "loss_norm=constant"],
                                    ["dynamic_sampling=3", "task=code", "algo=vpo"],
                                    ["mutation_share=0.5", "task=code"]])
 def test_grpo_fixes_and_mutation_prompts_run_end_to_end(tmp_path, flags):
