@@ -92,7 +92,7 @@ DEFAULTS = dict(
     mutation_share=0.0,        # code task: share of prompt groups that show parent programs to mutate
     max_k=4,                   # k of the max_at_k baseline (best of k samples)
     # GRPO's own fixes against collapse (grpo.py), for every algorithm, off by default
-    std_norm=True,             # divide advantages by the group's std (False: Dr. GRPO)
+    std_norm=True,             # divide advantages by the group's std (False: Dr. GRPO; refused where none is divided)
     loss_norm="tokens",        # tokens: the loss is the batch's token mean; constant: token sum / (rollouts x
                                # longest possible completion), Dr. GRPO's other half
     clip_high=0.0,             # upper ratio clip 1 + clip_high (DAPO: 0.28); 0: the same as clip
@@ -128,13 +128,16 @@ ADVANTAGES = {
     "grpo": (lambda r, s, w, cfg: grpo.grpo_advantages(s[:, :, 0], std_norm=cfg["std_norm"]), False),
     "vpo": (lambda r, s, w, cfg: vpo.vpo_advantages(r, w, std_norm=cfg["std_norm"]), True),
     # the paper's ablations: VPO's format without its weightings, its weightings without the format
-    "multi_rlvr": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.multi_rlvr_scores(s)), True),
-    "random_weights": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.random_weight_scores(r[:, :, 0], w[:, 0])), False),
-    "goal_conditioned": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.random_weight_scores(r[:, :, 0], w[:, 0])),
+    "multi_rlvr": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.multi_rlvr_scores(s), std_norm=cfg["std_norm"]), True),
+    "random_weights": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.random_weight_scores(r[:, :, 0], w[:, 0]),
+                                                                 std_norm=cfg["std_norm"]), False),
+    "goal_conditioned": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.random_weight_scores(r[:, :, 0], w[:, 0]),
+                                                                   std_norm=cfg["std_norm"]),
                          False),  # the same score; the weighting is also written into the prompt
     "vpo_loo": (lambda r, s, w, cfg: vpo.leave_one_out_advantages(vpo.set_scores(r, w)), True),  # an exercise
-    # the field's baselines (baselines.py)
-    "max_at_k": (lambda r, s, w, cfg: baselines.max_at_k_advantages(s[:, :, 0], cfg["max_k"]), False),
+    # the field's baselines (baselines.py); std_norm=false is refused where no group std is divided (config.py)
+    "max_at_k": (lambda r, s, w, cfg: baselines.max_at_k_advantages(s[:, :, 0], cfg["max_k"], std_norm=cfg["std_norm"]),
+                 False),
     "gdpo": (lambda r, s, w, cfg: baselines.gdpo_advantages(r[:, :, 0]), False),
     "maxrl": (lambda r, s, w, cfg: baselines.maxrl_advantages(s[:, :, 0]), False),
 }
