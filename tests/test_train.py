@@ -39,6 +39,22 @@ def test_every_algorithm_runs_end_to_end(tmp_path, algo):
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
+def _variants():
+    import experiment
+    return experiment.VARIANTS
+
+
+@pytest.mark.parametrize("name", sorted(_variants()))
+def test_every_leaderboard_variant_runs_end_to_end(tmp_path, name):
+    """experiment.VARIANTS: an algorithm with other settings (dr_grpo, dapo, ...) on tiny.yaml."""
+    algo, settings = _variants()[name]
+    out = train(tiny(tmp_path, f"algo={algo}", *[f"{k}={v}" for k, v in settings.items()]))
+    lines = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl")) if '"train"' in line]
+    assert [r["step"] for r in lines] == [1, 2, 3, 4] and all(r["loss"] == r["loss"] for r in lines)
+    if settings.get("dynamic_sampling"):
+        assert all(1 <= r["sampling_rounds"] <= settings["dynamic_sampling"] for r in lines)
+
+
 def test_code_task_runs(tmp_path):
     out = train(tiny(tmp_path, "task=code", "algo=vpo"))
     lines = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl")) if '"train"' in line]
