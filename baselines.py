@@ -63,6 +63,11 @@ def gdpo_advantages(rewards, eps=1e-6):
     then divides by the std of the sums over the whole batch (as the paper does; under torchrun,
     over each rank's share), so the scale does not grow with D. The batch mean of the sums is 0 by
     construction, since each component's z-scores sum to 0 in their group.
+    What it gives up: each component's change counts in that component's own stds, not by its size.
+    On persona (sqrt of letter shares) a letter moved from a word's main letter to a missing one
+    gains 0.29 and costs 0.04, so the fixed mean favours balanced words, yet in a group both sides
+    count about the same number of stds: measured, GDPO's push against a word's main letter was
+    2-5x weaker than GRPO's, and its policy drifted to one-letter words below the warm start.
     """
     std = rewards.std(dim=1, keepdim=True, unbiased=False)  # (P, 1, D)
     z = torch.where(std < eps, torch.zeros_like(rewards), (rewards - rewards.mean(dim=1, keepdim=True)) / std.clamp(min=eps))
