@@ -9,8 +9,8 @@ grpo.grpo_advantages. train.ADVANTAGES gives each a name; docs/EXERCISES.md show
   component cannot drown the others.
 - maxrl_advantages: MaxRL (arXiv 2602.02710): GRPO with the group's std replaced by its mean.
 GRPO's own fixes against collapse (an entropy bonus, DAPO's clip-higher and dynamic sampling,
-Dr. GRPO's missing std division) are flags on the shared loss and advantage: see grpo.py and
-train.py's DEFAULTS.
+Dr. GRPO's missing std division and constant loss normaliser) are flags on the shared loss and
+advantage: see grpo.py and train.py's DEFAULTS.
 
 Deliberately left out: Max@K's off-policy importance correction and PKPO's leave-one-out
 baselines, GDPO's conditioned rewards (reward design, done before the advantage), anything that
@@ -22,7 +22,7 @@ import math
 import torch
 
 
-def max_at_k_advantages(scores, k, eps=1e-6):
+def max_at_k_advantages(scores, k, eps=1e-6, std_norm=True):
     """scores (P, G) -> (P, G): each rollout's credit towards the best of k samples.
 
     Think of every k-subset S of a group as one best-of-k attempt worth max(S). The mean of max(S)
@@ -35,6 +35,8 @@ def max_at_k_advantages(scores, k, eps=1e-6):
     For 0/1 rewards this is pass@k training's closed form (arXiv 2508.10751); k = 1 is GRPO; k = G
     gives zeros (one subset, nothing to compare). Max@K's own variant z-scores m over the group
     instead (the same signs, another scale per group): grpo.grpo_advantages(m).
+    std_norm=False keeps m_i - rho undivided, as Dr. GRPO drops GRPO's std: sigma is the same kind
+    of per-group scale (the std of the attempts' worth), not part of what the credit measures.
     Computed from sorted ranks, not by enumerating subsets: with the group sorted ascending
     (0-based ranks), rank j is the maximum of C(j, k-1) subsets, and of C(j-1, k-2) of the
     subsets that also contain a lower rank i.
@@ -48,7 +50,7 @@ def max_at_k_advantages(scores, k, eps=1e-6):
     sigma = (top * (v - rho) ** 2).sum(1, keepdim=True).sqrt()  # (P, 1)
     above = (pair * v).flip(1).cumsum(1).flip(1) - pair * v  # sum over the ranks above each one
     m = top * math.comb(G, k) / math.comb(G - 1, k - 1) * v + above  # (P, G) in sorted order
-    adv = torch.where(sigma < eps, torch.zeros_like(m), (m - rho) / (sigma + eps))
+    adv = torch.where(sigma < eps, torch.zeros_like(m), (m - rho) / (sigma + eps) if std_norm else m - rho)
     return torch.empty_like(adv).scatter_(1, order, adv).to(scores.dtype)
 
 
@@ -61,6 +63,11 @@ def gdpo_advantages(rewards, eps=1e-6):
     then divides by the std of the sums over the whole batch (as the paper does; under torchrun,
     over each rank's share), so the scale does not grow with D. The batch mean of the sums is 0 by
     construction, since each component's z-scores sum to 0 in their group.
+    What it gives up: each component's change counts in that component's own stds, not by its size.
+    On persona (sqrt of letter shares) a letter moved from a word's main letter to a missing one
+    gains 0.29 and costs 0.04, so the fixed mean favours balanced words, yet in a group both sides
+    count about the same number of stds: measured, GDPO's push against a word's main letter was
+    2-5x weaker than GRPO's, and its policy drifted to one-letter words below the warm start.
     """
     std = rewards.std(dim=1, keepdim=True, unbiased=False)  # (P, 1, D)
     z = torch.where(std < eps, torch.zeros_like(rewards), (rewards - rewards.mean(dim=1, keepdim=True)) / std.clamp(min=eps))
@@ -76,8 +83,8 @@ def maxrl_advantages(scores, eps=1e-6):
     With 0/1 rewards and K successes among G rollouts, A_i / G = r_i / K - 1 / G: the average score
     function of the successes, an unbiased estimate of the gradient of the log-likelihood objective
     truncated at order G, minus a zero-mean control variate. Rare successes therefore weigh more
-    than under GRPO. On continuous rewards (our tasks) it is the same formula without that reading,
-    as the authors' and TRL's code apply it.
+    than under GRPO. On continuous rewards (our tasks) we apply the same formula, which loses that
+    reading: it is then GRPO with the group's mean in place of its std.
     """
     mean = scores.mean(dim=1, keepdim=True)
     return torch.where(mean > 0, (scores - mean) / (mean + eps), torch.zeros_like(scores))

@@ -103,6 +103,17 @@ def pick_device(name):
     return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
 
 
+# Algorithms whose advantage divides by no group std of the score, so std_norm=false (Dr. GRPO's
+# first half) has nothing to drop; said rather than silently ignored.
+NO_GROUP_STD = {
+    # GDPO's per-component std division is the method; without it the sum of centred components is
+    # Dr. GRPO on the summed reward
+    "gdpo": "its per-component std division is the method (without it: dr_grpo, rescaled per batch)",
+    "maxrl": "it divides by the group's mean, not its std",  # MaxRL's estimator
+    "vpo_loo": "its leave-one-out baseline divides by nothing",
+}
+
+
 def validate(cfg, algos):
     """Out-of-range values fail here, before anything is written or trained."""
     def need(cond, msg):
@@ -129,8 +140,11 @@ def validate(cfg, algos):
     need(cfg["temperature"] >= 0, "temperature must be >= 0")
     need(0 < cfg["top_p"] <= 1, "top_p must be in (0, 1]")
     need(cfg["max_grad_norm"] > 0, "max_grad_norm must be > 0")
-    need(1 <= cfg["max_k"] <= cfg["group_size"] or cfg["algo"] != "max_at_k",
-         f"max_k must be in 1..group_size={cfg['group_size']}, got {cfg['max_k']}")
+    need(1 <= cfg["max_k"] < cfg["group_size"] or cfg["algo"] != "max_at_k",  # k = G: one subset, every advantage 0
+         f"max_k must be in 1..group_size-1={cfg['group_size'] - 1} for max_at_k, got {cfg['max_k']}")
+    need(cfg["std_norm"] or cfg["algo"] not in NO_GROUP_STD,
+         f"std_norm=false does not apply to {cfg['algo']}: {NO_GROUP_STD.get(cfg['algo'])}")
+    need(cfg["loss_norm"] in ("tokens", "constant"), f"loss_norm must be tokens or constant, got '{cfg['loss_norm']}'")
     for key in ("clip_high", "entropy_coef", "dynamic_sampling"):
         need(cfg[key] >= 0, f"{key} must be >= 0, got {cfg[key]}")
     need(0 <= cfg["mutation_share"] <= 1, "mutation_share must be in [0, 1]")

@@ -58,15 +58,20 @@ TASKS = ["persona", "code", "persona_collinear"]  # each trains with configs/<ta
 SHARED_WARMSTART = {"persona_collinear": "persona"}
 ALGOS = ["grpo", "vpo"]
 # Methods that are an algorithm of train.ADVANTAGES run with other settings, each at the value its
-# paper gives (DAPO: clip-higher 0.28; its dynamic sampling here draws 3x the groups per step, as
-# the verl recipe does; the entropy bonus has no paper default: 0.01, a common value, not tuned).
+# paper gives (DAPO: clip-higher 0.28, dynamic sampling until P groups spread; the entropy bonus has
+# no paper default: 0.01, a common value, not tuned).
 # grpo_x3 is compute-matched GRPO: m times the task's prompts per step (run_config fills it in).
 VARIANTS = {
     "grpo_x3": ("grpo", {}),  # GRPO given m times the prompts per step: as many answers per step as VPO
-    "dr_grpo": ("grpo", {"std_norm": False}),
-    "grpo_clip_higher": ("grpo", {"clip_high": 0.28}),
+    "dr_grpo": ("grpo", {"std_norm": False, "loss_norm": "constant"}),  # both halves of Dr. GRPO
+    # clipping acts only from a batch's second update on (the ratio is 1 at the first), so clip-higher
+    # is compared with GRPO at the same two updates per batch, not with one-update GRPO
+    "grpo_2ep": ("grpo", {"epochs_per_batch": 2}),
+    "grpo_clip_higher": ("grpo", {"clip_high": 0.28, "epochs_per_batch": 2}),
     "grpo_entropy": ("grpo", {"entropy_coef": 0.01}),
-    "dapo": ("grpo", {"clip_high": 0.28, "dynamic_sampling": 3}),
+    # DAPO draws until P groups spread; verl's recipe gives up after 10 generation batches (of 3x the
+    # prompts), here after 10 rounds of P, to bound the CPU cost (metrics.jsonl: flat_groups_kept)
+    "dapo": ("grpo", {"clip_high": 0.28, "epochs_per_batch": 2, "dynamic_sampling": 10}),
 }
 ABLATIONS = ["multi_rlvr", "random_weights", "goal_conditioned", "vpo_loo", "max_at_k", "gdpo", "maxrl", *VARIANTS]
 # --quick: the evaluation and search at a smoke-test size (training sizes: configs/tiny.yaml)

@@ -11,15 +11,17 @@ is 1, and the z-normalised advantages average to zero, so the loss value is abou
 gradient is large. Watch reward, grad norm and clip fraction instead.
 
 GRPO's own fixes against collapse are options here, off by default (the paper uses none):
-- `std_norm=False`: Dr. GRPO (arXiv 2503.20783) drops the division by the group's std, which
-  over-weights groups whose answers all score alike. Its other change, no per-answer length
-  normalisation, is already how this loss averages (one mean over every token of the batch).
+- Dr. GRPO (arXiv 2503.20783) has two halves. `std_norm=False` drops the division by the group's
+  std, which over-weights groups whose answers all score alike. `normaliser`: the loss is summed
+  over tokens and divided by a constant (rollouts x the longest completion sampling allows)
+  instead of by the batch's token count, so a token's weight no longer depends on how long the
+  other completions of its batch happen to be.
 - `clip_high`: DAPO's clip-higher (arXiv 2503.14476): the ratio's upper bound 1 + clip_high
   (0.28 in DAPO) above the lower 1 - clip, so unlikely tokens of good answers can grow.
 - `entropy_coef`: a bonus for the policy's token entropy. The entropy must come from the scoring
   forward WITH its gradient: a bonus computed from detached entropies (as some trainers log them)
   changes the reported loss and nothing else.
-DAPO's dynamic sampling (drop groups whose scores do not spread, refill) lives in train.rl_step.
+DAPO's dynamic sampling (draw again until enough groups' scores spread) lives in train.py.
 
 Deliberately left out: value functions (GRPO has none), per-sequence length normalisation.
 """
@@ -40,15 +42,17 @@ def grpo_advantages(scores: torch.Tensor, eps: float = 1e-6, std_norm: bool = Tr
 
 
 def policy_loss(logprobs, old_logprobs, advantages, mask, clip=0.2, ref_logprobs=None, kl_coef=0.0,
-                clip_high=None, entropy=None, entropy_coef=0.0):
-    """Clipped policy-gradient loss, averaged over every completion token in the batch.
+                clip_high=None, entropy=None, entropy_coef=0.0, normaliser=None):
+    """Clipped policy-gradient loss, summed over every completion token in the batch and divided by
+    `normaliser`: None is the batch's token count (a token mean), a number is a constant (Dr. GRPO).
 
     logprobs (B, T) under the current policy (with grad), old_logprobs (B, T) under the policy that
     sampled, advantages (B,) one per rollout (broadcast to its tokens), mask (B, T) True on
     completion tokens, ref_logprobs (B, T) under the frozen reference (only if kl_coef > 0),
     entropy (B, T) of the current policy WITH grad (only if entropy_coef > 0); clip_high: the
     upper clip (None: the same as clip).
-    Returns (loss, stats) where stats holds clip fraction, KL and the entropy bonus as floats.
+    Returns (loss, stats) where stats holds clip fraction, KL and the entropy bonus as floats; the
+    stats are token means whatever the normaliser, so that they read the same in every run.
     """
     mask = mask.float()
     n_tokens = mask.sum().clamp(min=1)
@@ -67,6 +71,8 @@ def policy_loss(logprobs, old_logprobs, advantages, mask, clip=0.2, ref_logprobs
     bonus = torch.zeros((), device=logprobs.device)
     if entropy_coef > 0 and entropy is not None:
         bonus = (entropy * mask).sum() / n_tokens
-    loss = pg_loss + kl_coef * kl - entropy_coef * bonus
+    # token means -> token sums / normaliser, for every term alike (exactly 1.0 for the token mean)
+    scale = 1.0 if normaliser is None else n_tokens / normaliser
+    loss = (pg_loss + kl_coef * kl - entropy_coef * bonus) * scale
     return loss, {"clip_frac": clip_frac.item(), "kl": kl.item(), "pg_loss": pg_loss.item(),
                   "entropy_bonus": bonus.item()}

@@ -7,6 +7,9 @@ best@k under held-out weightings of the reward).  Nothing here samples,
 calls a model or touches torch; drawing the candidates lives in search.py.
 Every estimator is exact (an expectation over all size-k subsets of the
 pool), not a Monte Carlo average, so tests can pin values to 1e-12.
+The one exception is paired_bootstrap_interval, a confidence interval for
+the gap between two methods: a bootstrap, seeded, so it is reproducible.
+Left out: significance tests and corrections for comparing many methods.
 """
 import math
 import operator
@@ -115,17 +118,29 @@ def scalarized_best_at_k(rewards, weights, ks) -> list[float]:
     return [float(np.mean([max_at_k(scores[:, j], k) for j in range(len(w))])) for k in ks]
 
 
-def paired_bootstrap_interval(a, b, num_resamples=2000, level=0.95, seed=0):
-    """a, b (seeds, problems): two methods' per-problem values on the same problems -> (mean of a - b,
-    low, high), resampling seeds and, within each, problems with replacement. (Provisional.)"""
+def paired_bootstrap_interval(a, b, num_resamples=10_000, level=0.95, seed=0):
+    """(mean of a - b, low, high): a percentile bootstrap interval for the gap between two methods.
+
+    a and b are (seeds, problems) arrays of two methods' per-problem values on the SAME problems
+    (paired: each problem's difference is taken before resampling, so the problems' own
+    difficulty cancels). Both sources of noise are resampled: the training seeds with
+    replacement and, within each drawn seed, the problems with replacement.
+    """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.shape != b.shape or a.ndim != 2 or a.size == 0:
+    if a.ndim != 2 or a.shape != b.shape or a.size == 0:
         raise ValueError(f"a and b must be (seeds, problems) arrays of one shape, got {a.shape} and {b.shape}")
-    d = a - b
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("a and b must be finite")
+    if not 0 < level < 1 or operator.index(num_resamples) < 1:
+        raise ValueError(f"need 0 < level < 1 and num_resamples >= 1, got {level} and {num_resamples}")
+    diff = a - b
+    S, Q = diff.shape
     rng = np.random.default_rng(seed)
-    S, P = d.shape
-    seeds = rng.integers(0, S, size=(num_resamples, S))
-    problems = rng.integers(0, P, size=(num_resamples, S, P))
-    means = d[seeds[..., None], problems].mean(axis=(1, 2))
-    low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
-    return float(d.mean()), float(low), float(high)
+    stats = []
+    for start in range(0, num_resamples, 1000):  # in chunks: (resamples, S, Q) indices stay small
+        n = min(1000, num_resamples - start)
+        seeds = rng.integers(0, S, size=(n, S))
+        problems = rng.integers(0, Q, size=(n, S, Q))  # drawn anew inside every drawn seed
+        stats.append(diff[seeds[..., None], problems].mean(axis=(1, 2)))
+    low, high = np.quantile(np.concatenate(stats), [(1 - level) / 2, (1 + level) / 2])
+    return float(diff.mean()), float(low), float(high)

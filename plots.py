@@ -7,6 +7,7 @@ reward_vectors.png each row one sampled answer, each column one reward component
                    held-out problems: a collapsed policy shows the same row again and again
 training.png       mean fixed reward, set score E_w[max w.r] and token entropy over RL steps
 evolution.png      fraction of hard problems solved against candidates evaluated
+leaderboard_figure every method's value per seed (dots) and mean (bar), ranked, one panel per task
 
 Deliberately left out: interactive plots, styling beyond what makes the comparison readable.
 """
@@ -22,7 +23,8 @@ import numpy as np  # noqa: E402
 COLORS = {"warm_start": "0.55", "grpo": "tab:red", "vpo": "tab:blue", "multi_rlvr": "tab:orange",
           "random_weights": "tab:purple", "goal_conditioned": "tab:brown", "vpo_loo": "tab:cyan",
           "grpo_x3": "tab:pink", "max_at_k": "tab:green", "gdpo": "tab:olive", "maxrl": "darkgoldenrod",
-          "dr_grpo": "salmon", "grpo_clip_higher": "firebrick", "grpo_entropy": "orchid", "dapo": "maroon"}
+          "dr_grpo": "salmon", "grpo_2ep": "lightcoral", "grpo_clip_higher": "firebrick", "grpo_entropy": "orchid",
+          "dapo": "maroon"}
 
 
 def _save(fig, out_dir, name):
@@ -141,6 +143,34 @@ def evolution(out_dir, results):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, out_dir, "evolution.png")
+
+
+def leaderboard_figure(rows, path, metric="best@30"):
+    """rows {task: [(method, [value per seed]), ...]} -> a PNG at path: one panel per task, the
+    methods ranked by their mean (best on top) as horizontal bars, every seed's value a dot on its
+    bar, so a gap smaller than the seeds' scatter shows as one. Horizontal, so 15+ method names stay
+    readable. Returns {task: [methods, top to bottom]}."""
+    ranked = {t: sorted(entries, key=lambda e: -float(np.mean(e[1]))) for t, entries in rows.items()}
+    height = 0.28 * max(len(e) for e in ranked.values()) + 1.2
+    fig, axes = plt.subplots(1, len(ranked), figsize=(4.2 * len(ranked), height), squeeze=False)
+    for ax, (t, entries) in zip(axes[0], ranked.items()):
+        values = np.concatenate([np.asarray(v, dtype=float) for _, v in entries])
+        pad = 0.08 * (values.max() - values.min()) + 1e-3
+        left = values.min() - pad  # bars start at the panel's edge: small gaps must stay visible
+        for y, (method, v) in enumerate(entries):
+            color = COLORS.get(method, "0.4")
+            ax.barh(y, np.mean(v) - left, left=left, height=0.6, color=color, alpha=0.35)
+            ax.plot(v, [y] * len(v), "o", color=color, ms=3.5)
+        ax.set_yticks(range(len(entries)), [m for m, _ in entries], fontsize=8)
+        ax.invert_yaxis()  # best on top
+        ax.set_xlim(left, values.max() + pad)
+        ax.set_title(f"{t}: {metric}", fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    fig.text(0.5, 0.005, "bar: mean over seeds; dots: one seed each", ha="center", fontsize=7)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return {t: [m for m, _ in entries] for t, entries in ranked.items()}
 
 
 def make_all(out_dir, results, samples):

@@ -19,6 +19,7 @@ Deliberately left out: chat templates, system prompts, stop strings other than <
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 import engine
 from model import pad_left
@@ -47,6 +48,11 @@ def score_answers(task, problem, answers, m, as_written=False):
     return rows
 
 
+def max_completion_tokens(task, m):
+    """The longest completion sampling allows: m answers, each with its separator or end token."""
+    return m * task.max_answer_tokens + 1
+
+
 def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, device,
                     parents=None, goals=None, as_written=False):
     """Sample `group_size` rollouts of m answers for each problem and score them (for training,
@@ -62,7 +68,7 @@ def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, d
                                          goal=goals[i] if goals is not None else None))
                for i, p in enumerate(problems)]
     prompt_ids, prompt_mask = pad_left(prompts, tok.eos, device)
-    out = engine.generate(model, prompt_ids, prompt_mask, group_size, m * task.max_answer_tokens + 1, tok.eos,
+    out = engine.generate(model, prompt_ids, prompt_mask, group_size, max_completion_tokens(task, m), tok.eos,
                           temperature=cfg["temperature"], top_k=cfg["top_k"] or None,
                           top_p=cfg["top_p"] if cfg["top_p"] < 1 else None, generator=generator)
     tokens, mask = out["tokens"].cpu(), out["mask"].cpu()  # one copy each, not one per row
@@ -88,3 +94,18 @@ def select_groups(batch, groups, G):
     out = {k: v[rows] for k, v in batch.items() if isinstance(v, torch.Tensor) and k != "rewards"}
     return dict(out, problems=[batch["problems"][g] for g in groups], answers=[batch["answers"][g] for g in groups],
                 rewards=batch["rewards"][groups], num_tokens=int(out["completion_mask"].sum()))
+
+
+def concat_groups(batches, pad_id):
+    """Batches of prompt groups from several sampling rounds -> one batch of all their groups, for
+    DAPO's dynamic sampling. Prompts stay left-padded and completions right-padded (with pad_id and
+    zero log-probs), to the widest round: padding is masked, so no score changes."""
+    def cat(key, value, left=False):
+        width = max(b[key].size(1) for b in batches)
+        return torch.cat([F.pad(b[key], (width - b[key].size(1), 0) if left else (0, width - b[key].size(1)), value=value)
+                          for b in batches])
+    return dict(problems=[p for b in batches for p in b["problems"]], answers=[a for b in batches for a in b["answers"]],
+                prompt=cat("prompt", pad_id, left=True), prompt_mask=cat("prompt_mask", False, left=True),
+                completion=cat("completion", pad_id), completion_mask=cat("completion_mask", False),
+                old_logprobs=cat("old_logprobs", 0.0), entropy=cat("entropy", 0.0),
+                rewards=torch.cat([b["rewards"] for b in batches]), num_tokens=sum(b["num_tokens"] for b in batches))

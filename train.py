@@ -54,7 +54,8 @@ import vpo
 from config import ConfigError
 from model import GPT, GPTConfig, PRESETS, Tokenizer, pad_left, pad_right
 from rewards import make_task
-from rollouts import rollout_prompt, rollout_text, sample_rollouts, select_groups
+from rollouts import (concat_groups, max_completion_tokens, rollout_prompt, rollout_text, sample_rollouts,
+                      select_groups)
 
 # ----------------------------------------------------------------------------------------------
 # Hyperparameters: what every run uses unless its task file (configs/<task>.yaml) changes the key.
@@ -92,10 +93,13 @@ DEFAULTS = dict(
     mutation_share=0.0,        # code task: share of prompt groups that show parent programs to mutate
     max_k=4,                   # k of the max_at_k baseline (best of k samples)
     # GRPO's own fixes against collapse (grpo.py), for every algorithm, off by default
-    std_norm=True,             # divide advantages by the group's std (False: Dr. GRPO)
+    std_norm=True,             # divide advantages by the group's std (False: Dr. GRPO; refused where none is divided)
+    loss_norm="tokens",        # tokens: the loss is the batch's token mean; constant: token sum / (rollouts x
+                               # longest possible completion), Dr. GRPO's other half
     clip_high=0.0,             # upper ratio clip 1 + clip_high (DAPO: 0.28); 0: the same as clip
     entropy_coef=0.0,          # bonus for the policy's token entropy, with its gradient
-    dynamic_sampling=0,        # DAPO: draw this many times P groups, keep P whose scores spread (0: off)
+    dynamic_sampling=0,        # DAPO: at most this many rounds of P fresh groups, until P groups' advantages
+                               # are not all zero; flat groups fill in only if the rounds run out (0: off)
     temperature=1.0,
     top_k=0,                   # 0: off
     top_p=1.0,                 # 1.0: off
@@ -125,13 +129,16 @@ ADVANTAGES = {
     "grpo": (lambda r, s, w, cfg: grpo.grpo_advantages(s[:, :, 0], std_norm=cfg["std_norm"]), False),
     "vpo": (lambda r, s, w, cfg: vpo.vpo_advantages(r, w, std_norm=cfg["std_norm"]), True),
     # the paper's ablations: VPO's format without its weightings, its weightings without the format
-    "multi_rlvr": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.multi_rlvr_scores(s)), True),
-    "random_weights": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.random_weight_scores(r[:, :, 0], w[:, 0])), False),
-    "goal_conditioned": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.random_weight_scores(r[:, :, 0], w[:, 0])),
+    "multi_rlvr": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.multi_rlvr_scores(s), std_norm=cfg["std_norm"]), True),
+    "random_weights": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.random_weight_scores(r[:, :, 0], w[:, 0]),
+                                                                 std_norm=cfg["std_norm"]), False),
+    "goal_conditioned": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.random_weight_scores(r[:, :, 0], w[:, 0]),
+                                                                   std_norm=cfg["std_norm"]),
                          False),  # the same score; the weighting is also written into the prompt
     "vpo_loo": (lambda r, s, w, cfg: vpo.leave_one_out_advantages(vpo.set_scores(r, w)), True),  # an exercise
-    # the field's baselines (baselines.py)
-    "max_at_k": (lambda r, s, w, cfg: baselines.max_at_k_advantages(s[:, :, 0], cfg["max_k"]), False),
+    # the field's baselines (baselines.py); std_norm=false is refused where no group std is divided (config.py)
+    "max_at_k": (lambda r, s, w, cfg: baselines.max_at_k_advantages(s[:, :, 0], cfg["max_k"], std_norm=cfg["std_norm"]),
+                 False),
     "gdpo": (lambda r, s, w, cfg: baselines.gdpo_advantages(r[:, :, 0]), False),
     "maxrl": (lambda r, s, w, cfg: baselines.maxrl_advantages(s[:, :, 0]), False),
 }
@@ -260,45 +267,81 @@ class Run:
 def rl_step(run):
     """One step: sample rollouts -> reward vectors -> advantages -> clipped policy loss -> update.
     Returns (metrics, batch)."""
-    cfg, task, P, G = run.cfg, run.task, run.cfg["prompts_per_step"], run.cfg["group_size"]
-    drawn = P * max(1, cfg["dynamic_sampling"])
-    problems = task.problems("train", drawn, run.rng)
-    # the last groups show parent programs to mutate, as the evolutionary search will (code task)
-    mutating = round(cfg["mutation_share"] * drawn)
-    parents = [None] * (drawn - mutating) + [[task.program_text(p) for p in task.demo_parents(q, run.rng)]
-                                             for q in problems[drawn - mutating:]]
-    # N weightings per group for the set methods, one for the single-answer weighted baselines
-    weights = vpo.sample_weights(drawn, cfg["num_weights"] if cfg["algo"] in SET_ALGOS else 1, task.dim,
-                                 cfg["alpha"], cfg["weight_sampler"], run.generator)  # (P, N, D)
-    # under torchrun every rank draws the same global batch and keeps its share of the groups
-    problems, parents, weights = (x[run.rank::run.world] for x in (problems, parents, weights))
-    goals = weights[:, 0].tolist() if cfg["algo"] == "goal_conditioned" else None
+    cfg = run.cfg
     t0 = time.time()
-    run.model.eval()
-    batch = sample_rollouts(run.model, run.tok, task, problems, run.m, G, cfg, run.generator, run.device,
-                            parents=parents, goals=goals)
+    batch, weights, sampling = sample_groups(run)  # DAPO's dynamic sampling draws again inside
     t_sample = time.time() - t0
 
     rewards = batch["rewards"]  # (P, G, m, D)
-    scalar = task.scalarize(rewards)  # (P, G, m): the fixed scalarisation of every answer
+    scalar = run.task.scalarize(rewards)  # (P, G, m): the fixed scalarisation of every answer
+    # on the groups that are trained, never on groups dropped: a batch-normalised advantage (gdpo)
+    # would otherwise be normalised over groups that are not there
     adv = ADVANTAGES[cfg["algo"]][0](rewards, scalar, weights, cfg)  # (P, G)
-    if cfg["dynamic_sampling"] > 1:  # DAPO: keep P groups whose scores spread (flat ones only to fill up),
-        # as many of them mutation groups as without it (else search's skill goes untrained: measured, every child invalid)
-        spread, mutation = (adv.abs().sum(1) > 0).tolist(), [p is not None for p in parents]
-        kept_mutating = round(cfg["mutation_share"] * (P // run.world))
-        ranked = lambda kind: sorted((i for i in range(len(spread)) if mutation[i] == kind), key=lambda i: not spread[i])
-        keep = sorted(ranked(False)[:P // run.world - kept_mutating] + ranked(True)[:kept_mutating])
-        batch, rewards, scalar, weights, adv = select_groups(batch, keep, G), rewards[keep], scalar[keep], weights[keep], adv[keep]
     loss, stats, grad_norm = policy_update(run, batch, adv.reshape(-1).to(run.device))
     metrics = step_metrics(run, batch, rewards, scalar, weights, adv)
-    metrics = {"loss": loss, **stats, "grad_norm": grad_norm, **metrics, "tokens": batch["num_tokens"],
+    metrics = {"loss": loss, **stats, "grad_norm": grad_norm, **metrics, **sampling, "tokens": batch["num_tokens"],
                "sample_s": t_sample, "step_s": time.time() - t0}
     return distributed.reduce_metrics(metrics, run.world, run.device), batch
 
 
+def sample_round(run):
+    """P fresh prompt groups, sampled and scored -> (batch, weightings (P, N, D), which groups show parents)."""
+    cfg, task, P = run.cfg, run.task, run.cfg["prompts_per_step"]
+    problems = task.problems("train", P, run.rng)
+    # the last groups show parent programs to mutate, as the evolutionary search will (code task)
+    mutating = round(cfg["mutation_share"] * P)
+    parents = [None] * (P - mutating) + [[task.program_text(p) for p in task.demo_parents(q, run.rng)]
+                                         for q in problems[P - mutating:]]
+    # N weightings per group for the set methods, one for the single-answer weighted baselines
+    weights = vpo.sample_weights(P, cfg["num_weights"] if cfg["algo"] in SET_ALGOS else 1, task.dim,
+                                 cfg["alpha"], cfg["weight_sampler"], run.generator)  # (P, N, D)
+    # under torchrun every rank draws the same global batch and keeps its share of the groups
+    problems, parents, weights = (x[run.rank::run.world] for x in (problems, parents, weights))
+    goals = weights[:, 0].tolist() if cfg["algo"] == "goal_conditioned" else None
+    run.model.eval()
+    batch = sample_rollouts(run.model, run.tok, task, problems, run.m, cfg["group_size"], cfg, run.generator,
+                            run.device, parents=parents, goals=goals)
+    return batch, weights, [p is not None for p in parents]
+
+
+def sample_groups(run):
+    """The step's groups -> (batch, weightings, sampling metrics). With dynamic_sampling (DAPO), rounds
+    of P fresh groups are drawn until P groups spread (the algorithm's advantage is not all zero
+    in them), at most dynamic_sampling rounds; flat groups fill in only if the rounds run out.
+    The kept groups show parents in the configured share, like every other step (without that the
+    search's mutation skill went untrained: measured, every child it wrote was invalid). Under
+    torchrun each rank draws again on its own, so the ranks' problem streams part after a redraw."""
+    cfg = run.cfg
+    batch, weights, mutating = sample_round(run)
+    if not cfg["dynamic_sampling"]:
+        return batch, weights, {}
+    P = len(batch["problems"])
+    need = {True: round(cfg["mutation_share"] * P)}  # groups with parents -> how many to keep
+    need[False] = P - need[True]
+    found = {kind: ([], []) for kind in need}  # kind -> (spread, flat) groups, as indices into all rounds
+    rounds = []
+    while True:
+        adv = ADVANTAGES[cfg["algo"]][0](batch["rewards"], batch["rewards"].mean(-1), weights, cfg)
+        for i, (kind, spread) in enumerate(zip(mutating, (adv.abs().sum(1) > 0).tolist())):
+            found[kind][0 if spread else 1].append(len(rounds) * P + i)
+        rounds.append((batch, weights))
+        if len(rounds) == cfg["dynamic_sampling"] or all(len(found[k][0]) >= need[k] for k in need):
+            break
+        batch, weights, mutating = sample_round(run)
+    ranked = {kind: spread + flat for kind, (spread, flat) in found.items()}  # spread groups first
+    keep = ranked[False][:need[False]] + ranked[True][:need[True]]
+    keep += [g for g in ranked[False] + ranked[True] if g not in keep][:P - len(keep)]  # a rank short of a kind
+    flat = len(set(keep) & set(found[False][1] + found[True][1]))
+    keep = sorted(keep)  # in the order drawn
+    batch = select_groups(concat_groups([b for b, _ in rounds], run.tok.eos), keep, cfg["group_size"])
+    weights = torch.cat([w for _, w in rounds])[keep]
+    return batch, weights, {"sampling_rounds": len(rounds), "flat_groups_kept": flat}
+
+
 def policy_update(run, batch, adv):
-    """`epochs_per_batch` steps of the clipped token-mean policy loss (grpo.policy_loss), with a KL
-    to the warm start if kl_coef > 0 -> (loss, loss stats, grad norm) of the last epoch."""
+    """`epochs_per_batch` steps of the clipped policy loss (grpo.policy_loss: a token mean, or Dr. GRPO's
+    constant normaliser), with a KL to the warm start if kl_coef > 0 -> (loss, loss stats, grad norm)
+    of the last epoch."""
     cfg = run.cfg
     inputs = (batch["prompt"], batch["prompt_mask"], batch["completion"], batch["completion_mask"])
     ref_logprobs = None
@@ -309,12 +352,16 @@ def policy_update(run, batch, adv):
     # the loss averages over the GLOBAL batch's tokens: DDP averages gradients over ranks, so each
     # rank's token mean is reweighted by its share of the tokens (1.0 in one process)
     share = distributed.token_share(batch["num_tokens"], run.world, run.device)
+    normaliser = None
+    if cfg["loss_norm"] == "constant":  # Dr. GRPO: rollouts x the longest completion sampling allows;
+        # a constant per rank, so DDP's mean over ranks is the global constant and no reweighting is needed
+        normaliser, share = len(adv) * max_completion_tokens(run.task, run.m), 1.0
     for _ in range(cfg["epochs_per_batch"]):
         with autocast(cfg, run.device):
             logprobs, entropy = run.scorer(*inputs)  # entropy keeps its gradient, for the entropy bonus
         loss, stats = grpo.policy_loss(logprobs.float(), batch["old_logprobs"], adv, batch["completion_mask"],
                                        cfg["clip"], ref_logprobs, cfg["kl_coef"], cfg["clip_high"] or None,
-                                       entropy.float(), cfg["entropy_coef"])
+                                       entropy.float(), cfg["entropy_coef"], normaliser=normaliser)
         grad_norm = guarded_step(run, loss * share)
     return loss.item(), stats, grad_norm
 

@@ -230,3 +230,37 @@ def test_entropy_bonus_has_the_gradient_of_the_mean_token_entropy():
     assert abs(stats["entropy_bonus"] - float((-(p * torch.log(p)).sum(-1) * mask).sum() / mask.sum())) < 1e-6
     loss0, _ = loss_of(0.0)
     assert torch.autograd.grad(loss0, logits, allow_unused=True)[0].abs().sum() == 0
+
+
+def test_clip_higher_acts_once_the_ratio_passes_1_plus_clip():
+    # a ratio of 1.25 on a positive advantage: the symmetric clip (0.2) caps it at 1.2 and stops its
+    # gradient; clip-higher (0.28) leaves it alone. At ratio 1 (one update per batch) both are equal.
+    old = torch.zeros(1, 1)
+    mask = torch.ones(1, 1, dtype=torch.bool)
+    adv = torch.tensor([1.0])
+    for clip_high, want_loss, want_grad in [(None, -1.2, 0.0), (0.28, -1.25, -1.25)]:
+        new = torch.tensor([[math.log(1.25)]], requires_grad=True)
+        loss, stats = policy_loss(new, old, adv, mask, clip=0.2, clip_high=clip_high)
+        loss.backward()
+        assert abs(loss.item() - want_loss) < 1e-6 and abs(new.grad.item() - want_grad) < 1e-6
+        assert stats["clip_frac"] == (1.0 if clip_high is None else 0.0)
+        at_one, _ = policy_loss(old.clone(), old, adv, mask, clip=0.2, clip_high=clip_high)
+        assert abs(at_one.item() + 1.0) < 1e-6
+
+
+def test_constant_normaliser_gives_every_token_the_same_weight():
+    """Dr. GRPO's loss: token sum / (rollouts x longest possible completion). A token's gradient is
+    -A / normaliser however long the batch's other completions are; under the token mean it is
+    -A / (tokens in the batch), so a long completion elsewhere shrinks it."""
+    def grad(lengths, normaliser):
+        mask = torch.tensor([[t < n for t in range(4)] for n in lengths])
+        logp = torch.zeros(len(lengths), 4, requires_grad=True)
+        loss, stats = policy_loss(logp, logp.detach(), torch.tensor([1.0] * len(lengths)), mask,
+                                  normaliser=normaliser)
+        loss.backward()
+        return logp.grad[0, 0].item(), loss.item(), stats
+    # two rollouts, at most 4 tokens each: normaliser 2 x 4 = 8
+    assert abs(grad([1, 1], 8)[0] + 1 / 8) < 1e-7 and abs(grad([1, 4], 8)[0] + 1 / 8) < 1e-7
+    assert abs(grad([1, 1], None)[0] + 1 / 2) < 1e-7 and abs(grad([1, 4], None)[0] + 1 / 5) < 1e-7
+    _, loss, stats = grad([1, 4], 8)
+    assert abs(loss + 5 / 8) < 1e-6 and abs(stats["pg_loss"] + 1.0) < 1e-6  # stats stay token means

@@ -125,3 +125,53 @@ def test_baselines_give_zeros_never_nan_on_groups_without_signal(fn):
     scores = torch.tensor([[0.0] * 8, [0.5] * 8, [1.0] * 8])
     adv = fn(scores)
     assert adv.shape == (3, 8) and torch.all(adv == 0)
+
+
+def test_max_at_k_without_std_norm_keeps_the_credit_undivided():
+    # the hand case above: m = (.75, .75, 1), rho = 5/6, left undivided
+    got = max_at_k_advantages(torch.tensor([[0.0, 0.5, 1.0]]), 2, std_norm=False)
+    assert torch.allclose(got, torch.tensor([[-1 / 12, -1 / 12, 1 / 6]]), atol=1e-6)
+
+
+# ---------------------------------------------------------------- std_norm=false for every algorithm
+# One group of three rollouts of m = 2 answers in D = 2, and two weightings (the single-answer
+# weighted methods use the first). First answers (0,0), (1,0), (1,1): fixed scores 0, .5, 1.
+STD_REWARDS = torch.tensor([[[[0.0, 0.0], [0.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]], [[1.0, 1.0], [0.0, 0.0]]]])
+STD_WEIGHTS = torch.tensor([[[0.25, 0.75], [1.0, 0.0]]])
+# Without the std division each advantage is its score minus the group's mean, by hand:
+UNDIVIDED = {
+    "grpo": [-0.5, 0.0, 0.5],                      # fixed scores 0, .5, 1
+    "multi_rlvr": [-2 / 3, 1 / 3, 1 / 3],          # set sums 0, 1, 1
+    "random_weights": [-5 / 12, -1 / 6, 7 / 12],   # (.25, .75) . first answers: 0, .25, 1
+    "goal_conditioned": [-5 / 12, -1 / 6, 7 / 12],
+    "vpo": [-0.625, 0.25, 0.375],                  # set scores 0, (.75 + 1) / 2, (1 + 1) / 2
+    "max_at_k": [-1 / 12, -1 / 12, 1 / 6],         # k = 2 on 0, .5, 1 (the hand case above)
+}
+REFUSED = {"gdpo": "per-component std", "maxrl": "group's mean", "vpo_loo": "leave-one-out"}
+
+
+def test_std_norm_is_decided_for_every_algorithm():
+    from train import ADVANTAGES
+    assert set(UNDIVIDED) | set(REFUSED) == set(ADVANTAGES) and not set(UNDIVIDED) & set(REFUSED)
+
+
+@pytest.mark.parametrize("algo", sorted(UNDIVIDED))
+def test_std_norm_false_is_honoured(algo):
+    from train import ADVANTAGES, resolve_config
+    fn = ADVANTAGES[algo][0]
+    args = (STD_REWARDS, STD_REWARDS.mean(-1), STD_WEIGHTS)
+    undivided = fn(*args, resolve_config(overrides=[f"algo={algo}", "max_k=2", "std_norm=false"]))
+    assert torch.allclose(undivided, torch.tensor([UNDIVIDED[algo]]), atol=1e-6)
+    divided = fn(*args, resolve_config(overrides=[f"algo={algo}", "max_k=2"]))
+    assert not torch.allclose(divided, undivided, atol=1e-3)  # the flag changes something
+
+
+@pytest.mark.parametrize("algo", sorted(REFUSED))
+def test_std_norm_false_is_refused_where_no_group_std_is_divided(algo):
+    from train import ConfigError, resolve_config
+    resolve_config(overrides=[f"algo={algo}"])
+    with pytest.raises(ConfigError) as err:
+        resolve_config(overrides=[f"algo={algo}", "std_norm=false"])
+    message = str(err.value)
+    assert message.startswith(f"std_norm=false does not apply to {algo}: ") and REFUSED[algo] in message
+    assert len(message.splitlines()) == 1

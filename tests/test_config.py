@@ -32,6 +32,7 @@ def test_overrides_parse_types():
     ("task=chess", "unknown task 'chess'"),
     ("task_options={bogus: 1}", "task_options for task 'persona'"),
     ("weight_sampler=sobol", None),
+    ("loss_norm=mean", "loss_norm must be tokens or constant, got 'mean'"),
     ("overwrite=yes please", "config key 'overwrite' must be bool"),
     ("noequals", "must look like key=value"),
 ])
@@ -64,3 +65,12 @@ def test_command_line_error_is_one_line_and_nonzero(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip() == "error: unknown config key 'stpes' (did you mean 'steps'?)"
     assert not (tmp_path / "x").exists()  # nothing written before the config is valid
+
+
+def test_max_at_k_needs_k_below_the_group_size():
+    """k = G leaves one k-subset, the whole group: every advantage is 0 and max_at_k would train nothing."""
+    assert resolve_config(overrides=["algo=max_at_k", "group_size=8", "max_k=7"])["max_k"] == 7
+    for k in (8, 0):
+        with pytest.raises(ConfigError, match=r"max_k must be in 1\.\.group_size-1=7 for max_at_k, got " + str(k)):
+            resolve_config(overrides=["algo=max_at_k", "group_size=8", f"max_k={k}"])
+    resolve_config(overrides=["algo=grpo", "group_size=4", "max_k=4"])  # other algorithms do not read it

@@ -102,3 +102,28 @@ def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
 
     third = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert third.returncode == 0 and "reusing finished run" in third.stdout and "trained" not in third.stdout
+
+
+def _differences(task, a, b, quick=False):
+    ca, cb = (experiment.run_config(task, name, 0, "out/x", quick) for name in (a, b))
+    return {k: (ca[k], cb[k]) for k in ca if ca[k] != cb[k] and k != "out_dir"}
+
+
+def test_clip_higher_is_compared_with_grpo_at_the_same_updates_per_batch():
+    # clipping binds only from a batch's second update on: grpo_2ep and grpo_clip_higher differ in
+    # the upper clip alone, and both take at least two updates per batch
+    for task in experiment.TASKS:
+        assert _differences(task, "grpo_2ep", "grpo_clip_higher") == {"clip_high": (0.0, 0.28)}
+        assert experiment.run_config(task, "grpo_2ep", 0, "out/x")["epochs_per_batch"] >= 2
+    assert {"grpo_2ep", "grpo_clip_higher"} <= set(experiment.ABLATIONS)
+
+
+def test_dr_grpo_and_dapo_rows_use_every_part_of_their_method():
+    assert _differences("persona", "grpo", "dr_grpo") == {"std_norm": (True, False), "loss_norm": ("tokens", "constant")}
+    dapo = experiment.run_config("code", "dapo", 0, "out/x")
+    assert dapo["clip_high"] == 0.28 and dapo["epochs_per_batch"] >= 2 and dapo["dynamic_sampling"] > 1
+
+
+def test_quick_mode_trains_max_at_k_with_k_below_the_group_size():
+    cfg = experiment.run_config("persona", "max_at_k", 0, "out/x", quick=True)
+    assert 1 <= cfg["max_k"] < cfg["group_size"]

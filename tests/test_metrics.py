@@ -212,3 +212,55 @@ def test_scalarized_best_at_k_one_dimension_is_max_at_k(col, w):
 def test_scalarized_best_at_k_rejects_mismatched_weights():
     with pytest.raises(ValueError):
         scalarized_best_at_k([[1, 0]], [[1, 0, 0]], [1])
+
+
+# ---------------------------------------------------------------- paired bootstrap interval
+
+from metrics import paired_bootstrap_interval  # noqa: E402
+
+
+def test_paired_bootstrap_identical_methods_and_a_constant_shift():
+    a = np.random.default_rng(0).random((3, 40))
+    assert paired_bootstrap_interval(a, a.copy()) == (0.0, 0.0, 0.0)
+    # every problem 0.25 better: every resample's mean gap is 0.25 whatever it draws
+    assert paired_bootstrap_interval(a + 0.25, a, num_resamples=500) == pytest.approx((0.25, 0.25, 0.25), abs=1e-12)
+    # paired: a shift survives problems of very different difficulty, which an unpaired interval would not
+    hard_and_easy = np.tile(np.linspace(0, 0.7, 40), (3, 1))
+    assert paired_bootstrap_interval(hard_and_easy + 0.1, hard_and_easy) == pytest.approx((0.1, 0.1, 0.1), abs=1e-12)
+
+
+def test_paired_bootstrap_known_cases():
+    # one seed, two problems with gaps 0 and 1: a resample's mean is 0, .5 or 1 with chances 1/4, 1/2,
+    # 1/4, so the 95% interval runs from 0 to 1 around the mean .5
+    assert paired_bootstrap_interval([[1.0, 1.0]], [[1.0, 0.0]]) == (0.5, 0.0, 1.0)
+    # the same gaps on two seeds of one problem: now the seeds are what is resampled
+    assert paired_bootstrap_interval([[0.0], [1.0]], [[0.0], [0.0]]) == (0.5, 0.0, 1.0)
+    # one seed, one problem: nothing to resample
+    assert paired_bootstrap_interval([[0.75]], [[0.5]]) == (0.25, 0.25, 0.25)
+    # at level ~0 the interval shrinks to the resamples' median, .5 here
+    assert paired_bootstrap_interval([[1.0, 1.0]], [[1.0, 0.0]], level=1e-9)[1:] == (0.5, 0.5)
+
+
+def test_paired_bootstrap_is_antisymmetric_deterministic_and_brackets_the_mean():
+    rng = np.random.default_rng(1)
+    a, b = rng.random((3, 30)), rng.random((3, 30))
+    mean, low, high = paired_bootstrap_interval(a, b, seed=7)
+    assert mean == pytest.approx(float((a - b).mean()), abs=1e-15) and low < mean < high
+    assert paired_bootstrap_interval(a, b, seed=7) == (mean, low, high)
+    assert paired_bootstrap_interval(a, b, seed=8) != (mean, low, high)
+    assert paired_bootstrap_interval(b, a, seed=7) == pytest.approx((-mean, -high, -low), abs=1e-12)
+    narrow = paired_bootstrap_interval(a, b, level=0.5, seed=7)
+    assert low < narrow[1] < narrow[2] < high
+
+
+@pytest.mark.parametrize("a, b, kwargs", [
+    (np.zeros((2, 3)), np.zeros((2, 4)), {}),   # different problems
+    (np.zeros(3), np.zeros(3), {}),             # not (seeds, problems)
+    (np.zeros((0, 3)), np.zeros((0, 3)), {}),   # empty
+    (np.full((2, 3), np.nan), np.zeros((2, 3)), {}),
+    (np.zeros((2, 3)), np.zeros((2, 3)), {"level": 1.0}),
+    (np.zeros((2, 3)), np.zeros((2, 3)), {"num_resamples": 0}),
+])
+def test_paired_bootstrap_rejects_bad_inputs(a, b, kwargs):
+    with pytest.raises(ValueError):
+        paired_bootstrap_interval(a, b, **kwargs)

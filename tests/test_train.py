@@ -39,6 +39,22 @@ def test_every_algorithm_runs_end_to_end(tmp_path, algo):
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
+def _variants():
+    import experiment
+    return experiment.VARIANTS
+
+
+@pytest.mark.parametrize("name", sorted(_variants()))
+def test_every_leaderboard_variant_runs_end_to_end(tmp_path, name):
+    """experiment.VARIANTS: an algorithm with other settings (dr_grpo, dapo, ...) on tiny.yaml."""
+    algo, settings = _variants()[name]
+    out = train(tiny(tmp_path, f"algo={algo}", *[f"{k}={v}" for k, v in settings.items()]))
+    lines = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl")) if '"train"' in line]
+    assert [r["step"] for r in lines] == [1, 2, 3, 4] and all(r["loss"] == r["loss"] for r in lines)
+    if settings.get("dynamic_sampling"):
+        assert all(1 <= r["sampling_rounds"] <= settings["dynamic_sampling"] for r in lines)
+
+
 def test_code_task_runs(tmp_path):
     out = train(tiny(tmp_path, "task=code", "algo=vpo"))
     lines = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl")) if '"train"' in line]
@@ -176,6 +192,7 @@ def test_warm_start_key_follows_settings_and_task_code_not_trainer_text(tmp_path
 
 
 @pytest.mark.parametrize("flags", [["std_norm=false"], ["clip_high=0.28", "epochs_per_batch=2"], ["entropy_coef=0.05"],
+                                   ["std_norm=false", "loss_norm=constant"],
                                    ["dynamic_sampling=3", "task=code", "algo=vpo"],
                                    ["mutation_share=0.5", "task=code"]])
 def test_grpo_fixes_and_mutation_prompts_run_end_to_end(tmp_path, flags):
@@ -184,34 +201,89 @@ def test_grpo_fixes_and_mutation_prompts_run_end_to_end(tmp_path, flags):
     assert len(lines) == 4
     if "entropy_coef=0.05" in flags:
         assert all(r["entropy_bonus"] > 0 for r in lines)
-    if "dynamic_sampling=3" in flags:  # a random code policy rarely spreads: kept groups spread first
-        assert all(r["zero_std_groups"] <= 1.0 for r in lines)
+    if "dynamic_sampling=3" in flags:  # flat groups are kept only once the 3 rounds have run out
+        for r in lines:
+            assert r["flat_groups_kept"] == round(r["zero_std_groups"] * 2) and 1 <= r["sampling_rounds"] <= 3
+            assert r["flat_groups_kept"] == 0 or r["sampling_rounds"] == 3
     samples = [json.loads(line) for line in open(os.path.join(out, "samples.jsonl"))]
     assert samples
 
 
-def test_dynamic_sampling_keeps_the_groups_whose_scores_spread(tmp_path, monkeypatch):
+def _rl_step_with_flat_groups(tmp_path, monkeypatch, flat, *overrides):
+    """One rl_step on a fresh tiny model where the problems `flat` picks score the same in every
+    rollout and the others at random -> (metrics, batch, the problems drawn in order, the advantage
+    trained on)."""
     import rollouts
     import train as trainer
-    cfg = tiny(tmp_path, "dynamic_sampling=3", "algo=grpo")
-    task, tok = trainer.make_task("persona"), trainer.Tokenizer()
+    cfg = tiny(tmp_path, *overrides)
+    task, tok = trainer.make_task(cfg["task"]), trainer.Tokenizer()
     torch.manual_seed(0)
     model = trainer.build_model(cfg, tok, "cpu")
-    calls = []
+    calls, trained = [], []
 
-    def constant_for_some(task, problem, answers, m, as_written=False):  # problems with an 'a' score flat
+    def score(task, problem, answers, m, as_written=False):
         calls.append(problem)
-        return np.full((m, task.dim), 0.5, dtype=np.float32) if "a" in problem else \
+        return np.full((m, task.dim), 0.5, dtype=np.float32) if flat(problem) else \
             np.random.default_rng(len(calls)).random((m, task.dim)).astype(np.float32)
-    monkeypatch.setattr(rollouts, "score_answers", constant_for_some)
+    real_update = trainer.policy_update
+
+    def policy_update(run, batch, adv):
+        trained.append(adv.clone())
+        return real_update(run, batch, adv)
+    monkeypatch.setattr(rollouts, "score_answers", score)
+    monkeypatch.setattr(trainer, "policy_update", policy_update)
     run = trainer.Run(cfg, task, tok, model, torch.optim.AdamW(model.parameters()), trainer.distributed.Scorer(model),
                       rng=random.Random(1), generator=torch.Generator().manual_seed(0))
     metrics, batch = trainer.rl_step(run)
-    drawn = {tuple(p) for p in calls}
-    assert len(batch["problems"]) == cfg["prompts_per_step"] and len(drawn) > cfg["prompts_per_step"]
-    spread = [p for p in batch["problems"] if "a" not in p]
-    assert len(spread) == min(cfg["prompts_per_step"], len([p for p in drawn if "a" not in p]))
-    assert batch["rewards"].shape[0] == cfg["prompts_per_step"] and batch["completion"].shape[0] == 2 * 4
+    return metrics, batch, calls[::cfg["group_size"]], trained[0]
+
+
+def with_abcd(problem):  # about half of the persona problems
+    return any(c in problem for c in "abcd")
+
+
+def test_dynamic_sampling_draws_again_until_p_groups_spread(tmp_path, monkeypatch):
+    P = 4
+    metrics, batch, drawn, _ = _rl_step_with_flat_groups(tmp_path, monkeypatch, with_abcd, "algo=grpo",
+                                                         f"prompts_per_step={P}", "dynamic_sampling=5")
+    rounds = len(drawn) // P
+    assert len(drawn) == rounds * P and metrics["sampling_rounds"] == rounds > 1  # this seed needs a redraw
+    spread = [i for i, p in enumerate(drawn) if not with_abcd(p)]
+    assert len([i for i in spread if i < (rounds - 1) * P]) < P <= len(spread)  # it stopped as soon as it could
+    assert batch["problems"] == [drawn[i] for i in spread[:P]] and metrics["flat_groups_kept"] == 0
+    assert metrics["zero_std_groups"] == 0 and batch["rewards"].shape[0] == P and batch["completion"].shape[0] == P * 4
+
+
+def test_dynamic_sampling_gives_up_after_its_rounds_and_says_so(tmp_path, monkeypatch):
+    metrics, batch, drawn, adv = _rl_step_with_flat_groups(tmp_path, monkeypatch, lambda p: True, "algo=grpo",
+                                                           "dynamic_sampling=3")
+    assert len(drawn) == 3 * 2 and metrics["sampling_rounds"] == 3 and metrics["flat_groups_kept"] == 2
+    assert batch["problems"] == drawn[:2] and torch.all(adv == 0)
+
+
+def test_gdpo_with_dynamic_sampling_trains_on_advantages_of_batch_std_1(tmp_path, monkeypatch):
+    """GDPO divides by the std over the batch: the batch it trains on, not the groups drawn and dropped
+    (computed before the selection, the kept advantages had std 1.39 in one run)."""
+    metrics, batch, drawn, adv = _rl_step_with_flat_groups(tmp_path, monkeypatch, with_abcd, "algo=gdpo",
+                                                           "prompts_per_step=4", "dynamic_sampling=5")
+    assert metrics["sampling_rounds"] > 1 and len(drawn) > len(batch["problems"])  # some groups were dropped
+    assert abs(float(adv.std(unbiased=False)) - 1) < 1e-5 and abs(float(adv.mean())) < 1e-6
+
+
+def test_dr_grpo_loss_divides_by_rollouts_times_the_longest_completion(tmp_path, monkeypatch):
+    import train as trainer
+    from rollouts import max_completion_tokens
+    seen = []
+    real = trainer.grpo.policy_loss
+
+    def policy_loss(*args, normaliser=None, **kwargs):
+        seen.append(normaliser)
+        return real(*args, normaliser=normaliser, **kwargs)
+    monkeypatch.setattr(trainer.grpo, "policy_loss", policy_loss)
+    for norm, algo, m in [("constant", "grpo", 1), ("constant", "vpo", 3), ("tokens", "grpo", 1)]:
+        _rl_step_with_flat_groups(tmp_path, monkeypatch, lambda p: False, f"algo={algo}", f"loss_norm={norm}")
+        want = 2 * 4 * max_completion_tokens(trainer.make_task("persona"), m) if norm == "constant" else None
+        assert seen[-1] == want and (want is None or want == 2 * 4 * (13 * m + 1))
 
 
 def test_dynamic_sampling_keeps_the_share_of_mutation_groups(tmp_path, monkeypatch):
