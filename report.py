@@ -250,7 +250,44 @@ def summary_markdown(results):
                  "are invalid; evo solved: searches that found a program passing every test within the budget, "
                  "on problems no checkpoint's pool solved (per seed in brackets).")
     lines += ["", "## The paper's claims, this run's verdicts", ""] + claims(results) + [""]
+    lines += ["## Leaderboard", ""] + leaderboard_table(results)
     return "\n".join(lines + mutation_table(results) + training_table(results)) + "\n"
+
+
+# The number each task's leaderboard ranks by, at the largest k: what the task is for.
+LEADERBOARD_METRIC = {"persona": ("w_best", "heldout_weight_best_at_k", "w-best"),
+                      "code": ("pass", "pass_at_k", "pass"),
+                      "persona_collinear": ("w_best", "heldout_weight_best_at_k", "w-best")}
+
+
+def leaderboard_rows(results):
+    """{task: [(method, [value per seed]), ...]} of each task's leaderboard metric at the largest k."""
+    rows = {}
+    for task, per_method in results["tasks"].items():
+        _, curve, _ = LEADERBOARD_METRIC.get(task, ("best", "best_at_k", "best"))
+        rows[task] = [(m, [v[-1] for v in e[curve + "_per_seed"]]) for m, e in per_method.items()
+                      if curve + "_per_seed" in e]
+    return {t: r for t, r in rows.items() if r}
+
+
+def leaderboard_table(results):
+    """Every method ranked per task, with its difference from VPO and from GRPO and their 95% paired
+    bootstrap intervals over problems and seeds: a gap whose interval holds 0 is not a gap."""
+    lines = []
+    for task, rows in leaderboard_rows(results).items():
+        key, _, name = LEADERBOARD_METRIC.get(task, ("best", "best_at_k", "best"))
+        k = results["tasks"][task][rows[0][0]]["ks"][-1]
+        lines += [f"#### {task}: {name}@{k}, ranked", "",
+                  f"| method | {name}@{k} (per seed) | - VPO [95%] | - GRPO [95%] |", "|---|---|---|---|"]
+        for method, values in sorted(rows, key=lambda r: -np.mean(r[1])):
+            cells = []
+            for other in ("vpo", "grpo"):
+                iv = paired(results, task, method, other, key) if method != other else None
+                cells.append(fmt_interval(iv) if iv else "")
+            lines.append(f"| {method} | {np.mean(values):.3f} ({' '.join(f'{v:.3f}' for v in values)}) | "
+                         + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
 
 
 def mutation_table(results):
@@ -310,4 +347,9 @@ def write_report(out_dir, results, samples=None):
         json.dump(results, f, indent=1)
     with open(paths[1], "w") as f:
         f.write(summary_markdown(results))
-    return paths + plots.make_all(out_dir, results, samples or {})
+    paths += plots.make_all(out_dir, results, samples or {})
+    rows = leaderboard_rows(results)
+    if rows:
+        paths.append(os.path.join(out_dir, "leaderboard.png"))
+        plots.leaderboard_figure(rows, paths[-1], metric="the metric at the largest k (code: pass@k, else w-best@k)")
+    return paths

@@ -76,3 +76,12 @@ def test_mutation_table_gives_shares_of_the_children():
     lines = report.mutation_table(results)
     assert lines[-2] == "| vpo | 40 | 0.25 | 0.050 |" and not any("grpo" in line for line in lines)
     assert report.mutation_table({"tasks": {"persona": {}}}) == []
+
+
+def test_leaderboard_ranks_methods_with_intervals_against_vpo_and_grpo():
+    records = [_record("persona", m, s, best) for s in range(2) for m, best in
+               (("vpo", [0.8, 0.9]), ("grpo", [0.5, 0.6]), ("max_at_k", [0.7, 0.7]))]
+    lines = report.leaderboard_table(report.merge(records))
+    rows = [line for line in lines if line.startswith("| ") and "method" not in line]
+    assert [r.split(" | ")[0] for r in rows] == ["| vpo", "| max_at_k", "| grpo"]
+    assert rows[2].endswith("| -0.300 [-0.300, -0.300] |  |")  # grpo - vpo; nothing against itself
