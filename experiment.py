@@ -470,7 +470,7 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
               f"finished evaluation in {out_dir}/; the same command continues from there", flush=True)
         raise
     pool.shutdown()
-    results = report.merge(report.load_records([out_dir]))
+    results = report.merge(report.load_records([out_dir]), TASKS)
     results.update(settings=settings, quick=quick, wall_s=round(time.time() - progress.t0, 1))
     paths = report.write_report(out_dir, results, samples)
     print("\n" + report.summary_markdown(results))
@@ -501,7 +501,7 @@ def main(argv=None):
             if not records:
                 raise ConfigError(f"no result files under {', '.join(d + '/results/' for d in args.report)}; "
                                   f"run the experiment first")
-            results = report.merge(records)
+            results = report.merge(records, TASKS)
             paths = report.write_report(args.out or args.report[0], results)
             print(report.summary_markdown(results))
             print("wrote " + ", ".join(paths))

@@ -46,13 +46,15 @@ def load_records(dirs):
     return list(found.values())
 
 
-def merge(records):
-    """Records -> results: tasks -> method -> entry with the mean over seeds, the spread (max - min),
-    the per-seed values, and the per-problem values the intervals need."""
+def merge(records, task_order=()):
+    """Records -> results: tasks (in task_order, then by name) -> method (warm start first) -> entry
+    with the mean over seeds, the spread (max - min), the per-seed values, and the per-problem values
+    the intervals need."""
     results = {"seeds": sorted({r["seed"] for r in records}), "tasks": {},
                "commits": sorted({r.get("commit", "unknown") for r in records})}
-    order = {"warm_start": 0}
-    for r in sorted(records, key=lambda r: (r["task"], order.get(r["method"], 1), r["seed"])):
+    tasks = {t: i for i, t in enumerate(task_order)}
+    for r in sorted(records, key=lambda r: (tasks.get(r["task"], len(tasks)), r["task"], r["method"] != "warm_start",
+                                            r["seed"])):
         results["tasks"].setdefault(r["task"], {}).setdefault(r["method"], []).append(r)
     for task, per_method in results["tasks"].items():
         for method, rows in per_method.items():
