@@ -321,7 +321,7 @@ def sample_groups(run):
     found = {kind: ([], []) for kind in need}  # kind -> (spread, flat) groups, as indices into all rounds
     rounds = []
     while True:
-        adv = ADVANTAGES[cfg["algo"]][0](batch["rewards"], batch["rewards"].mean(-1), weights, cfg)
+        adv = ADVANTAGES[cfg["algo"]][0](batch["rewards"], run.task.scalarize(batch["rewards"]), weights, cfg)
         for i, (kind, spread) in enumerate(zip(mutating, (adv.abs().sum(1) > 0).tolist())):
             found[kind][0 if spread else 1].append(len(rounds) * P + i)
         rounds.append((batch, weights))
