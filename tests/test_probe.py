@@ -1,0 +1,53 @@
+"""tools/probe_learning.py: a pool's numbers by hand, from a scripted policy, and its gaps closed."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from model import Tokenizer
+from rewards import CodeTask
+from train import resolve_config
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+from probe_learning import gaps, pool_numbers  # noqa: E402
+
+PROBLEM = (4, 9, 2, 7, 12)  # f = (+ (< x 4) (< x 9)), shown at 2, 7, 12: t1 in 3..7, t2 in 8..12
+RIGHT, CLOSE = "(+ (< x 4) (< x 9))", "(+ (< x 5) (< x 11))"  # CLOSE fails x = 4, 9, 10
+
+
+def scripted(tok, answers):
+    """Stands in for engine.generate: every rollout writes the same answers."""
+    def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, **kwargs):
+        tokens = torch.tensor([tok.encode("<|sep|>".join(answers) + "<|eos|>")] * (len(prompt) * num_samples))
+        zeros = torch.zeros(tokens.shape)
+        return dict(tokens=tokens, mask=torch.ones_like(tokens, dtype=torch.bool), logprobs=zeros, entropy=zeros)
+    return generate
+
+
+def test_pool_numbers_of_a_scripted_policy(monkeypatch):
+    import engine
+    task, tok = CodeTask(), Tokenizer()
+    # every rollout: the truth, a repeat of it, an answer contradicting the example 7->1 (t2 = 7)
+    monkeypatch.setattr(engine, "generate", scripted(tok, [RIGHT, RIGHT, "(+ (< x 4) (< x 7))"]))
+    w = np.array([[1.0] + [0.0] * 12, [0.0] * 12 + [1.0]])
+    out = pool_numbers(task, None, tok, resolve_config(overrides=["task=code"]), [PROBLEM], 6, 3, w)
+    assert out["valid"] == pytest.approx(2 / 3) and out["repeats"] == pytest.approx(1 / 3)
+    assert out["mean_reward"] == pytest.approx(2 / 3)  # the repeat scores as written, the invalid 0
+    assert out["set_score"] == 1.0 and out["pass_at_k"] == pytest.approx([2 / 3, 14 / 15, 1.0, 1.0])
+    monkeypatch.setattr(engine, "generate", scripted(tok, [CLOSE]))
+    out = pool_numbers(task, None, tok, resolve_config(overrides=["task=code"]), [PROBLEM], 3, 1, w)
+    assert out["valid"] == 1.0 and out["repeats"] == 0.0 and out["mean_reward"] == pytest.approx(10 / 13)
+    assert out["pass_at_k"] == [0.0, 0.0, 0.0] and out["best_at_k"] == pytest.approx([10 / 13] * 3)
+
+
+def test_gaps_are_shares_of_the_warm_starts_distance_to_the_optimum():
+    warm = {"valid": 0.6, "mean_reward": 0.5, "set_score": 0.7, "best_at_k": [0.5, 0.8], "pass_at_k": [0.1, 0.3]}
+    run = {"valid": 0.9, "mean_reward": 0.6, "set_score": 0.7, "best_at_k": [0.6, 0.9], "pass_at_k": [0.1, 0.2]}
+    optimum = {"best_at_1": 0.9, "set_score": 0.9, "best_at_k": [0.9, 1.0], "pass_at_k": [0.2, 0.5]}
+    out = gaps(run, warm, optimum)
+    assert out["valid"] == pytest.approx(0.75) and out["mean_reward"] == pytest.approx(0.25)
+    assert out["set_score"] == 0.0 and out["best_at_k"] == pytest.approx([0.25, 0.5])
+    assert out["pass_at_k"] == pytest.approx([0.0, -0.5])

@@ -1,0 +1,131 @@
+"""
+How much of the reachable gap a finished code run closed, measured on TRAINING problems only.
+
+    python tools/probe_learning.py out/p1 out/p2 [--problems 40 --n 30 --json probe.json]
+
+For each run folder (its final.pt and the warm start it started from) this samples pools of n answers
+on problems drawn from task.problems("train", ...) with a fixed seed of its own (not RL's), scores
+every answer as written, and reports for the run and its warm start (asked for the run's m answers
+per rollout): the share of valid answers (parses and agrees with the examples), of repeats (an answer
+already written in its own rollout), the mean fixed reward, the set score E_w[max_j w . r_j] of sets
+of 3 answers (a set method's own rollouts; for a single-answer method, 3 consecutive independent
+answers), best@k and pass@k; and each as the share of the gap from the warm start to oracle.py's
+optimum that the run closed. The objective of GRPO is the mean reward (optimum: the Bayes-optimal
+single answer), VPO's the set score and pass@k.
+
+Tuning on these numbers never looks at held-out problems; search.py is for those.
+
+Deliberately left out: held-out problems, plots, the persona task (oracle.py covers code only),
+evolutionary search.
+"""
+
+import argparse
+import json
+import os
+import random
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
+from metrics import best_at_k_curve, pass_at_k_curve  # noqa: E402
+from oracle import code_oracle, gap_closed  # noqa: E402
+from rewards import make_task  # noqa: E402
+from search import k_grid, sample_pools  # noqa: E402
+from vpo import sample_weights, set_scores  # noqa: E402
+
+PROBE_SEED = 424_242  # problems, sampling and weightings: far from any RL seed (0..9) and SFT's (seed + 1000)
+SET_SIZE = 3  # answers per set for the set score, as VPO's m
+
+
+def pool_numbers(task, model, tok, cfg, problems, n, m, weights):
+    """Sample a pool of n answers per problem, m per rollout, scored as written -> its numbers."""
+    rewards, answers, _, _, _ = sample_pools(model, tok, task, problems, n, m, cfg, PROBE_SEED)
+    valid = np.array([[task.valid(p, a) for a in pool] for p, pool in zip(problems, answers)])
+    repeat = np.array([[task.answer_key(a) in {task.answer_key(b) for b in pool[j - j % m:j]} for j, a in enumerate(pool)]
+                       for pool in answers])
+    scalar, solved = rewards.mean(-1), (rewards >= 1.0).all(-1)
+    ks = k_grid(n)
+    sets = torch.from_numpy(rewards).reshape(len(problems), n // SET_SIZE, SET_SIZE, task.dim)
+    w = torch.from_numpy(weights).float().expand(len(problems), -1, -1)
+    return {"valid": float(valid.mean()), "repeats": float(repeat.mean()), "mean_reward": float(scalar.mean()),
+            "set_score": float(set_scores(sets, w).mean()),
+            "best_at_k": np.mean([best_at_k_curve(s, ks) for s in scalar], 0).tolist(),
+            "pass_at_k": np.mean([pass_at_k_curve(n, int(c.sum()), ks) for c in solved], 0).tolist()}
+
+
+def gaps(run, warm, optimum):
+    """Each number of a run as the share of the warm start's gap to the optimum it closed."""
+    out = {"valid": gap_closed(run["valid"], warm["valid"], 1.0),
+           "mean_reward": gap_closed(run["mean_reward"], warm["mean_reward"], optimum["best_at_1"]),
+           "set_score": gap_closed(run["set_score"], warm["set_score"], optimum["set_score"])}
+    for key in ("best_at_k", "pass_at_k"):
+        out[key] = [gap_closed(r, w, o) for r, w, o in zip(run[key], warm[key], optimum[key])]
+    return out
+
+
+def probe(run_dirs, num_problems=40, n=30):
+    """{run folder: {"run", "warm", "optimum", "gap"}} on training problems."""
+    results, cache = {}, {}
+    for run_dir in run_dirs:
+        final = load_checkpoint(os.path.join(run_dir, "final.pt"))
+        cfg, m = final["config"], final.get("m", 1)
+        task = make_task(cfg["task"], **cfg["task_options"])
+        problems = task.problems("train", num_problems, random.Random(PROBE_SEED))
+        weights = sample_weights(1, 100, task.dim, generator=torch.Generator().manual_seed(PROBE_SEED))[0].numpy()
+        ks = k_grid(n)
+        key = json.dumps(cfg["task_options"], sort_keys=True)
+        if key not in cache:  # the oracle depends on the task and the problems only
+            per_problem = [code_oracle(task, p, ks, weights, m=SET_SIZE) for p in problems]
+            cache[key] = {"best_at_1": float(np.mean([o["best_at_1"] for o in per_problem])),
+                          "set_score": float(np.mean([o["set_score"] for o in per_problem])),
+                          "best_at_k": [float(np.mean([o["best_at_k"][k] for o in per_problem])) for k in ks],
+                          "pass_at_k": [float(np.mean([o["pass_at_k"][k] for o in per_problem])) for k in ks]}
+        warm_key = (final["warm_start"], m, key)
+        if warm_key not in cache:
+            model, tok, warm_cfg, _ = model_from_checkpoint(final["warm_start"])
+            cache[warm_key] = pool_numbers(task, model, tok, warm_cfg, problems, n, m, weights)
+        model, tok, _, _ = model_from_checkpoint(os.path.join(run_dir, "final.pt"))
+        run = pool_numbers(task, model, tok, cfg, problems, n, m, weights)
+        results[run_dir] = {"algo": cfg["algo"], "m": m, "ks": ks, "run": run, "warm": cache[warm_key],
+                            "optimum": cache[key], "gap": gaps(run, cache[warm_key], cache[key])}
+    return results
+
+
+def report(results):
+    for run_dir, r in results.items():
+        print(f"\n{run_dir} ({r['algo']}, m={r['m']}), training problems")
+        print(f"{'':14s} {'warm':>7s} {'run':>7s} {'optimum':>8s} {'gap closed':>10s}")
+        rows = [("valid", "valid", 1.0), ("repeats", "repeats", 0.0), ("mean reward", "mean_reward", None),
+                ("set score", "set_score", None)]
+        for name, key, best in rows:
+            best = r["optimum"]["best_at_1" if key == "mean_reward" else key] if best is None else best
+            gap = r["gap"].get(key, float("nan"))
+            print(f"{name:14s} {r['warm'][key]:7.3f} {r['run'][key]:7.3f} {best:8.3f} {gap:10.2f}")
+        for key in ("best_at_k", "pass_at_k"):
+            for i, k in enumerate(r["ks"]):
+                if k in (1, 4, r["ks"][-1]):
+                    print(f"{key.replace('_at_k', '')}@{k:<9d} {r['warm'][key][i]:7.3f} {r['run'][key][i]:7.3f} "
+                          f"{r['optimum'][key][i]:8.3f} {r['gap'][key][i]:10.2f}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[1].strip())
+    parser.add_argument("runs", nargs="+", help="finished run folders (final.pt inside)")
+    parser.add_argument("--problems", type=int, default=40)
+    parser.add_argument("--n", type=int, default=30, help="pool size in answers (a multiple of 3)")
+    parser.add_argument("--json", help="also write the numbers to this file")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    results = probe(args.runs, args.problems, args.n)
+    report(results)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
