@@ -173,8 +173,8 @@ def demo_batch(task, tok, cfg, rng, batch, single_only=False):
         problem = task.problems("train", 1, rng)[0]
         parents = task.demo_parents(problem, rng) if with_parents else None
         answers = task.demonstration(problem, m, rng, parents=parents)
-        parent_texts = [task.program_text(p) for p in parents] if parents else None
-        prompts.append(tok.encode(rollout_prompt(task, problem, m, parents=parent_texts)))
+        shown = task.scored(problem, parents) if parents else None  # with their scores, as search shows them
+        prompts.append(tok.encode(rollout_prompt(task, problem, m, parents=shown)))
         completions.append(tok.encode(rollout_text(answers)))
     return prompts, completions
 
@@ -264,7 +264,7 @@ def rl_step(run):
     problems = task.problems("train", drawn, run.rng)
     # the last groups show parent programs to mutate, as the evolutionary search will (code task)
     mutating = round(cfg["mutation_share"] * drawn)
-    parents = [None] * (drawn - mutating) + [[task.program_text(p) for p in task.demo_parents(q, run.rng)]
+    parents = [None] * (drawn - mutating) + [task.scored(q, task.demo_parents(q, run.rng))
                                              for q in problems[drawn - mutating:]]
     # N weightings per group for the set methods, one for the single-answer weighted baselines
     weights = vpo.sample_weights(drawn, cfg["num_weights"] if cfg["algo"] in SET_ALGOS else 1, task.dim,
