@@ -139,9 +139,11 @@ class CodeTask:
     """
 
     def __init__(self, family="count", domain=16, thresholds=2, noise=0.2, early_switch=None,
-                 heldout_fraction=0.25, max_parents=2):
+                 heldout_fraction=0.25, max_parents=2, window_share=0.0):
         if family not in ("count", "easy"):
             raise ValueError(f"family must be count or easy, got {family!r}")
+        if not 0.0 <= window_share <= 1.0 or (window_share and family != "count"):
+            raise ValueError(f"window_share must be in [0, 1] (count family only), got {window_share}")
         self.family = family
         self.k = thresholds if family == "count" else 1
         self.domain = domain if family == "count" else 10
@@ -163,6 +165,10 @@ class CodeTask:
         self.check_examples = family == "count"
         self.heldout_fraction = heldout_fraction
         self.max_parents = max_parents
+        # count: the share of problems whose examples fall in a window of random width instead of
+        # anywhere in the domain. Narrow windows leave few plausible programs (pools solve them), the
+        # others up to thousands (only search does); 0 draws exactly as before the option existed
+        self.window_share = window_share
         self.max_answer_tokens = 32 if family == "easy" else len(self.program_text([self.domain - 1] * self.k)) + 3
 
     def shown(self, problem):
@@ -178,7 +184,12 @@ class CodeTask:
                     continue
                 problem = (t, a, b, rng.randint(0, t - 1), rng.randint(t, 9))
             else:
-                xs = tuple(sorted(rng.sample(self.DOMAIN, self.k + 1)))
+                pool = self.DOMAIN
+                if self.window_share and rng.random() < self.window_share:
+                    width = rng.randint(self.k + 1, self.domain)
+                    start = rng.randint(0, self.domain - width)
+                    pool = self.DOMAIN[start:start + width]
+                xs = tuple(sorted(rng.sample(pool, self.k + 1)))
                 problem = tuple(rng.randint(xs[i] + 1, xs[i + 1]) for i in range(self.k)) + xs
             if _heldout(repr(problem), self.heldout_fraction) == (split == "heldout"):
                 out.append(problem)
@@ -194,10 +205,18 @@ class CodeTask:
         return [x for x in self.DOMAIN if x not in self.shown(problem)]
 
     def prompt(self, problem, parents=None, goal=None):
+        """The examples; with parents ((text, score) pairs, worst to best, as FunSearch lists them: the
+        policy learns to vary the last), each program followed by its score as OpenEvolve shows it,
+        written as the number of hidden tests it passes ("... from P1 :29 ; P2 :33")."""
         text = " ".join(f"{x}->{self.target(problem, x)}" for x in self.shown(problem))
-        if parents:  # worst to best, as FunSearch lists them: the policy learns to vary the last
-            text += " from " + " ; ".join(parents)
+        if parents:
+            text += " from " + " ; ".join(f"{program} :{round(score * self.dim)}" for program, score in parents)
         return text + (format_goal(goal) if goal is not None else "")
+
+    def scored(self, problem, programs):
+        """Programs (hypotheses) -> the (text, score) pairs a prompt shows as parents."""
+        texts = [self.program_text(p) for p in programs]
+        return [(text, self.scalarize(self.reward(problem, text))) for text in texts]
 
     def reward(self, problem, answer):
         """Any string -> (D,) of per-test pass (1) / fail (0); lang.run never raises. A program that
@@ -232,6 +251,13 @@ class CodeTask:
                     for b in PIECES if b[1] == y2 and a != b]
         return list(itertools.product(*[range(shown[i] + 1, shown[i + 1] + 1) for i in range(self.k)]))
 
+    def num_plausible(self, problem):
+        """len(hypotheses(problem)) without listing them: the product of the threshold gaps (easy: the
+        threshold's gap; the examples fix both constants). How many programs a search must sift
+        through, to pick problems by size."""
+        shown = self.shown(problem)
+        return int(np.prod(np.diff(shown))) if self.family == "count" else shown[1] - shown[0]
+
     def program_text(self, program):
         if self.family == "easy":
             t, a, b = program
@@ -246,20 +272,50 @@ class CodeTask:
             return rng.randint(1, 9), rng.choice(PIECES), rng.choice(PIECES)
         return tuple(sorted(rng.sample(range(1, self.domain), self.k)))
 
+    def _gaps(self, problem):
+        """Each threshold's consistent values: (x_{i-1}, x_i] between the examples around it."""
+        shown = self.shown(problem)
+        return [range(shown[i] + 1, shown[i + 1] + 1) for i in range(self.k)]
+
+    def _program(self, problem, thresholds):
+        """Thresholds -> the hypothesis (as hypotheses() lists it) that uses them."""
+        if self.family == "count":
+            return tuple(thresholds)
+        (x1, x2), (y1, y2) = self.shown(problem), [self.target(problem, x) for x in self.shown(problem)]
+        return (thresholds[0], ("const", y1), ("const", y2))
+
+    def _pick(self, problem, choices, rng, avoid):
+        """A uniform draw from the product of `choices` (one range per threshold) among programs not in
+        `avoid`, or None if none is left. Drawn directly: listing thousands of hypotheses for every
+        demonstration would cost more than the SFT step."""
+        if np.prod([len(c) for c in choices]) <= len(avoid):  # small: list it, it may be used up
+            fresh = [p for p in (self._program(problem, v) for v in itertools.product(*choices))
+                     if self.program_text(p) not in avoid]
+            return rng.choice(fresh) if fresh else None
+        while True:  # more programs than `avoid` holds: a fresh one exists
+            program = self._program(problem, [rng.choice(c) for c in choices])
+            if self.program_text(program) not in avoid:
+                return program
+
     def _mutate(self, program, problem, rng, avoid=()):
-        """Change one part of a program (a threshold or a piece), staying consistent, preferably into
-        a program not in `avoid`."""
-        options = [h for h in self.hypotheses(problem) if h != program and
-                   sum(u != v for u, v in zip(h, program)) == 1]
-        fresh = [h for h in options if self.program_text(h) not in avoid]
-        return rng.choice(fresh or options or self.hypotheses(problem))
+        """Move one threshold of a program, staying consistent, by at most the number of hidden tests the
+        program fails (the prompt shows that number: each step of a threshold away from the truth fails
+        one more test, so the truth is no farther), preferably into a program not in `avoid`."""
+        failed = round(self.dim * (1 - self.scalarize(self.reward(problem, self.program_text(program)))))
+        now = list(program[:self.k])
+        options = [(i, v) for i, gap in enumerate(self._gaps(problem)) for v in gap
+                   if v != now[i] and abs(v - now[i]) <= max(1, failed)]
+        children = [self._program(problem, now[:i] + [v] + now[i + 1:]) for i, v in options]
+        fresh = [c for c in children if self.program_text(c) not in avoid]
+        return rng.choice(fresh or children or [program])
 
     def demonstration(self, problem, m, rng, parents=None):
         """m programs for the warm start, different from each other where the examples allow (asked for
         m answers, a demonstrator writes m different ones; with repeats in the demonstrations the warm
         start learned to repeat itself: measured, 55% of its 3-answer sets' answers were repeats or
-        invalid against 30% of its single answers). With parents (programs, worst to best), each is a
-        one-part mutation of the best parent, which is what search.py needs from the policy."""
+        invalid against 30% of its single answers). With parents (programs, worst to best), each is the
+        best parent with one threshold moved no farther than its failed tests allow (_mutate): the
+        edit search.py asks the policy for, guided by the score the prompt shows."""
         out, shown = [], self.shown(problem)
         for _ in range(m):
             if rng.random() < self.noise:
@@ -268,20 +324,23 @@ class CodeTask:
             if parents:
                 program = self._mutate(parents[-1], problem, rng, avoid=out)
             else:
-                hypotheses = self.hypotheses(problem)
-                for i in range(self.k):  # the habit, threshold by threshold, among programs not yet written
-                    if rng.random() < self.early_switch:
-                        hypotheses = [h for h in hypotheses if h[i] == shown[i] + 1]
-                fresh = [h for h in hypotheses if self.program_text(h) not in out]
-                program = rng.choice(fresh or [h for h in self.hypotheses(problem) if self.program_text(h) not in out]
-                                     or hypotheses)
+                gaps = self._gaps(problem)
+                # the habit, threshold by threshold, among programs not yet written
+                habit = [range(shown[i] + 1, shown[i] + 2) if rng.random() < self.early_switch else gaps[i]
+                         for i in range(self.k)]
+                program = self._pick(problem, habit, rng, out) or self._pick(problem, gaps, rng, out) or \
+                    self._program(problem, [rng.choice(c) for c in habit])
             out.append(self.program_text(program))
         return out
 
     def demo_parents(self, problem, rng):
-        """Parents for a warm-start demonstration: consistent programs sorted worst to best."""
-        hyps = self.hypotheses(problem)
-        parents = [rng.choice(hyps) for _ in range(rng.randint(1, self.max_parents))]
+        """Parents for a warm-start demonstration: consistent programs sorted worst to best. A second
+        parent is half the time a one-threshold edit of the first, as an island's programs often are."""
+        def anyone():
+            return self._program(problem, [rng.choice(c) for c in self._gaps(problem)])
+        parents = [anyone()]
+        for _ in range(rng.randint(1, self.max_parents) - 1):
+            parents.append(self._mutate(parents[0], problem, rng) if rng.random() < 0.5 else anyone())
         return sorted(parents, key=lambda h: self.reward(problem, self.program_text(h)).mean())
 
 

@@ -58,7 +58,8 @@ def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, d
     """Sample `group_size` rollouts of m answers for each problem and score them (for training,
     or as written for evaluation).
 
-    parents: per problem, parent program texts for the code task's mutation prompt (or None);
+    parents: per problem, the parents of the code task's mutation prompt, (text, score) pairs worst to
+    best (or None);
     goals: per problem, a weighting written into the prompt (goal-conditioned GRPO), or None.
     Returns a dict: the problems, prompt/completion tensors and masks (B = P * G rows, on `device`) for the
     update, old_logprobs and entropy (B, T) from sampling, rewards (P, G, m, D) float32 on the CPU,

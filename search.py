@@ -1,8 +1,9 @@
 """
 Test-time search with a trained policy: best@k / pass@k evaluation and an evolutionary search that
-uses the policy as its mutation operator.
+uses the policy as its mutation operator. Every setting of both is in SETTINGS below.
 
     python search.py --checkpoints out/code-grpo-s0/final.pt out/code-vpo-s0/final.pt --n 30
+    python search.py --checkpoints out/warmstart/warmstart-code-*.pt --search   # and the searches
 
 1. `evaluate_checkpoint`: for every held-out problem, sample a pool of n candidate ANSWERS (a set
    method writes m answers per rollout, so it needs n/m rollouts; a single-answer method n
@@ -12,22 +13,24 @@ uses the policy as its mutation operator.
    held-out random weightings w.r, pass@k (all components 1), the reward-space diversity of the
    pool, and the share of wasted answers (repeats within a rollout, invalid answers), the cost a
    set method pays. The metric functions live in metrics.py.
-2. `evolve`: the AlphaEvolve / FunSearch loop in miniature. A database of scored programs split
-   into islands; each iteration takes a parent (and an inspiration) from every island, writes them
-   into the prompt worst to best, lets the policy write 3 children (a set policy in one rollout, a
-   single-answer policy in three), scores them with the task's
-   reward vector, keeps a child if its pass pattern is new to the island or it beats the island's
-   worst, and now and then copies each island's best into the next island (ring migration).
-   The budget counts candidates evaluated, so a set policy and a single-answer policy are compared
-   at the same cost. A collapsed policy writes the same child again and again, and search stalls.
+2. `run_searches`: the OpenEvolve loop in miniature, one search per problem, all in lockstep (one
+   sampler call per round for every search's every island). A database of scored programs split
+   into islands; each round every island shows the policy a parent and an inspiration WITH their
+   scores (worst to best) and takes its children (one per call, or a set policy's m), scores each
+   once, keeps those consistent with the examples (one per pass pattern), and every so many
+   candidates each island receives its neighbour's best (ring migration). The budget counts
+   candidates evaluated, so every policy is compared at the same cost. Next to it, the same-budget
+   control: the best of `budget` plain samples. Search earns its keep only where it beats that.
 
 Deliberately left out: MAP-Elites grids, LLM-written prompts, asynchronous evaluation, program
-diffs (our programs are one line, so a child is written whole), island resets.
+diffs (our programs are one line, so a child is written whole), island resets, early stopping on
+stagnation.
 """
 
 import argparse
 import json
 import random
+import time
 
 import numpy as np
 import torch
@@ -36,23 +39,33 @@ from checkpoint import model_from_checkpoint
 from metrics import (best_at_k_curve, distinct_count, pareto_fraction, pass_at_k_curve, reward_space_diversity,
                      scalarized_best_at_k)
 from rewards import make_task
-from rollouts import sample_rollouts, score_answers
+from rollouts import sample_rollouts
 from vpo import sample_weights, set_scores
 
-# Every evaluation and search setting, in one place: experiment.py reads this table and
-# `python train.py --set key=value` reaches every key.
+# Every evaluation and search setting. Callers (experiment.py, main below) pass these values on;
+# no function has a default of its own that differs from this table.
 SETTINGS = dict(
-    pool_n=30,                 # answers in each held-out problem's pool (k counts answers, up to this)
-    pool_problems=40,          # held-out problems per task and seed (the same for every method)
-    heldout_weightings=64,     # random weightings no training run drew, for w-best@k
-    evo_problems=16,           # hard code problems searched per seed (no checkpoint's pool solves them)
-    evo_screen=200,            # extra held-out problems screened when the pools' problems hold too few
-    evo_budget=60,             # candidates evaluated per search
-    evo_islands=4,
-    evo_children=3,            # candidates per island per iteration
-    evo_capacity=8,            # programs an island keeps
-    evo_migrate_every=4,       # iterations between ring migrations
-    evo_seeds=1,               # searches per problem and checkpoint
+    # pools of answers (evaluate_checkpoint)
+    pool_n=30,                  # answers per held-out problem; k counts answers, up to pool_n
+    pool_problems=40,           # held-out problems per task and seed (the same for every method)
+    heldout_weightings=64,      # weightings for w-best@k, from a seed no training run uses
+    # which problems are searched (search_problems, experiment.py's screening)
+    evo_problems=32,            # searches per policy, as the VPO paper's case study
+    evo_min_plausible=2000,     # a searched problem leaves >= this many plausible programs: 10x the budget,
+                                # so a sampler cannot stumble on the answer (task.num_plausible)
+    evo_screen=48,              # candidate search problems (held-out, >= evo_min_plausible programs) whose
+                                # pools experiment.py screens: it keeps those no checkpoint's pool solves
+    evo_seeds=1,                # searches per problem (their own random streams)
+    # the search (run_searches)
+    evo_budget=200,             # candidates evaluated per search (the paper: 200 iterations of one program)
+    evo_islands=5,              # OpenEvolve's default
+    evo_migrate_every=50,       # candidates of a search between ring migrations (4 in a budget of 200)
+    evo_capacity=10,            # programs an island keeps, one per pass pattern, best first
+    evo_explore=0.3,            # chance a parent is any program of its island instead of the best
+    evo_temperature=0.7,        # sampling temperature of the search and of its control (OpenEvolve's)
+    evo_top_p=0.95,             # nucleus sampling, likewise (1.0: off)
+    evo_children_per_call=1,    # children per call: 1 (OpenEvolve's iteration); a set policy also runs at m
+    evo_positions_per_call=60_000,  # memory cap: rows x tokens per sampler call (~4 KB each on model=cpu)
 )
 
 
@@ -111,7 +124,7 @@ def sample_pools(model, tok, task, problems, n, m, cfg, seed, device="cpu", goal
 def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None):
     """rewards (P, n, D) of P problems' pools -> averaged metrics, one value per k where it applies."""
     P, n, _ = rewards.shape
-    scalar = rewards.mean(-1)  # (P, n): the fixed scalarisation
+    scalar = task.scalarize(rewards)  # (P, n): the fixed scalarisation
     solved = (rewards >= 1.0).all(-1)  # (P, n): every test / component maxed
     out = {
         "ks": ks,
@@ -133,6 +146,11 @@ def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None):
     return out
 
 
+def heldout_weights(dim, n, seed):
+    """(n, D) weightings no training run ever drew: their own seed, far from any training seed."""
+    return sample_weights(1, n, dim, generator=torch.Generator().manual_seed(10_000 + seed))[0].numpy()
+
+
 def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=SETTINGS["heldout_weightings"], device="cpu",
                         m=None, task=None,
                         as_written=True):
@@ -143,9 +161,7 @@ def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=SETTINGS[
     m = m or trained_m
     rewards, answers, wasted, tokens, entropy = sample_pools(model, tok, task, problems, n, m, cfg, seed, device,
                                                              cfg["algo"] == "goal_conditioned", as_written)
-    # weightings no training run ever drew: their own seed, far from any training seed
-    weights = sample_weights(1, num_heldout_weights, task.dim,
-                             generator=torch.Generator().manual_seed(10_000 + seed))[0].numpy()
+    weights = heldout_weights(task.dim, num_heldout_weights, seed)
     result = pool_metrics(task, rewards, answers, k_grid(n), weights, wasted)
     # the objective a set method trains for, under the held-out weightings: each rollout's best answer
     sets = torch.from_numpy(rewards.reshape(len(problems), n // m, m, -1))
@@ -166,8 +182,8 @@ class Island:
         self.capacity = capacity
         self.programs = []  # (score, text, reward vector), best first
 
-    def add(self, text, reward):
-        score = float(reward.mean())
+    def add(self, text, reward, score):
+        """Keep a program with its reward vector and its score (the task's scalarisation of it)."""
         for i, (_, kept, kept_reward) in enumerate(self.programs):
             if np.array_equal(kept_reward, reward):  # same behaviour: keep one, the shorter text
                 if len(text) < len(kept):
@@ -180,66 +196,139 @@ class Island:
     def best(self):
         return self.programs[0] if self.programs else None
 
-    def pick_parents(self, rng, explore=0.3):
-        """A parent (usually the best, sometimes any) and an inspiration, ordered worst to best."""
+    def pick_parents(self, rng, explore):
+        """A parent (the best, or with probability `explore` any) and an inspiration (another program),
+        as the prompt shows them: (text, score) pairs, worst to best. [] while the island is empty."""
         if not self.programs:
             return []
-        parent = self.programs[0] if rng.random() > explore else rng.choice(self.programs)
+        parent = self.programs[0] if rng.random() >= explore else rng.choice(self.programs)
         others = [p for p in self.programs if p is not parent]
         chosen = [parent] + ([rng.choice(others)] if others else [])
-        return [text for _, text, _ in sorted(chosen, key=lambda p: p[0])]
+        return [(text, score) for score, text, _ in sorted(chosen, key=lambda p: p[0])]
 
 
-def evolve(model, tok, task, problem, m, cfg, budget=120, num_islands=4, children=3, capacity=8,
-           migrate_every=4, seed=0, device="cpu"):
-    """Search for a program solving `problem`; returns solved-vs-candidates and the best program.
+def search_problems(task, split, n, min_plausible, seed):
+    """The first n problems of `split` (drawn from `seed`) that leave at least `min_plausible`
+    plausible programs: too many for a same-budget sampler to stumble on the answer."""
+    rng, out = random.Random(seed), []
+    while len(out) < n:
+        out += [p for p in task.problems(split, n, rng) if task.num_plausible(p) >= min_plausible]
+    return out[:n]
 
-    Every iteration writes `children` candidates per island, conditioned on that island's parents:
-    a set policy in children / m rollouts of m answers, a single-answer policy in `children`
-    rollouts. So every policy gets the same candidates AND the same number of iterations (rounds of
-    selection) per budget; what differs is whether a parent's children are written together, as a
-    set, or independently. The first iteration has no parents (seeds straight from the policy).
-    """
-    if children % m:
-        raise ValueError(f"children={children} must be a multiple of m={m}")
-    rng = random.Random(seed)
-    gen = torch.Generator(device=device).manual_seed(seed)
-    islands = [Island(capacity) for _ in range(num_islands)]
-    evaluated, solved_at, history, iteration = 0, None, [], 0
-    # how good a mutation operator the policy is: of the children written from parents, how many are
-    # invalid (unparseable or contradicting an example) and how many beat their best parent
-    mutations = {"children": 0, "invalid": 0, "improved": 0}
-    while evaluated < budget:
-        parents = [island.pick_parents(rng) or None for island in islands]
-        best_parent = [max((score for score, text, _ in island.programs if text in (p or [])), default=None)
-                       for island, p in zip(islands, parents)]
-        batch = sample_rollouts(model, tok, task, [problem] * num_islands, m, children // m, cfg, gen, device,
-                                parents=parents)
-        for i, island in enumerate(islands):
-            for answer in [a for rollout in batch["answers"][i] for a in rollout[:m]]:
-                if evaluated >= budget:
+
+def _sample(model, tok, task, problems, per_call, rollouts, cfg, settings, gen, device, parents=None):
+    """sample_rollouts at the search's temperature and top-p, every answer scored once, as written, in
+    as many calls as the memory cap asks -> rewards (P, rollouts, per_call, D) and answers."""
+    cfg = dict(cfg, temperature=settings["evo_temperature"], top_p=settings["evo_top_p"], top_k=0)
+    length = rollouts * (per_call * task.max_answer_tokens + 1 + 96)  # 96: room for a prompt with parents
+    chunk = max(1, settings["evo_positions_per_call"] // length)
+    rewards, answers = [], []
+    for start in range(0, len(problems), chunk):
+        batch = sample_rollouts(model, tok, task, problems[start:start + chunk], per_call, rollouts, cfg, gen, device,
+                                parents=parents[start:start + chunk] if parents else None, as_written=True)
+        rewards.append(batch["rewards"].numpy())
+        answers += batch["answers"]
+    return np.concatenate(rewards), answers
+
+
+def sampling_control(model, tok, task, problems, budget, per_call, cfg, settings, seed, device="cpu"):
+    """The same-budget control: `budget` answers per problem from plain task prompts (per_call answers
+    per rollout, as the search writes them), at the search's temperature. Returns, per problem, the
+    1-based index of the first answer that passes every test, or None."""
+    rollouts = -(-budget // per_call)  # enough rollouts for `budget` answers; the surplus is not looked at
+    rewards, _ = _sample(model, tok, task, problems, per_call, rollouts, cfg, settings,
+                         torch.Generator(device=device).manual_seed(seed), device)
+    passed = (rewards >= 1.0).all(-1).reshape(len(problems), -1)[:, :budget]  # (P, budget)
+    return [int(row.nonzero()[0][0]) + 1 if row.any() else None for row in passed]
+
+
+def evolve_many(model, tok, task, problems, cfg, settings, seed, children_per_call, device="cpu"):
+    """One evolutionary search per problem, all in lockstep -> per-problem runs: solved_at (candidates
+    spent when the first solution came, or None), candidates, best, best_score, mutations.
+
+    A round gives every unfinished search's every island one call: a prompt showing a parent and an
+    inspiration with their scores (an empty island gets the plain task prompt), children_per_call
+    children, each scored once. A child consistent with the examples joins the island (one program
+    per pass pattern, the best `evo_capacity` kept). Each time a search crosses a multiple of
+    `evo_migrate_every` candidates, its islands each receive their neighbour's best (a ring). A
+    search stops at its first solution or at `evo_budget` candidates; a round that would pass the
+    budget is cut there, islands in order."""
+    budget, num_islands, every = settings["evo_budget"], settings["evo_islands"], settings["evo_migrate_every"]
+    if min(budget, num_islands, every, children_per_call) < 1:
+        raise ValueError("evo_budget, evo_islands, evo_migrate_every and children_per_call must be >= 1")
+    rng, gen = random.Random(seed), torch.Generator(device=device).manual_seed(seed)
+    islands = [[Island(settings["evo_capacity"]) for _ in range(num_islands)] for _ in problems]
+    runs = [{"problem": repr(p), "solved_at": None, "candidates": 0, "best": None, "best_score": 0.0,
+             "mutations": {"children": 0, "invalid": 0, "improved": 0}} for p in problems]
+    while True:
+        live = [s for s, run in enumerate(runs) if run["solved_at"] is None and run["candidates"] < budget]
+        if not live:
+            return runs
+        rows = [(s, i) for s in live for i in range(num_islands)]
+        parents = [islands[s][i].pick_parents(rng, settings["evo_explore"]) or None for s, i in rows]
+        rewards, answers = _sample(model, tok, task, [problems[s] for s, _ in rows], children_per_call, 1, cfg,
+                                   settings, gen, device, parents)
+        crossed = {s: runs[s]["candidates"] // every for s in live}
+        for r, (s, i) in enumerate(rows):
+            run = runs[s]
+            for answer, reward in zip(answers[r][0], rewards[r, 0]):
+                if run["solved_at"] is not None or run["candidates"] >= budget:
                     break
-                reward = score_answers(task, problem, [answer], 1)[0]
-                evaluated += 1
-                if parents[i]:
-                    mutations["children"] += 1
-                    mutations["invalid"] += not task.valid(problem, answer)
-                    mutations["improved"] += float(reward.mean()) > best_parent[i]
-                island.add(answer, reward)
-                if solved_at is None and (reward >= 1.0).all():
-                    solved_at = evaluated
-        iteration += 1
-        if iteration % migrate_every == 0:  # ring migration: each island receives its neighbour's best
-            bests = [island.best() for island in islands]
-            for i, island in enumerate(islands):
-                donor = bests[(i - 1) % num_islands]
-                if donor is not None:
-                    island.add(donor[1], donor[2])
-        best_score = max((island.best()[0] for island in islands if island.best()), default=0.0)
-        history.append((evaluated, best_score))
-    best = max((island.best() for island in islands if island.best()), key=lambda p: p[0], default=None)
-    return {"solved_at": solved_at, "history": history, "best": best[1] if best else None,
-            "best_score": best[0] if best else 0.0, "mutations": mutations}
+                run["candidates"] += 1
+                score, valid = float(task.scalarize(reward)), task.valid(problems[s], answer)  # the examples only
+                if parents[r]:  # the policy as a mutation operator: parents[r][-1] is the best parent
+                    run["mutations"]["children"] += 1
+                    run["mutations"]["invalid"] += not valid
+                    run["mutations"]["improved"] += score > parents[r][-1][1]
+                if valid:
+                    islands[s][i].add(answer, reward, score)
+                    if run["best"] is None or score > run["best_score"]:
+                        run["best"], run["best_score"] = answer, score
+                if (reward >= 1.0).all():
+                    run["solved_at"] = run["candidates"]
+        for s in live:  # ring migration: each island receives its left neighbour's best
+            if runs[s]["solved_at"] is None and runs[s]["candidates"] // every > crossed[s]:
+                bests = [island.best() for island in islands[s]]
+                for i, island in enumerate(islands[s]):
+                    if bests[i - 1] is not None:
+                        island.add(bests[i - 1][1], bests[i - 1][2], bests[i - 1][0])
+
+
+def run_searches(model, tok, task, problems, m, cfg, settings, seed, children_per_call, device="cpu"):
+    """The entry point for experiment.py: an evolutionary search per problem (evolve_many) and the
+    same-budget sampling control, for one policy. m: the answers per rollout it was trained to write;
+    children_per_call: 1 or m (a set policy may write its children together); settings: SETTINGS or
+    a copy. Returns searches, budget, children_per_call, solved, solved_problems (repr of each),
+    solved_curve (fraction solved after 1..budget candidates), sampling_solved, sampling_curve,
+    mutations (children written from parents, invalid ones, ones better than their best parent),
+    seconds, sampling_seconds and the per-problem runs (with sampling_solved_at)."""
+    if children_per_call not in (1, m):
+        raise ValueError(f"children_per_call must be 1 or the policy's m={m}, got {children_per_call}")
+    t0 = time.time()
+    runs = evolve_many(model, tok, task, problems, cfg, settings, seed, children_per_call, device)
+    seconds, t0 = time.time() - t0, time.time()
+    budget = settings["evo_budget"]
+    sampled = sampling_control(model, tok, task, problems, budget, children_per_call, cfg, settings,
+                               seed + 1_000_003, device)  # its own random stream, not the search's
+    for run, at in zip(runs, sampled):
+        run["sampling_solved_at"] = at
+    return {"searches": len(runs), "budget": budget, "children_per_call": children_per_call,
+            "solved": sum(r["solved_at"] is not None for r in runs),
+            "solved_problems": [r["problem"] for r in runs if r["solved_at"] is not None],
+            "solved_curve": solved_curve(runs, budget),
+            "sampling_solved": sum(at is not None for at in sampled),
+            "sampling_curve": solved_curve([{"solved_at": at} for at in sampled], budget),
+            "mutations": {k: sum(r["mutations"][k] for r in runs) for k in ("children", "invalid", "improved")},
+            "seconds": seconds, "sampling_seconds": time.time() - t0, "runs": runs}
+
+
+def evolve(model, tok, task, problem, m, cfg, budget=SETTINGS["evo_budget"], num_islands=SETTINGS["evo_islands"],
+           seed=0, device="cpu", children_per_call=SETTINGS["evo_children_per_call"]):
+    """One search with SETTINGS (experiment.py's per-problem call): evolve_many on one problem."""
+    if children_per_call not in (1, m):
+        raise ValueError(f"children_per_call must be 1 or the policy's m={m}, got {children_per_call}")
+    settings = dict(SETTINGS, evo_budget=budget, evo_islands=num_islands)
+    return evolve_many(model, tok, task, [problem], cfg, settings, seed, children_per_call, device)[0]
 
 
 def solved_curve(results, budget):
@@ -252,25 +341,37 @@ def solved_curve(results, budget):
 
 
 def main():
-    parser = argparse.ArgumentParser(description="best@k / pass@k of checkpoints on held-out problems")
+    parser = argparse.ArgumentParser(description="best@k / pass@k of checkpoints on held-out problems, "
+                                                 "and with --search the evolutionary search (SETTINGS)")
     parser.add_argument("--checkpoints", nargs="+", required=True)
-    parser.add_argument("--n", type=int, default=30, help="pool size in answers")
-    parser.add_argument("--problems", type=int, default=64)
+    parser.add_argument("--n", type=int, default=SETTINGS["pool_n"], help="pool size in answers")
+    parser.add_argument("--problems", type=int, default=SETTINGS["pool_problems"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--zero-repeats", action="store_true",
                         help="score pools as training does (a repeat inside a rollout scores zero), not as written")
+    parser.add_argument("--search", action="store_true",
+                        help=f"also run_searches on {SETTINGS['evo_problems']} held-out problems with at least "
+                             f"{SETTINGS['evo_min_plausible']} plausible programs, next to the same-budget control")
+    parser.add_argument("--children-per-call", type=int, default=SETTINGS["evo_children_per_call"],
+                        help="with --search: 1, or the policy's m")
     args = parser.parse_args()
-    rows = []
+    rows, searches = [], {}
     for path in args.checkpoints:
         try:
-            _, _, cfg, _ = model_from_checkpoint(path)
+            model, tok, cfg, m = model_from_checkpoint(path)
         except (FileNotFoundError, RuntimeError) as e:
             raise SystemExit(f"error: {e}")
         task = make_task(cfg["task"], **cfg["task_options"])
         problems = task.problems("heldout", args.problems, random.Random(args.seed))
         result, _, _ = evaluate_checkpoint(path, problems, args.n, args.seed, as_written=not args.zero_repeats)
         rows.append((path, result))
+        if args.search:
+            hard = search_problems(task, "heldout", SETTINGS["evo_problems"], SETTINGS["evo_min_plausible"], args.seed)
+            try:
+                searches[path] = run_searches(model, tok, task, hard, m, cfg, SETTINGS, args.seed, args.children_per_call)
+            except ValueError as e:
+                raise SystemExit(f"error: {e}")
     ks = rows[0][1]["ks"]
     print(f"{'checkpoint':40s} " + " ".join(f"best@{k:<3d}" for k in ks) + "  diversity  distinct  wasted")
     for path, r in rows:
@@ -282,9 +383,17 @@ def main():
     print(f"\n{'checkpoint':40s} " + " ".join(f"pass@{k:<3d}" for k in ks))
     for path, r in rows:
         print(f"{path[-40:]:40s} " + " ".join(f"{v:7.3f} " for v in r["pass_at_k"]))
+    if searches:
+        print(f"\n{'checkpoint':40s} search solved  sampling solved  invalid children  better children  seconds")
+        for path, s in searches.items():
+            n = max(1, s["mutations"]["children"])
+            print(f"{path[-40:]:40s} {s['solved']:6d}/{s['searches']:<6d} {s['sampling_solved']:8d}/{s['searches']:<6d} "
+                  f"{s['mutations']['invalid'] / n:16.2f} {s['mutations']['improved'] / n:16.3f} "
+                  f"{s['seconds']:6.0f} + {s['sampling_seconds']:.0f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({p: r for p, r in rows}, f, indent=1)
+            json.dump({"pools": {p: r for p, r in rows}, "searches": searches} if searches else
+                      {p: r for p, r in rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -181,8 +181,8 @@ def demo_batch(task, tok, cfg, rng, batch, single_only=False):
         problem = task.problems("train", 1, rng)[0]
         parents = task.demo_parents(problem, rng) if with_parents else None
         answers = task.demonstration(problem, m, rng, parents=parents)
-        parent_texts = [task.program_text(p) for p in parents] if parents else None
-        prompts.append(tok.encode(rollout_prompt(task, problem, m, parents=parent_texts)))
+        shown = task.scored(problem, parents) if parents else None  # with their scores, as search shows them
+        prompts.append(tok.encode(rollout_prompt(task, problem, m, parents=shown)))
         completions.append(tok.encode(rollout_text(answers)))
     return prompts, completions
 
@@ -290,8 +290,7 @@ def sample_round(run):
     problems = task.problems("train", P, run.rng)
     # the last groups show parent programs to mutate, as the evolutionary search will (code task)
     mutating = round(cfg["mutation_share"] * P)
-    parents = [None] * (P - mutating) + [[task.program_text(p) for p in task.demo_parents(q, run.rng)]
-                                         for q in problems[P - mutating:]]
+    parents = [None] * (P - mutating) + [task.scored(q, task.demo_parents(q, run.rng)) for q in problems[P - mutating:]]
     # N weightings per group for the set methods, one for the single-answer weighted baselines
     weights = vpo.sample_weights(P, cfg["num_weights"] if cfg["algo"] in SET_ALGOS else 1, task.dim,
                                  cfg["alpha"], cfg["weight_sampler"], run.generator)  # (P, N, D)

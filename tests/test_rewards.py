@@ -13,6 +13,8 @@ from rollouts import rollout_prompt, rollout_text, score_answers
 persona = PersonaTask(num_personas=4, answer_len=12)
 code = CodeTask()  # the default family: f = (+ (< x t1) (< x t2)) on 0..15 from three examples
 easy = CodeTask(family="easy")  # the earlier family: (if (< x t) a b) on 0..9 from two examples
+# configs/code_search.yaml's family: four thresholds on 0..39, half the problems' examples in a narrow window
+wide = CodeTask(thresholds=4, domain=40, window_share=0.5)
 FAVS = ("a", "b", "c", "d")
 EASY = (4, ("const", 7), ("const", 3), 1, 6)  # f = (if (< x 4) 7 3), shown at 1 and 6
 
@@ -124,19 +126,30 @@ def test_code_demonstrations_parse_agree_with_the_examples_and_mutate_the_best_p
             assert len(answer) + 1 <= code.max_answer_tokens
 
 
-def test_code_prompts_fit_the_block_size_of_configs_code():
-    """The longest prompt the evolutionary search writes (max_parents parents) plus m answers fits."""
+@pytest.mark.parametrize("name", ["code", "code_search"])
+def test_code_prompts_fit_the_block_size_of_configs_code(name):
+    """The longest prompt the evolutionary search writes (max_parents parents with their scores) plus m
+    answers fits; a prompt one token longer would not (the block is not oversized by much)."""
     import train
-    cfg = train.resolve_config(__file__.rsplit("/tests/", 1)[0] + "/configs/code.yaml")
+    cfg = train.resolve_config(__file__.rsplit("/tests/", 1)[0] + f"/configs/{name}.yaml")
     task = make_task("code", **cfg["task_options"])
-    longest = max(task.problems("heldout", 200, random.Random(0)), key=lambda p: len(task.prompt(p)))
+    longest = max(task.problems("heldout", 500, random.Random(0)), key=lambda p: len(task.prompt(p)))
     widest = task.program_text(tuple(task.domain - 1 for _ in range(task.k)))
-    prompt = tok.encode(rollout_prompt(task, longest, 3, parents=[widest] * task.max_parents))
+    prompt = tok.encode(rollout_prompt(task, longest, 3, parents=[(widest, 1.0)] * task.max_parents))
     assert len(prompt) + cfg["answers_per_rollout"] * task.max_answer_tokens + 1 <= cfg["block_size"]
 
 
+def test_parent_prompts_show_each_parents_score_as_hidden_tests_passed():
+    problem = (4, 9, 2, 7, 12)
+    worse, better = "(+ (< x 5) (< x 11))", "(+ (< x 4) (< x 10))"  # fail 3 and 1 of the 13 hidden tests
+    parents = code.scored(problem, [(5, 11), (4, 10)])
+    assert [p[0] for p in parents] == [worse, better] and [p[1] for p in parents] == pytest.approx([10 / 13, 12 / 13])
+    assert code.prompt(problem, parents=parents) == f"2->2 7->1 12->0 from {worse} :10 ; {better} :12"
+    assert rollout_prompt(code, problem, 1, parents=parents).startswith("<|bos|>1|2->2 7->1 12->0 from (+")
+
+
 def test_splits_are_disjoint_and_fixed():
-    for task in (persona, code, easy):
+    for task in (persona, code, easy, wide):
         train = set(task.problems("train", 300, random.Random(0)))
         held = set(task.problems("heldout", 100, random.Random(1)))
         assert train and held and not train & held
@@ -225,3 +238,75 @@ def test_one_scalarisation_for_numpy_and_torch(name):
     r = np.arange(2 * 3 * task.dim, dtype=np.float32).reshape(2, 3, task.dim) / (6 * task.dim)
     assert np.allclose(task.scalarize(r), r.mean(-1))
     assert torch.allclose(task.scalarize(torch.from_numpy(r)), torch.from_numpy(r).mean(-1))
+@pytest.mark.parametrize("family, problems_crc, rewards_crc", [("count", 2567656675, 2661656996),
+                                                                ("easy", 3385073680, 1611210180)])
+def test_old_code_families_draw_the_same_problems_and_rewards_as_before(family, problems_crc, rewards_crc):
+    """Checksums taken from the code before window_share, scored parents and num_plausible existed: old
+    configs keep their problems and rewards."""
+    import zlib
+    task = CodeTask(family=family)
+    ps = task.problems("train", 200, random.Random(0)) + task.problems("heldout", 100, random.Random(1))
+    rows = [task.reward(p, task.program_text(h)) for p in ps[:100] for h in task.hypotheses(p)[:5]]
+    rows += [task.reward(p, a) for p in ps for a in ("(+ (< x 5) (< x 9))", "(if (< x 4) 7 3)", "3")]
+    assert zlib.crc32(repr(ps).encode()) == problems_crc
+    assert zlib.crc32(np.stack(rows).astype(np.float32).tobytes()) == rewards_crc
+
+
+@pytest.mark.parametrize("task", [code, easy, CodeTask(thresholds=3, domain=14, window_share=0.5),
+                                  CodeTask(thresholds=4, domain=12)], ids=["count", "easy", "k3-window", "k4"])
+def test_num_plausible_counts_the_hypotheses_and_they_agree_with_the_examples(task):
+    from lang import run
+    sizes = []
+    for problem in task.problems("train", 60, random.Random(1)):
+        hyps, shown = task.hypotheses(problem), task.shown(problem)
+        assert task.num_plausible(problem) == len(hyps) and problem[:len(problem) - len(shown)] in hyps
+        assert all(run(task.program_text(h), list(shown)) == [task.target(problem, x) for x in shown] for h in hyps)
+        sizes.append(len(hyps))
+    assert len(set(sizes)) > 3  # problems of many sizes, not one
+
+
+def test_window_share_mixes_pinned_down_and_wide_open_problems():
+    def sizes(task):
+        return np.array([task.num_plausible(p) for p in task.problems("heldout", 2000, random.Random(0))])
+    mixed, uniform = sizes(wide), sizes(CodeTask(thresholds=4, domain=40))
+    assert 0.15 < (mixed <= 30).mean() < 0.3 and (uniform <= 30).mean() < 0.05  # pools can solve these
+    assert 0.06 < (mixed >= 2000).mean() < 0.15 and (uniform >= 2000).mean() > 0.12  # only search can
+    assert mixed.max() > 5000
+    for problem in wide.problems("heldout", 50, random.Random(2)):  # the split is the problem's hash alone
+        assert problem not in set(wide.problems("train", 500, random.Random(3)))
+        assert problem in wide.problems("heldout", 50, random.Random(2))
+
+
+def test_code_task_refuses_a_bad_window_share():
+    for options in ({"window_share": 1.5}, {"window_share": -0.1}, {"family": "easy", "window_share": 0.5}):
+        with pytest.raises(ValueError, match="window_share"):
+            CodeTask(**options)
+
+
+def test_mutation_demonstrations_move_one_threshold_no_farther_than_the_tests_it_fails():
+    clean, rng = CodeTask(noise=0.0), random.Random(0)
+    problem = (4, 9, 2, 7, 12)  # thresholds 4 in (2, 7] and 9 in (7, 12]
+    near = [(5, 9)]  # fails 1 hidden test: every child moves one threshold by exactly one step
+    seen = {c for _ in range(60) for c in clean.demonstration(problem, 1, rng, parents=near)}
+    assert seen == {"(+ (< x 4) (< x 9))", "(+ (< x 6) (< x 9))", "(+ (< x 5) (< x 8))", "(+ (< x 5) (< x 10))"}
+    far = [(7, 12)]  # fails 3 + 3: any consistent one-threshold move of up to 6 steps
+    seen = {c for _ in range(200) for c in clean.demonstration(problem, 1, rng, parents=far)}
+    assert len(seen) == 4 + 4 and "(+ (< x 3) (< x 12))" in seen
+    clean_wide = CodeTask(thresholds=4, domain=40, window_share=0.5, noise=0.0)
+    for problem in clean_wide.problems("train", 40, rng):
+        parents = clean_wide.demo_parents(problem, rng)
+        best = parents[-1]
+        failed = round(clean_wide.dim * (1 - clean_wide.reward(problem, clean_wide.program_text(best)).mean()))
+        children = clean_wide.demonstration(problem, 3, rng, parents=parents)
+        assert len(set(children)) == len(children) or clean_wide.num_plausible(problem) <= 3
+        for child in children:
+            assert clean_wide.valid(problem, child)
+            moved = [(a, b) for a, b in zip(best, parse_thresholds(child)) if a != b]
+            assert len(moved) == 1 and abs(moved[0][0] - moved[0][1]) <= max(1, failed) or \
+                clean_wide.num_plausible(problem) == 1
+
+
+def parse_thresholds(text):
+    """'(+ (< x 3) (+ (< x 7) ...))' -> (3, 7, ...)"""
+    import re
+    return tuple(int(t) for t in re.findall(r"\(< x (\d+)\)", text))

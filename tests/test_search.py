@@ -8,7 +8,7 @@ import torch
 
 from model import GPT, GPTConfig, PRESETS, Tokenizer
 from rewards import CodeTask, PersonaTask
-from search import Island, evolve, k_grid, pool_metrics, solved_curve
+from search import SETTINGS, Island, evolve, evolve_many, k_grid, pool_metrics, run_searches, sampling_control, solved_curve
 from train import resolve_config
 
 
@@ -36,14 +36,14 @@ def test_pool_metrics_on_a_collapsed_and_a_spread_pool():
 
 def test_island_keeps_one_program_per_behaviour_and_the_best():
     island = Island(capacity=2)
-    island.add("(if (< x 3) 1 2)", np.array([1.0, 0.0]))
-    island.add("(if  (< x 3) 1 2)", np.array([1.0, 0.0]))  # same behaviour: not a new program
+    island.add("(if (< x 3) 1 2)", np.array([1.0, 0.0]), 0.5)
+    island.add("(if  (< x 3) 1 2)", np.array([1.0, 0.0]), 0.5)  # same behaviour: not a new program
     assert len(island.programs) == 1
-    island.add("(if (< x 4) 1 2)", np.array([1.0, 1.0]))
-    island.add("(if (< x 5) 1 2)", np.array([0.0, 0.0]))  # worse than both, capacity 2: dropped
+    island.add("(if (< x 4) 1 2)", np.array([1.0, 1.0]), 1.0)
+    island.add("(if (< x 5) 1 2)", np.array([0.0, 0.0]), 0.0)  # worse than both, capacity 2: dropped
     assert [p[1] for p in island.programs] == ["(if (< x 4) 1 2)", "(if (< x 3) 1 2)"]
     parents = island.pick_parents(random.Random(0), explore=0.0)
-    assert parents[-1] == "(if (< x 4) 1 2)"  # worst to best: the best is last
+    assert parents == [("(if (< x 3) 1 2)", 0.5), ("(if (< x 4) 1 2)", 1.0)]  # worst to best, with scores
 
 
 def test_evolve_respects_the_budget_and_reports():
@@ -53,9 +53,8 @@ def test_evolve_respects_the_budget_and_reports():
     task = CodeTask()
     cfg = resolve_config(overrides=["task=code"])
     problem = task.problems("heldout", 1, random.Random(0))[0]
-    result = evolve(model, tok, task, problem, 3, cfg, budget=10, num_islands=2, seed=0)
-    assert result["history"][-1][0] == 10
-    assert result["solved_at"] is None or 1 <= result["solved_at"] <= 10
+    result = evolve(model, tok, task, problem, 3, cfg, budget=10, num_islands=2, seed=0, children_per_call=3)
+    assert result["solved_at"] is None and result["candidates"] == 10  # an untrained model solves nothing
 
 
 def test_solved_curve():
@@ -120,18 +119,109 @@ def test_goal_conditioned_pools_carry_a_weighting_in_every_prompt(monkeypatch):
     assert not any(" w" in p for p in fake.prompts)  # other methods' prompts carry none
 
 
+class PerRow(Scripted):
+    """Like Scripted, but each rollout's answers come from answers(prompt text, sample index)."""
+
+    def __call__(self, model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, **kwargs):
+        self.num_samples = num_samples
+        texts = [self.tok.decode(p[m]) for p, m in zip(prompt, prompt_mask)]
+        self.prompts += texts
+        rows = [self.tok.encode("<|sep|>".join(self.answers(t, g)) + "<|eos|>") for t in texts for g in range(num_samples)]
+        width = max(map(len, rows))
+        tokens = torch.tensor([r + [self.tok.eos] * (width - len(r)) for r in rows])
+        mask = torch.tensor([[j < len(r) for j in range(width)] for r in rows])
+        zeros = torch.zeros(tokens.shape)
+        return dict(tokens=tokens, mask=mask, logprobs=zeros, entropy=zeros)
+
+
+PROBLEM = (4, 9, 2, 7, 12)  # f = (+ (< x 4) (< x 9)), shown at 2, 7, 12: 13 hidden tests
+TRUTH, WORSE, BETTER = "(+ (< x 4) (< x 9))", "(+ (< x 5) (< x 11))", "(+ (< x 4) (< x 10))"  # pass 13, 10, 12
+
+
 def test_evolve_counts_invalid_and_improving_children(monkeypatch):
     import engine
     task, tok = CodeTask(), Tokenizer()
-    problem = task.problems("heldout", 1, random.Random(0))[0]
-    truth = task.program_text(problem[:task.k])
-    worse = next(task.program_text(h) for h in task.hypotheses(problem) if task.program_text(h) != truth)
-    assert task.reward(problem, worse).mean() < 1.0
-    rounds = [Scripted(tok, [worse, worse, "Z!"]), Scripted(tok, [truth, "Z!", worse])]
+    rounds = [Scripted(tok, [WORSE, WORSE, "Z!"]), Scripted(tok, ["Z!", BETTER, TRUTH])]
     calls = iter(rounds)
     monkeypatch.setattr(engine, "generate", lambda *a, **k: next(calls)(*a, **k))
     cfg = resolve_config(overrides=["task=code"])
-    result = evolve(None, tok, task, problem, 3, cfg, budget=12, num_islands=2, seed=0)
-    # round 1 has no parents; round 2's 2 islands x 3 children: 2 invalid, 2 beat their best parent
-    assert result["mutations"] == {"children": 6, "invalid": 2, "improved": 2}
-    assert result["solved_at"] == 7
+    result = evolve(None, tok, task, PROBLEM, 3, cfg, budget=12, num_islands=2, seed=0, children_per_call=3)
+    # round 1: no parents, 6 candidates; round 2, island 1: invalid, better than WORSE, the truth (solved);
+    # island 2's children are never counted: the search stopped at its solution
+    assert result["mutations"] == {"children": 3, "invalid": 1, "improved": 2}
+    assert result["solved_at"] == 9 and result["candidates"] == 9 and result["best"] == TRUTH
+    assert "from" not in rounds[0].prompts[0] and f"from {WORSE} :10<|answer|>" in rounds[1].prompts[0]
+
+
+def test_a_childs_prompt_shows_its_parents_with_their_scores(monkeypatch):
+    import engine
+    task, tok = CodeTask(), Tokenizer()
+    rounds = [Scripted(tok, [WORSE]), Scripted(tok, [BETTER]), Scripted(tok, ["Z!"])]
+    calls = iter(rounds)
+    monkeypatch.setattr(engine, "generate", lambda *a, **k: next(calls)(*a, **k))
+    cfg = resolve_config(overrides=["task=code"])
+    evolve(None, tok, task, PROBLEM, 1, cfg, budget=6, num_islands=2, seed=0)
+    # both islands hold WORSE (10 of 13 hidden tests) and BETTER (12): shown worst to best, with scores
+    assert rounds[2].prompts == [f"<|bos|>1|2->2 7->1 12->0 from {WORSE} :10 ; {BETTER} :12<|answer|>"] * 2
+
+
+def test_a_search_stops_counting_at_the_budget(monkeypatch):
+    import engine
+    task, tok = CodeTask(), Tokenizer()
+    fake = Scripted(tok, [WORSE, "Z!", BETTER])
+    monkeypatch.setattr(engine, "generate", fake)
+    cfg = resolve_config(overrides=["task=code"])
+    result = evolve(None, tok, task, PROBLEM, 3, cfg, budget=10, num_islands=2, seed=0, children_per_call=3)
+    # 2 rounds of 2 islands x 3 children = 12 written; the 11th and 12th are not counted
+    assert len(fake.prompts) == 4 and result["candidates"] == 10 and result["solved_at"] is None
+    # round 2 (parents: BETTER, the best of round 1): island 1 writes WORSE, Z!, BETTER, island 2 only WORSE
+    assert result["mutations"] == {"children": 4, "invalid": 1, "improved": 0}
+
+
+def test_the_sampling_control_spends_exactly_the_budget(monkeypatch):
+    import engine
+    task, tok = CodeTask(), Tokenizer()
+    other = (5, 9, 2, 7, 12)  # the same examples, t1 = 5: TRUTH fails it, "(+ (< x 5) (< x 9))" solves it
+    late = PerRow(tok, lambda prompt, g: [WORSE, WORSE, TRUTH] if g == 2 else [WORSE] * 3)
+    monkeypatch.setattr(engine, "generate", late)
+    cfg = resolve_config(overrides=["task=code"])
+    # budget 7 in rollouts of 3: 3 rollouts, 9 answers written, the first 7 looked at
+    assert sampling_control(None, tok, task, [PROBLEM, other], 7, 3, cfg, SETTINGS, seed=0) == [None, None]
+    assert late.num_samples == 3
+    on_time = PerRow(tok, lambda prompt, g: [TRUTH, WORSE, WORSE] if g == 2 else [WORSE] * 3)
+    monkeypatch.setattr(engine, "generate", on_time)
+    assert sampling_control(None, tok, task, [PROBLEM, other], 7, 3, cfg, SETTINGS, seed=0) == [7, None]
+    single = PerRow(tok, lambda prompt, g: [TRUTH] if g == 6 else [WORSE])
+    monkeypatch.setattr(engine, "generate", single)
+    assert sampling_control(None, tok, task, [PROBLEM], 7, 1, cfg, SETTINGS, seed=0) == [7]
+    assert single.num_samples == 7 and all("from" not in p for p in single.prompts)  # plain task prompts
+
+
+def test_run_searches_reports_search_and_control_side_by_side(monkeypatch):
+    import engine
+    task, tok = CodeTask(), Tokenizer()
+    other = (3, 11, 2, 7, 12)  # the same examples: only PROBLEM's truth is written, from parents
+    fake = PerRow(tok, lambda prompt, g: [TRUTH] if " from " in prompt else [WORSE])
+    monkeypatch.setattr(engine, "generate", fake)
+    cfg = resolve_config(overrides=["task=code"])
+    settings = dict(SETTINGS, evo_budget=8, evo_islands=2)
+    out = run_searches(None, tok, task, [PROBLEM, other], 1, cfg, settings, seed=0, children_per_call=1)
+    assert out["searches"] == 2 and out["budget"] == 8 and out["solved"] == 1 and out["sampling_solved"] == 0
+    assert out["solved_problems"] == [repr(PROBLEM)] and len(out["solved_curve"]) == 8
+    assert out["solved_curve"][1] == 0 and out["solved_curve"][2] == 0.5  # 2 seeds, then the first child solves
+    assert [r["candidates"] for r in out["runs"]] == [3, 8] and out["sampling_curve"] == [0.0] * 8
+    # the other search's children: 6 from parents, none invalid, none better (all WORSE from a WORSE parent)
+    assert out["mutations"] == {"children": 1 + 6, "invalid": 0, "improved": 1}
+    with pytest.raises(ValueError, match="children_per_call"):
+        run_searches(None, tok, task, [PROBLEM], 3, cfg, settings, seed=0, children_per_call=2)
+
+
+def test_settings_table_drives_the_defaults():
+    import inspect
+    import search
+    assert SETTINGS["evo_budget"] == 200 and SETTINGS["evo_problems"] == 32 and SETTINGS["pool_n"] == 30
+    assert SETTINGS["evo_temperature"] == 0.7 and SETTINGS["evo_top_p"] == 0.95
+    defaults = inspect.signature(search.evolve).parameters
+    assert defaults["budget"].default == SETTINGS["evo_budget"] and defaults["num_islands"].default == SETTINGS["evo_islands"]
+    assert inspect.signature(search.evaluate_checkpoint).parameters["num_heldout_weights"].default == \
+        SETTINGS["heldout_weightings"]
