@@ -43,6 +43,7 @@ import numpy as np
 import torch
 import yaml
 
+import oracle
 import report
 import search
 import train
@@ -80,7 +81,8 @@ QUICK = dict(pool_n=6, pool_problems=6, evo_problems=2, evo_screen=6, evo_budget
 # first time estimate; the progress line then rescales by how fast this machine turns out to be.
 EXPECTED_S = {("warm", "persona"): 60, ("warm", "code"): 330, ("train", "persona"): 70,
               ("train", "persona", "set"): 170, ("train", "code"): 110, ("train", "code", "set"): 260,
-              ("pools", "persona"): 2, ("pools", "code"): 4, ("screen", "code"): 15, ("search", "code"): 20}
+              ("pools", "persona"): 2, ("pools", "code"): 4, ("screen", "code"): 20, ("search", "code"): 90,
+              ("search_set", "code"): 60, ("oracle", "code"): 120}
 QUICK_SCALE = 0.04  # a --quick job takes about this share of its headline time
 
 
@@ -140,24 +142,27 @@ def _solved_job(path, cfg, problems, settings, seed, m):
     return (rewards >= 1.0).all(-1).any(-1)  # (problems,)
 
 
-def _search_job(path, cfg, problems, settings, seed, m):
+def _search_job(path, cfg, problems, settings, seed, m, children_per_call):
+    """search.run_searches for one checkpoint: a search per problem and the same-budget sampling control."""
     model, tok, _, _ = model_from_checkpoint(path)
     task = make_task(cfg["task"], **cfg["task_options"])
-    results = []
-    for problem in problems:
-        for s in range(settings["evo_seeds"]):
-            r = search.evolve(model, tok, task, problem, m, cfg, budget=settings["evo_budget"],
-                              num_islands=settings["evo_islands"], children=settings["evo_children"],
-                              capacity=settings["evo_capacity"], migrate_every=settings["evo_migrate_every"],
-                              seed=s)
-            results.append({"problem": repr(problem), "seed": s, "solved_at": r["solved_at"],
-                            "best_score": r["best_score"], "best": r["best"], "mutations": r["mutations"]})
-    return {"searches": len(results), "budget": settings["evo_budget"],
-            "solved": sum(r["solved_at"] is not None for r in results),
-            "solved_problems": [r["problem"] for r in results if r["solved_at"] is not None],
-            "solved_curve": search.solved_curve(results, settings["evo_budget"]),
-            "mutations": {c: sum(r["mutations"][c] for r in results) for c in ("children", "invalid", "improved")},
-            "runs": results}
+    return search.run_searches(model, tok, task, problems, m, cfg, settings, seed, children_per_call)
+
+
+def _oracle_job(cfg, settings, seed, m):
+    """The best values any policy could reach on the pools' problems (oracle.code_oracle) -> a record
+    shaped like a pool's, for the "optimum" row and the gap-closed columns."""
+    task = make_task(cfg["task"], **cfg["task_options"])
+    problems = task.problems("heldout", settings["pool_problems"], random.Random(seed))
+    ks = search.k_grid(settings["pool_n"])
+    weights = search.heldout_weights(task.dim, settings["heldout_weightings"], seed)
+    best = [oracle.code_oracle(task, p, ks, weights, m=m) for p in problems]
+    return {"ks": ks, "best_at_k": [float(np.mean([b["best_at_k"][k] for b in best])) for k in ks],
+            "pass_at_k": [float(np.mean([b["pass_at_k"][k] for b in best])) for k in ks],
+            "mean_scalar": float(np.mean([b["best_at_1"] for b in best])),
+            "set_score": float(np.mean([b["set_score"] for b in best])), "valid": 1.0,
+            "set_score_upper": float(np.mean([b["set_score_upper"] for b in best])),
+            "problems": [repr(p) for p in problems], "plausible": [b["hypotheses"] for b in best]}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -289,11 +294,12 @@ def expected_minutes(progress, configs, first, tasks, seeds, methods, settings):
         done = 1.0 if status == "finished" else _steps_logged(cfg["out_dir"]) / max(1, cfg["steps"]) \
             if status == "unfinished" else 0.0
         total += (1 - done) * progress.expected("train", key, cfg)
-    checkpoints = len(tasks) * len(seeds) * (len(methods) + 1)
+    checkpoints = len(tasks) * len(seeds) * (len(methods) + 2)
     total += checkpoints * progress.expected("pools", ("code",))
     if "code" in tasks and settings["evo_problems"]:
         total += len(seeds) * (len(methods) + 1) * (progress.expected("screen", ("code",)) +
                                                    progress.expected("search", ("code",)))
+        total += len(seeds) * progress.expected("oracle", ("code",))
     return total / progress.workers / 60
 
 
@@ -333,21 +339,24 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
                  f"min (measured on a 2-core VM; the progress lines below correct it for this machine)")
 
     ready, running = [], {}
-    order = {"warm": 0, "train": 1, "pools": 2, "screen": 3, "search": 4}
+    order = {"warm": 0, "train": 1, "oracle": 2, "pools": 2, "screen": 3, "search": 4, "search_set": 5}
 
     def add(kind, key, fn, *args, cfg=None):
         long_first = (order[kind], -(kind == "train" and configs[key]["algo"] in train.SET_ALGOS), -(key[0] == "code"))
+        if (kind, key) in progress.pending:  # already queued (a search's two formats share a key)
+            raise RuntimeError(f"job {kind} {key} queued twice")
         ready.append((long_first, kind, key, fn, args, cfg))
         progress.add(kind, key, cfg)
 
     warm, checkpoints, pools, screens, samples = {}, {}, {}, {}, {}
     pool_keys = ("pool_n", "pool_problems", "heldout_weightings")
-    search_keys = ("evo_budget", "evo_islands", "evo_children", "evo_capacity", "evo_migrate_every", "evo_seeds")
+    search_keys = ("evo_budget", "evo_islands", "evo_migrate_every", "evo_capacity", "evo_explore", "evo_temperature",
+                   "evo_top_p", "evo_seeds")
 
     def checkpoint_ready(task, method, seed, path, m, cfg):
         checkpoints[(task, method, seed)] = (path, m, cfg)
         record = read_record(out_dir, task, method, seed)
-        key = result_key(cfg, settings, pool_keys)
+        key = dict(result_key(cfg, settings, pool_keys), m=m)
         if record and record.get("pools", {}).get("key") == key:
             pools[(task, method, seed)] = record["pools"]
             pools_done(task, method, seed)
@@ -357,7 +366,14 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
     def warm_ready(t, s, path):
         for u in [t] + [u for u in tasks if SHARED_WARMSTART.get(u) == t]:
             warm[(u, s)] = path
-            checkpoint_ready(u, "warm_start", s, path, 1, dict(first[(u, s)], algo="warm_start", warmstart_from=path))
+            warm_cfg = dict(first[(u, s)], algo="warm_start", warmstart_from=path)
+            checkpoint_ready(u, "warm_start", s, path, 1, warm_cfg)
+            # the warm start asked for a set of m answers: where the set methods start from
+            checkpoint_ready(u, "warm_start_m3", s, path, warm_cfg["answers_per_rollout"], warm_cfg)
+            if u == "code":  # the best any policy could reach on these problems
+                record = read_record(out_dir, u, "optimum", s)
+                if not (record and record.get("pools", {}).get("key") == result_key(warm_cfg, settings, pool_keys)):
+                    add("oracle", (u, "optimum", s), _oracle_job, warm_cfg, settings, s, warm_cfg["answers_per_rollout"])
             for a in methods:
                 cfg = configs[(u, a, s)]
                 status = run_status(cfg)
@@ -382,33 +398,32 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
             code_seed_evaluated(seed)
 
     def code_seed_evaluated(s):
-        """Every code checkpoint of seed s has its pool: find the problems none solves."""
+        """Every code checkpoint of seed s has its pool: screen the candidate search problems (held-out,
+        at least evo_min_plausible plausible programs) with every checkpoint's pool; search those none
+        solves, as the paper chose its problems."""
+        if s in screens:
+            return
         keys = [("code", a, s) for a in ["warm_start"] + methods]
-        problems = make_task("code", **first[("code", s)]["task_options"]).problems(
-            "heldout", settings["pool_problems"], random.Random(s))  # the pools' problems (see _pools_job)
-        solved = np.any([np.array(pools[k]["per_problem"]["pass"]) > 0 for k in keys], axis=0)
-        screens[s] = {"hard": [p for p, ok in zip(problems, solved) if not ok][:settings["evo_problems"]], "left": 0}
-        if len(screens[s]["hard"]) < settings["evo_problems"] and settings["evo_screen"]:
-            # too few: screen more held-out problems with the same pools, keep those no checkpoint solves
-            extra = [p for p in make_task("code", **first[("code", s)]["task_options"]).problems(
-                "heldout", settings["evo_screen"], random.Random(20_000 + s)) if p not in problems]
-            screens[s].update(extra=extra, solved=np.zeros(len(extra), dtype=bool), left=len(keys))
-            for k in keys:
-                add("screen", k, _solved_job, checkpoints[k][0], first[("code", s)], extra, settings, s,
-                    checkpoints[k][1])
-        else:
-            start_search(s)
+        candidates = search.search_problems(make_task("code", **first[("code", s)]["task_options"]), "heldout",
+                                            settings["evo_screen"], settings["evo_min_plausible"], 20_000 + s)
+        screens[s] = {"candidates": candidates, "solved": np.zeros(len(candidates), dtype=bool), "left": len(keys)}
+        for k in keys:
+            add("screen", k, _solved_job, checkpoints[k][0], first[("code", s)], candidates, settings, s,
+                checkpoints[k][1])
 
     def start_search(s):
-        hard = screens[s]["hard"]
-        progress.say(f"evolutionary search on {len(hard)} hard code problems (seed {s})")
+        screen = screens[s]
+        hard = screen["hard"] = [p for p, ok in zip(screen["candidates"], screen["solved"]) if not ok][
+            :settings["evo_problems"]]
+        progress.say(f"evolutionary search on {len(hard)} hard code problems (seed {s}; {int(screen['solved'].sum())} "
+                     f"of {len(screen['candidates'])} candidates were solved by some pool)")
         for a in (["warm_start"] + methods if hard else []):
             path, m, cfg = checkpoints[("code", a, s)]
-            record = read_record(out_dir, "code", a, s)
-            key = dict(result_key(cfg, settings, search_keys), problems=[repr(p) for p in hard])
-            if record and record.get("search", {}).get("key") == key:
-                continue
-            add("search", ("code", a, s), _search_job, path, first[("code", s)], hard, settings, s, m)
+            record = read_record(out_dir, "code", a, s) or {}
+            for kind, per_call in (("search", 1), ("search_set", m)) if m > 1 else (("search", 1),):
+                key = dict(result_key(cfg, settings, search_keys), problems=[repr(p) for p in hard], per_call=per_call)
+                if record.get(kind, {}).get("key") != key:
+                    add(kind, ("code", a, s), _search_job, path, first[("code", s)], hard, settings, s, m, per_call)
 
     def handle(kind, key, result, seconds):
         name = "/".join(map(str, key))
@@ -431,13 +446,17 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
             screen["solved"] |= result
             screen["left"] -= 1
             if not screen["left"]:
-                screen["hard"] += [p for p, ok in zip(screen["extra"], screen["solved"])
-                                   if not ok][:settings["evo_problems"] - len(screen["hard"])]
                 start_search(key[2])
-        else:
+        elif kind == "oracle":
+            result["key"] = result_key(dict(first[(key[0], key[2])], algo="warm_start",
+                                            warmstart_from=warm[(key[0], key[2])]), settings, pool_keys)
+            update_record(out_dir, *key, m=first[(key[0], key[2])]["answers_per_rollout"], commit=commit, pools=result)
+        else:  # a search, one child per call or (search_set) a set policy's m
             path, m, cfg = checkpoints[key]
-            result["key"] = dict(result_key(cfg, settings, search_keys), problems=[repr(p) for p in screens[key[2]]["hard"]])
-            update_record(out_dir, *key, search=result)
+            result["key"] = dict(result_key(cfg, settings, search_keys),
+                                 problems=[repr(p) for p in screens[key[2]]["hard"]], per_call=result["children_per_call"])
+            del result["runs"]  # per-problem details stay out of the small result file
+            update_record(out_dir, *key, **{kind: result})
 
     for t in tasks:  # a task whose warm start another task trains waits for it (SHARED_WARMSTART)
         if SHARED_WARMSTART.get(t) not in tasks:

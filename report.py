@@ -23,6 +23,7 @@ import os
 
 import numpy as np
 
+import oracle
 import plots
 from metrics import paired_bootstrap_interval
 
@@ -63,7 +64,7 @@ def merge(records, task_order=()):
             if pooled:
                 pools = [r["pools"] for r in pooled]
                 entry["ks"] = pools[0]["ks"]
-                for metric in CURVES:
+                for metric in [c for c in CURVES if all(c in p for p in pools)]:
                     values = np.array([p[metric] for p in pools])
                     entry[metric] = values.mean(0).round(4).tolist()
                     entry[metric + "_spread"] = (values.max(0) - values.min(0)).round(4).tolist()
@@ -72,16 +73,45 @@ def merge(records, task_order=()):
                     values = np.array([p.get(metric, np.nan) for p in pools], dtype=float)
                     entry[metric] = round(float(values.mean()), 4)
                     entry[metric + "_spread"] = round(float(values.max() - values.min()), 4)
-                entry["per_problem"] = {s: p["per_problem"] for s, p in zip(entry["seeds"], pools)}
-                if all("gap_closed" in p for p in pools):
-                    entry["gap_closed"] = {k: round(float(np.mean([p["gap_closed"][k] for p in pools])), 3)
-                                           for k in pools[0]["gap_closed"]}
-            searches = [r["search"] for r in rows if "search" in r]
-            if searches:
-                entry["evolution"] = merge_searches(searches)
+                    entry[metric + "_per_seed"] = values.round(4).tolist()
+                if all("per_problem" in p for p in pools):
+                    entry["per_problem"] = {s: p["per_problem"] for s, p in zip(entry["seeds"], pools)}
+            for kind, name in (("search", "evolution"), ("search_set", "evolution_set")):
+                searches = [r[kind] for r in rows if kind in r]
+                if searches:
+                    entry[name] = merge_searches(searches)
             entry["training"] = [r["training"] for r in rows if "training" in r]
             per_method[method] = entry
+        add_gap_closed(per_method)
     return results
+
+
+def add_gap_closed(per_method):
+    """Where the task has an "optimum" row (oracle.py): each method's share of the gap from the warm
+    start to the optimum that it closed, per seed, on its own objective (a single answer's mean reward;
+    a set method's set score, against the warm start asked for the same m answers) and on pass@n."""
+    if "optimum" not in per_method:
+        return
+    opt = per_method["optimum"]
+    best = {seed: {"mean_scalar": opt["mean_scalar_per_seed"][i], "set_score": opt["set_score_per_seed"][i],
+                   "pass_at_k": opt["pass_at_k_per_seed"][i]} for i, seed in enumerate(opt["seeds"])}
+    for method, entry in per_method.items():
+        if method in ("optimum", "warm_start", "warm_start_m3") or "per_problem" not in entry:
+            continue
+        own = "set_score" if entry["m"] > 1 else "mean_scalar"
+        warm = per_method.get("warm_start_m3" if entry["m"] > 1 else "warm_start", {})
+        per_seed = {"objective": [], "pass": []}
+        for i, seed in enumerate(entry["seeds"]):
+            if seed not in best or seed not in warm.get("seeds", []):
+                continue
+            j = warm["seeds"].index(seed)
+            value = entry[own + "_per_seed"][i] if own + "_per_seed" in entry else None
+            per_seed["objective"].append(oracle.gap_closed(value, warm[own + "_per_seed"][j], best[seed][own]))
+            per_seed["pass"].append(oracle.gap_closed(entry["pass_at_k_per_seed"][i][-1],
+                                                      warm["pass_at_k_per_seed"][j][-1], best[seed]["pass_at_k"][-1]))
+        if per_seed["objective"]:
+            entry["gap_closed"] = {"objective_name": own, **{k: round(float(np.mean(v)), 3) for k, v in per_seed.items()},
+                                   **{k + "_per_seed": [round(x, 3) for x in v] for k, v in per_seed.items()}}
 
 
 def merge_searches(searches):
@@ -164,9 +194,9 @@ def claims(results):
         if {"vpo", "grpo"} <= tasks[task].keys():
             g, v = tasks[task]["grpo"]["diversity"], tasks[task]["vpo"]["diversity"]
             w = tasks[task].get("warm_start", {}).get("diversity")
-            ratio = v / g if g > 0 else float("inf")
-            out.append(f"{task}: VPO {v:.3f} vs GRPO {g:.3f} ({ratio:.2f}x)" + (f", warm start {w:.3f}" if w else "")
-                       + f": {'yes' if ratio > 1 else 'no'}")
+            ratio = f"{v / g:.2f}x" if g > 0 else "GRPO's is 0"
+            out.append(f"{task}: VPO {v:.3f} vs GRPO {g:.3f} ({ratio})" + (f", warm start {w:.3f}" if w else "")
+                       + f": {'yes' if v > g else 'no'}")
     lines.append(("2. GRPO's reward-space diversity collapses relative to VPO's.", out))
 
     out = []
@@ -181,9 +211,14 @@ def claims(results):
     code = tasks.get("code", {})
     searched = {m: e["evolution"] for m, e in code.items() if "evolution" in e}
     if searched:
-        out.append(", ".join(f"{m} {e['solved']}/{e['searches']}" +
-                             (f" (sampling at the same budget {e['sampling_solved']})" if "sampling_solved" in e else "")
-                             for m, e in searched.items()))
+        out.append("solved (same-budget sampling in brackets): " + ", ".join(
+            f"{m} {e['solved']}/{e['searches']}" + (f" ({e['sampling_solved']})" if "sampling_solved" in e else "")
+            for m, e in searched.items()))
+        sets = {m: e["evolution_set"] for m, e in code.items() if "evolution_set" in e}
+        if sets:
+            out.append("set policies writing their m children per call: " + ", ".join(
+                f"{m} {e['solved']}/{e['searches']}" + (f" ({e['sampling_solved']})" if "sampling_solved" in e else "")
+                for m, e in sets.items()))
         if {"vpo", "grpo"} <= searched.keys():
             v, g = searched["vpo"]["solved"], searched["grpo"]["solved"]
             only_v = set(searched["vpo"]["solved_problems"]) - set(searched["grpo"]["solved_problems"])
@@ -204,8 +239,12 @@ def claims(results):
     out = []
     for task, per_method in tasks.items():
         for method, e in per_method.items():
-            if "gap_closed" in e:
-                out.append(f"{task} {method}: " + ", ".join(f"{k} {v:.2f}" for k, v in e["gap_closed"].items()))
+            g = e.get("gap_closed")
+            if g:
+                out.append(f"{task} {method}: own objective ({g['objective_name']}) {g['objective']:.2f} "
+                           f"({' '.join(f'{v:.2f}' for v in g['objective_per_seed'])}), pass@n {g['pass']:.2f} "
+                           f"({' '.join(f'{v:.2f}' for v in g['pass_per_seed'])}); valid answers {e.get('valid', 0):.2f}"
+                           f": {'yes' if min(g['objective_per_seed']) >= 0.5 else 'no'} (target: half the gap on every seed)")
     if out:
         lines.append(("0. RL learns: share of the gap from the warm start to the optimum closed on held-out problems.",
                       out))
@@ -235,6 +274,8 @@ def summary_markdown(results):
         lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for a, e in pooled.items():
             def fmt(metric, i):
+                if metric not in e:
+                    return "-"
                 return f"{e[metric][i]:.3f}" + (f" ±{e[metric + '_spread'][i] / 2:.3f}" if multi else "")
             row = [a] + [fmt("best_at_k", i) for i in show] + [fmt("heldout_weight_best_at_k", i) for i in show]
             if t == "code":
@@ -242,7 +283,8 @@ def summary_markdown(results):
                 ev = e.get("evolution")
                 per_seed = f" ({' '.join(map(str, ev['solved_per_seed']))})" if ev and multi else ""
                 row.append(f"{ev['solved']}/{ev['searches']}{per_seed}" if ev else "-")
-            row += [f"{e['diversity']:.3f}", f"{e['distinct_answers']:.1f}", f"{e['wasted']:.2f}"]
+            row += [f"{e[k]:.{d}f}" if np.isfinite(e[k]) else "-" for k, d in
+                    (("diversity", 3), ("distinct_answers", 1), ("wasted", 2))]
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
     lines.append("best@k: fixed scalarisation (mean of components); w-best@k: averaged over held-out random "
