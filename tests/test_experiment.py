@@ -76,11 +76,11 @@ def test_set_reaches_search_settings_and_refuses_unknown_keys(capsys):
 
 def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
     out = tmp_path / "exp"
-    command = [sys.executable, os.path.join(ROOT, "experiment.py"), "--quick", "--tasks", "persona", "--algos", "grpo",
+    command = [sys.executable, os.path.join(ROOT, "experiment.py"), "--quick", "--tasks", "code", "--algos", "vpo",
                "--set", f"out_dir={out}", "steps=30", "ckpt_every=2", "eval_every=0"]
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
-    ckpt = out / "runs" / "persona-grpo-s0" / "ckpt.pt"
+    ckpt = out / "runs" / "code-vpo-s0" / "ckpt.pt"
     deadline = time.time() + 240
     while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.2)
@@ -89,16 +89,24 @@ def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
     output = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130 and "Traceback" not in output, output
     assert "kept 0 finished run(s), 1 unfinished run(s)" in output.splitlines()[-1]
-    assert not (out / "runs" / "persona-grpo-s0" / "final.pt").exists()
+    assert not (out / "runs" / "code-vpo-s0" / "final.pt").exists()
 
     again = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "resuming unfinished run" in again.stdout
-    log = (out / "runs" / "persona-grpo-s0" / "log.txt").read_text()
+    log = (out / "runs" / "code-vpo-s0" / "log.txt").read_text()
     assert "resumed from step" in log
-    steps = [json.loads(line)["step"] for line in open(out / "runs" / "persona-grpo-s0" / "metrics.jsonl")
+    steps = [json.loads(line)["step"] for line in open(out / "runs" / "code-vpo-s0" / "metrics.jsonl")
              if '"train"' in line]
     assert steps == list(range(1, 31))  # every step exactly once: nothing lost, nothing trained twice
+
+    # one small file per task, method and seed: the pools, the search in both formats, the optimum
+    records = {name: json.load(open(out / "results" / f"code-{name}-s0.json"))
+               for name in ("warm_start", "warm_start_m3", "vpo", "optimum")}
+    assert {"pools", "search", "search_set", "training"} <= records["vpo"].keys()
+    assert records["vpo"]["search_set"]["children_per_call"] == 3 and records["vpo"]["search"]["children_per_call"] == 1
+    assert records["warm_start_m3"]["m"] == 3 and records["optimum"]["pools"]["pass_at_k"][-1] > 0
+    assert "RL learns" in again.stdout and "leaderboard.png" in again.stdout
 
     third = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert third.returncode == 0 and "reusing finished run" in third.stdout and "trained" not in third.stdout

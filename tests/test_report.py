@@ -85,3 +85,22 @@ def test_leaderboard_ranks_methods_with_intervals_against_vpo_and_grpo():
     rows = [line for line in lines if line.startswith("| ") and "method" not in line]
     assert [r.split(" | ")[0] for r in rows] == ["| vpo", "| max_at_k", "| grpo"]
     assert rows[2].endswith("| -0.300 [-0.300, -0.300] |  |")  # grpo - vpo; nothing against itself
+
+
+def test_gap_closed_is_measured_from_the_warm_start_in_the_methods_own_format():
+    def pools(mean_scalar, set_score, pass30):
+        return {"ks": [1, 30], "best_at_k": [mean_scalar, 1.0], "heldout_weight_best_at_k": [0.0, 0.0],
+                "pass_at_k": [0.0, pass30], "mean_scalar": mean_scalar, "set_score": set_score,
+                "per_problem": {"best": [1.0], "w_best": [0.0], "pass": [1.0]}}
+    records = [{"task": "code", "method": "optimum", "seed": 0, "m": 3, "pools": pools(0.9, 0.8, 1.0)},
+               {"task": "code", "method": "warm_start", "seed": 0, "m": 1, "pools": pools(0.5, 0.7, 0.4)},
+               {"task": "code", "method": "warm_start_m3", "seed": 0, "m": 3, "pools": pools(0.5, 0.6, 0.5)},
+               {"task": "code", "method": "grpo", "seed": 0, "m": 1, "pools": pools(0.7, 0.7, 0.1)},
+               {"task": "code", "method": "vpo", "seed": 0, "m": 3, "pools": pools(0.5, 0.75, 0.75)}]
+    tasks = report.merge(records)["tasks"]["code"]
+    assert tasks["grpo"]["gap_closed"]["objective_name"] == "mean_scalar"
+    assert tasks["grpo"]["gap_closed"]["objective"] == pytest.approx(0.5)  # (0.7 - 0.5) / (0.9 - 0.5)
+    assert tasks["grpo"]["gap_closed"]["pass"] == pytest.approx(-0.5)  # (0.1 - 0.4) / (1.0 - 0.4)
+    assert tasks["vpo"]["gap_closed"]["objective"] == pytest.approx(0.75)  # (0.75 - 0.6) / (0.8 - 0.6)
+    assert tasks["vpo"]["gap_closed"]["pass"] == pytest.approx(0.5)  # against the 3-answer warm start
+    assert "gap_closed" not in tasks["warm_start"] and "gap_closed" not in tasks["optimum"]

@@ -225,3 +225,13 @@ def test_settings_table_drives_the_defaults():
     assert defaults["budget"].default == SETTINGS["evo_budget"] and defaults["num_islands"].default == SETTINGS["evo_islands"]
     assert inspect.signature(search.evaluate_checkpoint).parameters["num_heldout_weights"].default == \
         SETTINGS["heldout_weightings"]
+
+
+def test_search_problems_refuse_a_size_the_family_never_reaches():
+    from rewards import CodeTask
+    from search import search_problems
+    small = CodeTask()  # at most 7 x 8 = 56 plausible programs
+    with pytest.raises(ValueError, match="evo_min_plausible"):
+        search_problems(small, "heldout", 4, 57, seed=0, max_draws=2000)
+    big = search_problems(small, "heldout", 4, 30, seed=0)
+    assert len(big) == 4 and all(small.num_plausible(p) >= 30 for p in big)
