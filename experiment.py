@@ -228,8 +228,9 @@ def read_record(out_dir, task, method, seed):
 # Telling the user what is happening
 
 class Progress:
-    """The plan up front, a line with an ETA every `every` seconds, and the expected time from
-    EXPECTED_S, rescaled by how fast the finished jobs went on this machine."""
+    """The plan up front, a line with an ETA every `every` seconds. Every job the experiment will run
+    is in `pending` from the start (plan), at the seconds EXPECTED_S gives it; the estimate is then
+    rescaled by how fast the finished jobs went on this machine."""
 
     def __init__(self, workers, quick, every=30.0):
         self.t0, self.last, self.every, self.workers = time.time(), time.time(), every, workers
@@ -244,8 +245,13 @@ class Progress:
             base *= cfg["steps"] / (150 if task == "code" else 250)
         return base * self.scale
 
-    def add(self, kind, key, cfg=None):
-        self.pending[(kind, key)] = self.expected(kind, key, cfg)
+    def plan(self, kind, key, cfg=None, done=0.0):
+        """A job the experiment expects to run (done: the share of it already on disk)."""
+        self.pending[(kind, key)] = self.expected(kind, key, cfg) * (1 - done)
+
+    def drop(self, kind, key):
+        """A planned job that will not run (its result was on disk)."""
+        self.pending.pop((kind, key), None)
 
     def finish(self, kind, key, seconds):
         expected = self.pending.pop((kind, key), None)
@@ -253,28 +259,35 @@ class Progress:
             self.ratios.append(seconds / expected)
         self.done.append((kind, key))
 
-    def remaining_s(self, running_fraction):
-        speed = float(np.median(self.ratios)) if self.ratios else 1.0
-        left = sum(e * (1 - running_fraction.get(job, 0.0)) for job, e in self.pending.items())
-        return speed * left / self.workers
+    def minutes_left(self, running_fraction=None, speed=None):
+        speed = speed or (float(np.median(self.ratios)) if self.ratios else 1.0)
+        left = sum(e * (1 - (running_fraction or {}).get(job, 0.0)) for job, e in self.pending.items())
+        return speed * left / self.workers / 60
 
     def say(self, msg):
         print(f"[{time.time() - self.t0:6.0f}s] {msg}", flush=True)
 
     def tick(self, running, force=False):
+        """running: (kind, key, cfg, start time) of the jobs in the workers now."""
         if not force and time.time() - self.last < self.every:
             return
         self.last = time.time()
+        # a job running past its expected time says this machine is slower, before any job finishes
+        late = [(time.time() - t0) / self.pending[(kind, key)] for kind, key, _, t0 in running
+                if self.pending.get((kind, key)) and time.time() - t0 > self.pending[(kind, key)]]
+        speed = float(np.median(self.ratios + late)) if self.ratios + late else 1.0
         fractions, parts = {}, []
-        for kind, key, cfg in running:
+        for kind, key, cfg, t0 in running:
+            name, expected = "/".join(map(str, key)), self.pending.get((kind, key), 1.0) * speed
             if kind == "train":
                 steps = _steps_logged(cfg["out_dir"])
                 fractions[(kind, key)] = steps / max(1, cfg["steps"])
-                parts.append(f"{'/'.join(map(str, key))} step {steps}/{cfg['steps']}")
-            else:
-                parts.append(f"{kind} {'/'.join(map(str, key))}")
-        self.say(f"{len(self.done)} jobs done, {len(self.pending)} to go; running: {', '.join(parts) or '-'}; "
-                 f"about {self.remaining_s(fractions) / 60:.1f} min left")
+                parts.append(f"train {name} step {steps}/{cfg['steps']}")
+            else:  # no progress inside the job to read: its time so far against what it should take
+                fractions[(kind, key)] = min(0.95, (time.time() - t0) / max(expected, 1e-9))
+                parts.append(f"{kind} {name} {time.time() - t0:.0f}s of ~{expected:.0f}s")
+        self.say(f"{len(self.done)} jobs done, {len(self.pending) - len(running)} waiting; running: "
+                 f"{', '.join(parts) or '-'}; about {self.minutes_left(fractions, speed):.1f} min left")
 
 
 def _steps_logged(run_dir):
@@ -285,22 +298,28 @@ def _steps_logged(run_dir):
         return 0
 
 
-def expected_minutes(progress, configs, first, tasks, seeds, methods, settings):
-    """The whole experiment's expected wall time from EXPECTED_S: what is not on disk yet, over the workers."""
-    total = sum(progress.expected("warm", (t, s)) for t in tasks for s in seeds
-                if SHARED_WARMSTART.get(t) not in tasks and not os.path.exists(warmstart_path(first[(t, s)])))
+def plan_jobs(progress, configs, first, tasks, seeds, methods, settings):
+    """Every job the experiment will run, at its expected seconds, minus what is already on disk."""
+    for t in tasks:
+        for s in seeds:
+            if SHARED_WARMSTART.get(t) not in tasks and not os.path.exists(warmstart_path(dict(first[(t, s)],
+                                                                                              warmstart_from=""))):
+                progress.plan("warm", (t, s))
+            for a in ["warm_start", "warm_start_m3"] + methods:
+                progress.plan("pools", (t, a, s))
     for key, cfg in configs.items():
         status = run_status(cfg)
-        done = 1.0 if status == "finished" else _steps_logged(cfg["out_dir"]) / max(1, cfg["steps"]) \
-            if status == "unfinished" else 0.0
-        total += (1 - done) * progress.expected("train", key, cfg)
-    checkpoints = len(tasks) * len(seeds) * (len(methods) + 2)
-    total += checkpoints * progress.expected("pools", ("code",))
+        if status != "finished":
+            progress.plan("train", key, cfg, _steps_logged(cfg["out_dir"]) / max(1, cfg["steps"])
+                          if status == "unfinished" else 0.0)
     if "code" in tasks and settings["evo_problems"]:
-        total += len(seeds) * (len(methods) + 1) * (progress.expected("screen", ("code",)) +
-                                                   progress.expected("search", ("code",)))
-        total += len(seeds) * progress.expected("oracle", ("code",))
-    return total / progress.workers / 60
+        for s in seeds:
+            progress.plan("oracle", ("code", "optimum", s))
+            for a in ["warm_start"] + methods:
+                progress.plan("screen", ("code", a, s))
+                progress.plan("search", ("code", a, s))
+                if a != "warm_start" and train.answers_per_rollout(configs[("code", a, s)]) > 1:
+                    progress.plan("search_set", ("code", a, s))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -334,19 +353,17 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
                  f"pools of {settings['pool_n']} answers on {settings['pool_problems']} held-out problems each"
                  + (f", then evolutionary search (budget {settings['evo_budget']}) on up to {settings['evo_problems']} "
                     f"hard code problems per seed and checkpoint" if code_search else "") + ".")
+    plan_jobs(progress, configs, first, tasks, seeds, methods, settings)
     progress.say(f"writing to {out_dir}/ (runs/, results/, summary.md, figures) with {workers} worker processes; "
-                 f"expected time about {expected_minutes(progress, configs, first, tasks, seeds, methods, settings):.1f} "
-                 f"min (measured on a 2-core VM; the progress lines below correct it for this machine)")
+                 f"expected time about {progress.minutes_left():.1f} min (measured on a 2-core VM; the progress lines "
+                 f"below correct it for this machine)")
 
     ready, running = [], {}
     order = {"warm": 0, "train": 1, "oracle": 2, "pools": 2, "screen": 3, "search": 4, "search_set": 5}
 
     def add(kind, key, fn, *args, cfg=None):
         long_first = (order[kind], -(kind == "train" and configs[key]["algo"] in train.SET_ALGOS), -(key[0] == "code"))
-        if (kind, key) in progress.pending:  # already queued (a search's two formats share a key)
-            raise RuntimeError(f"job {kind} {key} queued twice")
         ready.append((long_first, kind, key, fn, args, cfg))
-        progress.add(kind, key, cfg)
 
     warm, checkpoints, pools, screens, samples = {}, {}, {}, {}, {}
     pool_keys = ("pool_n", "pool_problems", "heldout_weightings")
@@ -358,6 +375,7 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
         record = read_record(out_dir, task, method, seed)
         key = dict(result_key(cfg, settings, pool_keys), m=m)
         if record and record.get("pools", {}).get("key") == key:
+            progress.drop("pools", (task, method, seed))
             pools[(task, method, seed)] = record["pools"]
             pools_done(task, method, seed)
         else:
@@ -372,7 +390,9 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
             checkpoint_ready(u, "warm_start_m3", s, path, warm_cfg["answers_per_rollout"], warm_cfg)
             if u == "code":  # the best any policy could reach on these problems
                 record = read_record(out_dir, u, "optimum", s)
-                if not (record and record.get("pools", {}).get("key") == result_key(warm_cfg, settings, pool_keys)):
+                if record and record.get("pools", {}).get("key") == result_key(warm_cfg, settings, pool_keys):
+                    progress.drop("oracle", (u, "optimum", s))
+                else:
                     add("oracle", (u, "optimum", s), _oracle_job, warm_cfg, settings, s, warm_cfg["answers_per_rollout"])
             for a in methods:
                 cfg = configs[(u, a, s)]
@@ -415,6 +435,10 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
         screen = screens[s]
         hard = screen["hard"] = [p for p, ok in zip(screen["candidates"], screen["solved"]) if not ok][
             :settings["evo_problems"]]
+        if not hard:
+            for a in ["warm_start"] + methods:
+                progress.drop("search", ("code", a, s))
+                progress.drop("search_set", ("code", a, s))
         progress.say(f"evolutionary search on {len(hard)} hard code problems (seed {s}; {int(screen['solved'].sum())} "
                      f"of {len(screen['candidates'])} candidates were solved by some pool)")
         for a in (["warm_start"] + methods if hard else []):
@@ -424,6 +448,8 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
                 key = dict(result_key(cfg, settings, search_keys), problems=[repr(p) for p in hard], per_call=per_call)
                 if record.get(kind, {}).get("key") != key:
                     add(kind, ("code", a, s), _search_job, path, first[("code", s)], hard, settings, s, m, per_call)
+                else:
+                    progress.drop(kind, ("code", a, s))
 
     def handle(kind, key, result, seconds):
         name = "/".join(map(str, key))
@@ -477,7 +503,7 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
             for future in done:
                 kind, key, cfg, t0 = running.pop(future)
                 handle(kind, key, future.result(), time.time() - t0)
-            progress.tick([(kind, key, cfg) for kind, key, cfg, _ in running.values()])
+            progress.tick(list(running.values()))
     except KeyboardInterrupt:
         for process in list(getattr(pool, "_processes", {}).values()):  # stop the workers now, mid-job
             process.terminate()
