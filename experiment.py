@@ -73,7 +73,12 @@ VARIANTS = {
     # DAPO draws until P groups spread; verl's recipe gives up after 10 generation batches (of 3x the
     # prompts), here after 10 rounds of P, to bound the CPU cost (metrics.jsonl: flat_groups_kept)
     "dapo": ("grpo", {"clip_high": 0.28, "epochs_per_batch": 2, "dynamic_sampling": 10}),
+    # not the paper's: RL also on a quarter of parent-format prompts (the search's), so the mutation
+    # skill is trained rather than only eroded (code only; an earlier headline trained this way)
+    "grpo_mutation": ("grpo", {"mutation_share": 0.25}),
+    "vpo_mutation": ("vpo", {"mutation_share": 0.25}),
 }
+CODE_ONLY = {"grpo_mutation", "vpo_mutation"}  # parents are programs: no such rows on the persona tasks
 ABLATIONS = ["multi_rlvr", "random_weights", "goal_conditioned", "vpo_loo", "max_at_k", "gdpo", "maxrl", *VARIANTS]
 # --quick: the evaluation and search at a smoke-test size (training sizes: configs/tiny.yaml)
 QUICK = dict(pool_n=6, pool_problems=6, evo_problems=2, evo_screen=6, evo_budget=12)
@@ -305,7 +310,7 @@ def plan_jobs(progress, configs, first, tasks, seeds, methods, settings):
             if SHARED_WARMSTART.get(t) not in tasks and not os.path.exists(warmstart_path(dict(first[(t, s)],
                                                                                               warmstart_from=""))):
                 progress.plan("warm", (t, s))
-            for a in ["warm_start", "warm_start_m3"] + methods:
+            for a in ["warm_start", "warm_start_m3"] + [a for a in methods if (t, a, s) in configs]:
                 progress.plan("pools", (t, a, s))
     for key, cfg in configs.items():
         status = run_status(cfg)
@@ -334,7 +339,8 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
     out_dir = overrides.pop("out_dir", "") or ("out/quick" if quick else "out/headline")
     tasks = tasks or list(TASKS)
     methods = list(algos or ALGOS) + (ABLATIONS if ablations else [])
-    configs = {(t, a, s): run_config(t, a, s, out_dir, quick, overrides) for t in tasks for a in methods for s in seeds}
+    configs = {(t, a, s): run_config(t, a, s, out_dir, quick, overrides) for t in tasks for a in methods for s in seeds
+               if t == "code" or a not in CODE_ONLY}
     first = {(t, s): configs[(t, methods[0], s)] for t in tasks for s in seeds}  # a task's settings
     for (t, a, s), cfg in configs.items():  # every run names its warm start (its file name is the hash of what
         # shaped it), so a run trained from another warm start is never taken for this one
@@ -394,7 +400,7 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
                     progress.drop("oracle", (u, "optimum", s))
                 else:
                     add("oracle", (u, "optimum", s), _oracle_job, warm_cfg, settings, s, warm_cfg["answers_per_rollout"])
-            for a in methods:
+            for a in [a for a in methods if (u, a, s) in configs]:
                 cfg = configs[(u, a, s)]
                 status = run_status(cfg)
                 if status == "finished":  # runs are deterministic: an identical finished run is reused

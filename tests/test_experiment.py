@@ -45,6 +45,10 @@ def test_run_status_reuses_only_identical_finished_runs(tmp_path):
 @pytest.mark.parametrize("task", experiment.TASKS)
 @pytest.mark.parametrize("method", ["grpo", "vpo", *experiment.VARIANTS])
 def test_a_headline_run_is_defaults_then_task_file_then_its_own_keys(tmp_path, task, method):
+    if method in experiment.CODE_ONLY and task != "code":
+        with pytest.raises(Exception, match="needs the code task"):
+            experiment.run_config(task, method, 3, str(tmp_path))
+        return
     cfg = experiment.run_config(task, method, 3, str(tmp_path))
     algo, variant = experiment.VARIANTS.get(method, (method, {}))
     task_file = read_yaml(os.path.join(ROOT, "configs", f"{task}.yaml"))
