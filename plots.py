@@ -129,19 +129,28 @@ def training(out_dir, results):
 
 
 def evolution(out_dir, results):
+    """Solved against candidates: each policy's search (solid), a set policy writing its m children per
+    call (dotted), and the same-budget sampling control (dashed, thin): search earns its keep above it."""
     code = results["tasks"].get("code", {})
-    entries = {a: e["evolution"] for a, e in code.items() if "evolution" in e}
-    if not entries:
+    if not any("evolution" in e for e in code.values()):
         return None
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    for a, ev in entries.items():
-        curve = ev["solved_curve"]
-        ax.plot(range(1, len(curve) + 1), curve, color=COLORS.get(a), label=f"{a} ({ev['solved']}/{ev['searches']})")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for a, e in code.items():
+        for name, style, what in (("evolution", "-", ""), ("evolution_set", ":", ", m per call")):
+            ev = e.get(name)
+            if not ev:
+                continue
+            curve = ev["solved_curve"]
+            ax.plot(range(1, len(curve) + 1), curve, style, color=COLORS.get(a), lw=1.8,
+                    label=f"{a}{what} ({ev['solved']}/{ev['searches']})")
+            if name == "evolution" and "sampling_curve" in ev:
+                ax.plot(range(1, len(curve) + 1), ev["sampling_curve"], "--", color=COLORS.get(a), lw=0.9,
+                        label=f"{a}, sampling ({ev.get('sampling_solved', 0)}/{ev['searches']})")
     ax.set_xlabel("candidates evaluated")
     ax.set_ylabel("fraction of searches solved")
-    ax.set_title("Evolutionary search on hard held-out code problems")
+    ax.set_title("Evolutionary search vs same-budget sampling, hard held-out code problems", fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     return _save(fig, out_dir, "evolution.png")
 
 

@@ -122,7 +122,9 @@ def merge_searches(searches):
         if all(key in s for s in searches):
             out[key] = sum(s[key] for s in searches)
     weights = np.array([s["searches"] for s in searches], dtype=float)
-    out["solved_curve"] = (np.array([s["solved_curve"] for s in searches]).T @ weights / weights.sum()).tolist()
+    for curve in ("solved_curve", "sampling_curve"):
+        if all(curve in s for s in searches):
+            out[curve] = (np.array([s[curve] for s in searches]).T @ weights / weights.sum()).tolist()
     if all("mutations" in s for s in searches):
         out["mutations"] = {c: sum(s["mutations"][c] for s in searches) for c in ("children", "invalid", "improved")}
     return out
