@@ -1,7 +1,8 @@
 """
-How much of the reachable gap a finished code run closed, measured on TRAINING problems only.
+How much of the reachable gap a finished code run closed, measured on training problems.
 
     python tools/probe_learning.py out/p1 out/p2 [--problems 40 --n 30 --json probe.json]
+    python tools/probe_learning.py out/final --split heldout   # once, for a finished recipe only
 
 For each run folder (its final.pt and the warm start it started from) this samples pools of n answers
 on problems drawn from task.problems("train", ...) with a fixed seed of its own (not RL's), scores
@@ -13,9 +14,10 @@ answers), best@k and pass@k; and each as the share of the gap from the warm star
 optimum that the run closed. The objective of GRPO is the mean reward (optimum: the Bayes-optimal
 single answer), VPO's the set score and pass@k.
 
-Tuning on these numbers never looks at held-out problems; search.py is for those.
+Tuning on these numbers never looks at held-out problems. `--split heldout` measures the same numbers
+on held-out problems, for the one final check of a recipe chosen on training problems.
 
-Deliberately left out: held-out problems, plots, the persona task (oracle.py covers code only),
+Deliberately left out: plots, the persona task (oracle.py covers code only),
 evolutionary search.
 """
 
@@ -67,14 +69,14 @@ def gaps(run, warm, optimum):
     return out
 
 
-def probe(run_dirs, num_problems=40, n=30):
-    """{run folder: {"run", "warm", "optimum", "gap"}} on training problems."""
+def probe(run_dirs, num_problems=40, n=30, split="train"):
+    """{run folder: {"run", "warm", "optimum", "gap"}} on problems of `split`."""
     results, cache = {}, {}
     for run_dir in run_dirs:
         final = load_checkpoint(os.path.join(run_dir, "final.pt"))
         cfg, m = final["config"], final.get("m", 1)
         task = make_task(cfg["task"], **cfg["task_options"])
-        problems = task.problems("train", num_problems, random.Random(PROBE_SEED))
+        problems = task.problems(split, num_problems, random.Random(PROBE_SEED))
         weights = sample_weights(1, 100, task.dim, generator=torch.Generator().manual_seed(PROBE_SEED))[0].numpy()
         ks = k_grid(n)
         key = json.dumps(cfg["task_options"], sort_keys=True)
@@ -95,9 +97,9 @@ def probe(run_dirs, num_problems=40, n=30):
     return results
 
 
-def report(results):
+def report(results, split="train"):
     for run_dir, r in results.items():
-        print(f"\n{run_dir} ({r['algo']}, m={r['m']}), training problems")
+        print(f"\n{run_dir} ({r['algo']}, m={r['m']}), {split} problems")
         print(f"{'':14s} {'warm':>7s} {'run':>7s} {'optimum':>8s} {'gap closed':>10s}")
         rows = [("valid", "valid", 1.0), ("repeats", "repeats", 0.0), ("mean reward", "mean_reward", None),
                 ("set score", "set_score", None)]
@@ -117,11 +119,13 @@ def main():
     parser.add_argument("runs", nargs="+", help="finished run folders (final.pt inside)")
     parser.add_argument("--problems", type=int, default=40)
     parser.add_argument("--n", type=int, default=30, help="pool size in answers (a multiple of 3)")
+    parser.add_argument("--split", choices=["train", "heldout"], default="train",
+                        help="heldout only for the final check of a recipe, never for tuning")
     parser.add_argument("--json", help="also write the numbers to this file")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    results = probe(args.runs, args.problems, args.n)
-    report(results)
+    results = probe(args.runs, args.problems, args.n, args.split)
+    report(results, args.split)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
