@@ -310,3 +310,17 @@ def parse_thresholds(text):
     """'(+ (< x 3) (+ (< x 7) ...))' -> (3, 7, ...)"""
     import re
     return tuple(int(t) for t in re.findall(r"\(< x (\d+)\)", text))
+
+
+def test_fixed_width_programs_have_one_length_and_mean_what_they_did():
+    padded, plain = CodeTask(thresholds=4, domain=40, fixed_width=True), CodeTask(thresholds=4, domain=40)
+    problem = padded.problems("train", 1, random.Random(4))[0]
+    assert padded.program_text((3, 12, 25, 39)) == "(+ (< x 03) (+ (< x 12) (+ (< x 25) (< x 39))))"
+    assert plain.program_text((3, 12, 25, 39)) == "(+ (< x 3) (+ (< x 12) (+ (< x 25) (< x 39))))"
+    shown = padded.shown(problem)
+    programs = [problem[:4], tuple(x + 1 for x in shown[:4]), tuple(shown[1:])]  # the truth, all low, all high
+    assert len({len(padded.program_text(p)) for p in programs}) == 1
+    for p in programs:
+        assert (padded.reward(problem, padded.program_text(p)) == plain.reward(problem, plain.program_text(p))).all()
+        assert padded.answer_key(padded.program_text(p)) == plain.answer_key(plain.program_text(p))
+    assert CodeTask(family="easy", fixed_width=True).program_text((4, ("const", 7), ("const", 3))) == "(if (< x 4) 7 3)"
