@@ -82,12 +82,14 @@ CODE_ONLY = {"grpo_mutation", "vpo_mutation"}  # parents are programs: no such r
 ABLATIONS = ["multi_rlvr", "random_weights", "goal_conditioned", "vpo_loo", "max_at_k", "gdpo", "maxrl", *VARIANTS]
 # --quick: the evaluation and search at a smoke-test size (training sizes: configs/tiny.yaml)
 QUICK = dict(pool_n=6, pool_problems=6, evo_problems=2, evo_screen=6, evo_budget=12)
-# Seconds one job took on the 2-core VM this was built on (one torch thread, two workers), for the
-# first time estimate; the progress line then rescales by how fast this machine turns out to be.
+# Seconds one job took on the 2-core VM this was built on (one torch thread, two workers, other
+# processes sharing the machine: an upper side), for the first estimate: training from the 3-seed run
+# at commit 5ac42de, search and oracle from the one-seed run at 94c6eab. The progress lines then
+# rescale by how fast the finished jobs go on this machine.
 EXPECTED_S = {("warm", "persona"): 60, ("warm", "code"): 330, ("train", "persona"): 70,
               ("train", "persona", "set"): 170, ("train", "code"): 110, ("train", "code", "set"): 260,
-              ("pools", "persona"): 2, ("pools", "code"): 4, ("screen", "code"): 20, ("search", "code"): 90,
-              ("search_set", "code"): 60, ("oracle", "code"): 120}
+              ("pools", "persona"): 2, ("pools", "code"): 4, ("screen", "code"): 20, ("search", "code"): 70,
+              ("search_set", "code"): 50, ("oracle", "code"): 60}
 QUICK_SCALE = 0.04  # a --quick job takes about this share of its headline time
 
 
