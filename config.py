@@ -149,6 +149,8 @@ def validate(cfg, algos):
         need(cfg[key] >= 0, f"{key} must be >= 0, got {cfg[key]}")
     need(0 <= cfg["mutation_share"] <= 1, "mutation_share must be in [0, 1]")
     need(cfg["mutation_share"] == 0 or cfg["task"] == "code", "mutation_share > 0 needs the code task (parents are programs)")
+    need(cfg["parent_replay"] >= 0, "parent_replay must be >= 0")
+    need(cfg["parent_replay"] == 0 or cfg["task"] == "code", "parent_replay > 0 needs the code task (parents are programs)")
     need(0 <= cfg["sft_parent_fraction"] <= 1, "sft_parent_fraction must be in [0, 1]")
     need(0 <= cfg["sft_single_first"] <= 1, "sft_single_first must be in [0, 1]")
     need(cfg["device"] in ("auto", "cpu", "cuda", "mps"), "device must be auto, cpu, cuda or mps")

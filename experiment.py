@@ -83,13 +83,14 @@ ABLATIONS = ["multi_rlvr", "random_weights", "goal_conditioned", "vpo_loo", "max
 # --quick: the evaluation and search at a smoke-test size (training sizes: configs/tiny.yaml)
 QUICK = dict(pool_n=6, pool_problems=6, evo_problems=2, evo_screen=6, evo_budget=12)
 # Seconds one job took on the 2-core VM this was built on (one torch thread, two workers, other
-# processes sharing the machine: an upper side), for the first estimate: training from the 3-seed run
-# at commit 5ac42de, search and oracle from the one-seed run at 94c6eab. The progress lines then
-# rescale by how fast the finished jobs go on this machine.
-EXPECTED_S = {("warm", "persona"): 60, ("warm", "code"): 330, ("train", "persona"): 70,
-              ("train", "persona", "set"): 170, ("train", "code"): 110, ("train", "code", "set"): 260,
-              ("pools", "persona"): 2, ("pools", "code"): 4, ("screen", "code"): 20, ("search", "code"): 70,
-              ("search_set", "code"): 50, ("oracle", "code"): 60}
+# processes sharing the machine: an upper side), for the first estimate: the one-seed run of
+# configs/code.yaml's recipe at 86d6e9e (training jobs at each task file's steps x prompts_per_step,
+# EXPECTED_STEPS). The progress lines then rescale by how fast the finished jobs go on this machine.
+EXPECTED_S = {("warm", "persona"): 60, ("warm", "code"): 450, ("train", "persona"): 55,
+              ("train", "persona", "set"): 180, ("train", "code"): 300, ("train", "code", "set"): 850,
+              ("pools", "persona"): 2, ("pools", "code"): 4, ("screen", "code"): 20, ("search", "code"): 15,
+              ("search_set", "code"): 10, ("oracle", "code"): 60}
+EXPECTED_STEPS = {"persona": 250 * 8, "code": 400 * 16}  # steps x prompts_per_step behind EXPECTED_S
 QUICK_SCALE = 0.04  # a --quick job takes about this share of its headline time
 
 
@@ -187,7 +188,8 @@ def run_status(cfg):
         return "empty"
     # a cached warm start's file name is the hash of everything that shaped it, so a run copied into
     # another output folder (with its warm start) still counts as the same run
-    same = all(saved.get(k) == v for k, v in cfg.items() if k not in RESULT_NEUTRAL_KEYS + ("warmstart_from",)) and \
+    # a key missing from the saved file (added to DEFAULTS after that run) reads as its default value
+    same = all(saved.get(k, train.DEFAULTS.get(k)) == v for k, v in cfg.items() if k not in RESULT_NEUTRAL_KEYS + ("warmstart_from",)) and \
         os.path.basename(str(saved.get("warmstart_from"))) == os.path.basename(str(cfg["warmstart_from"]))
     if not same:
         return "other"
@@ -202,6 +204,16 @@ def result_key(cfg, settings, keys):
     """What a stored evaluation depends on: the run's settings and the evaluation's."""
     return {"run": {k: v for k, v in sorted(cfg.items()) if k not in RESULT_NEUTRAL_KEYS + ("warmstart_dir",)},
             "settings": {k: settings[k] for k in keys}}
+
+
+def same_key(stored, key):
+    """A stored evaluation's key == `key`, a run setting missing from either reading as its DEFAULTS value:
+    a key added to train.DEFAULTS later, at its default, changes nothing that was run or evaluated."""
+    if not isinstance(stored, dict) or not isinstance(stored.get("run"), dict):
+        return False
+    def filled(k):
+        return {**k, "run": {**train.DEFAULTS, **k["run"]}}
+    return filled(stored) == filled(key)
 
 
 def git_commit():
@@ -249,7 +261,7 @@ class Progress:
         kind_key = (kind, task, "set") if kind == "train" and cfg and cfg["algo"] in train.SET_ALGOS else (kind, task)
         base = EXPECTED_S.get(kind_key, EXPECTED_S.get((kind, "code"), 10))
         if kind == "train" and cfg:
-            base *= cfg["steps"] / (150 if task == "code" else 250)
+            base *= cfg["steps"] * cfg["prompts_per_step"] / EXPECTED_STEPS["code" if task == "code" else "persona"]
         return base * self.scale
 
     def plan(self, kind, key, cfg=None, done=0.0):
@@ -382,7 +394,7 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
         checkpoints[(task, method, seed)] = (path, m, cfg)
         record = read_record(out_dir, task, method, seed)
         key = dict(result_key(cfg, settings, pool_keys), m=m)
-        if record and record.get("pools", {}).get("key") == key:
+        if record and same_key(record.get("pools", {}).get("key"), key):
             progress.drop("pools", (task, method, seed))
             pools[(task, method, seed)] = record["pools"]
             pools_done(task, method, seed)
@@ -398,7 +410,7 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
             checkpoint_ready(u, "warm_start_m3", s, path, warm_cfg["answers_per_rollout"], warm_cfg)
             if u == "code":  # the best any policy could reach on these problems
                 record = read_record(out_dir, u, "optimum", s)
-                if record and record.get("pools", {}).get("key") == result_key(warm_cfg, settings, pool_keys):
+                if record and same_key(record.get("pools", {}).get("key"), result_key(warm_cfg, settings, pool_keys)):
                     progress.drop("oracle", (u, "optimum", s))
                 else:
                     add("oracle", (u, "optimum", s), _oracle_job, warm_cfg, settings, s, warm_cfg["answers_per_rollout"])
@@ -454,7 +466,7 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
             record = read_record(out_dir, "code", a, s) or {}
             for kind, per_call in (("search", 1), ("search_set", m)) if m > 1 else (("search", 1),):
                 key = dict(result_key(cfg, settings, search_keys), problems=[repr(p) for p in hard], per_call=per_call)
-                if record.get(kind, {}).get("key") != key:
+                if not same_key(record.get(kind, {}).get("key"), key):
                     add(kind, ("code", a, s), _search_job, path, first[("code", s)], hard, settings, s, m, per_call)
                 else:
                     progress.drop(kind, ("code", a, s))

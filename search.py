@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from checkpoint import model_from_checkpoint
+from config import parse_value
 from metrics import (best_at_k_curve, distinct_count, pareto_fraction, pass_at_k_curve, reward_space_diversity,
                      scalarized_best_at_k)
 from rewards import make_task
@@ -354,6 +355,8 @@ def main():
     parser.add_argument("--n", type=int, default=SETTINGS["pool_n"], help="pool size in answers")
     parser.add_argument("--problems", type=int, default=SETTINGS["pool_problems"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--split", choices=["heldout", "train"], default="heldout",
+                        help="train: to design a task or a setting without looking at the problems reported")
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--zero-repeats", action="store_true",
                         help="score pools as training does (a repeat inside a rollout scores zero), not as written")
@@ -362,7 +365,17 @@ def main():
                              f"{SETTINGS['evo_min_plausible']} plausible programs, next to the same-budget control")
     parser.add_argument("--children-per-call", type=int, default=SETTINGS["evo_children_per_call"],
                         help="with --search: 1, or the policy's m")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="SETTINGS keys for the search, e.g. evo_min_plausible=2000 evo_problems=16")
     args = parser.parse_args()
+    for item in args.set:
+        key, _, value = item.partition("=")
+        if key not in SETTINGS:
+            raise SystemExit(f"error: unknown setting '{key}' (known: {', '.join(SETTINGS)})")
+        try:
+            SETTINGS[key] = checked_setting(key, parse_value(value))
+        except ValueError as e:
+            raise SystemExit(f"error: {e}")
     rows, searches = [], {}
     for path in args.checkpoints:
         try:
@@ -370,11 +383,11 @@ def main():
         except (FileNotFoundError, RuntimeError) as e:
             raise SystemExit(f"error: {e}")
         task = make_task(cfg["task"], **cfg["task_options"])
-        problems = task.problems("heldout", args.problems, random.Random(args.seed))
+        problems = task.problems(args.split, args.problems, random.Random(args.seed))
         result, _, _ = evaluate_checkpoint(path, problems, args.n, args.seed, as_written=not args.zero_repeats)
         rows.append((path, result))
         if args.search:
-            hard = search_problems(task, "heldout", SETTINGS["evo_problems"], SETTINGS["evo_min_plausible"], args.seed)
+            hard = search_problems(task, args.split, SETTINGS["evo_problems"], SETTINGS["evo_min_plausible"], args.seed)
             try:
                 searches[path] = run_searches(model, tok, task, hard, m, cfg, SETTINGS, args.seed, args.children_per_call)
             except ValueError as e:

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -13,12 +14,14 @@ from distributed import reduce_metrics
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_torchrun_two_ranks_stay_in_sync(tmp_path):
+# the second case adds parent_replay's loss, computed outside the DDP wrapper, to the same backward
+@pytest.mark.parametrize("extra", [[], ["task=code", "parent_replay=0.5"]])
+def test_torchrun_two_ranks_stay_in_sync(tmp_path, extra):
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
     result = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py",
          "--config", "configs/tiny.yaml", "--set", f"out_dir={tmp_path}/run", f"warmstart_dir={tmp_path}/ws",
-         "quiet=true", "threads=1"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+         "quiet=true", "threads=1", *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-2000:]
     log = (tmp_path / "run" / "log.txt").read_text()
     assert "ranks in sync: True" in log

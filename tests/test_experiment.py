@@ -139,3 +139,19 @@ def test_dr_grpo_and_dapo_rows_use_every_part_of_their_method():
 def test_quick_mode_trains_max_at_k_with_k_below_the_group_size():
     cfg = experiment.run_config("persona", "max_at_k", 0, "out/x", quick=True)
     assert 1 <= cfg["max_k"] < cfg["group_size"]
+
+
+def test_a_key_added_to_defaults_later_at_its_default_reuses_earlier_runs(tmp_path):
+    """A run (and its evaluation) made before a DEFAULTS key existed ran with that key's default: the same
+    command reuses it instead of refusing its folder; at another value it is another run."""
+    run = str(tmp_path / "run")
+    cfg = train.resolve_config(overrides=[f"out_dir={run}"])
+    older = {k: v for k, v in cfg.items() if k != "parent_replay"}
+    _saved_run(run, older)
+    assert run_status(cfg) == "finished"
+    assert run_status(dict(cfg, parent_replay=0.5)) == "other"
+    stored = experiment.result_key(older, search.SETTINGS, ("pool_n",))
+    assert experiment.same_key(stored, experiment.result_key(cfg, search.SETTINGS, ("pool_n",)))
+    assert not experiment.same_key(stored, experiment.result_key(dict(cfg, parent_replay=0.5), search.SETTINGS,
+                                                                   ("pool_n",)))
+    assert not experiment.same_key(None, experiment.result_key(cfg, search.SETTINGS, ("pool_n",)))

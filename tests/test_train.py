@@ -308,3 +308,38 @@ def test_dynamic_sampling_keeps_the_share_of_mutation_groups(tmp_path, monkeypat
     prompts = [tok.decode(row[mask]) for row, mask in zip(batch["prompt"][::G], batch["prompt_mask"][::G])]
     assert len(prompts) == cfg["prompts_per_step"]
     assert sum(" from " in p for p in prompts) == round(0.5 * cfg["prompts_per_step"])  # parent-format prompts
+
+
+def test_parent_replay_adds_the_warm_starts_loss_on_parent_prompts(tmp_path):
+    """With every advantage zero and no KL the RL loss has no gradient, so an update moves the policy by
+    parent_replay x the demonstrations' cross-entropy alone: its gradient is that one, and the demos shown
+    carry parents."""
+    import train as trainer
+    cfg = tiny(tmp_path, "algo=grpo", "task=code", "parent_replay=0.5", "kl_coef=0",
+                "max_grad_norm=1e9")  # no clipping: the gradient is compared as it is
+    task, tok = trainer.make_task("code"), trainer.Tokenizer()
+    torch.manual_seed(0)
+    model = trainer.build_model(cfg, tok, "cpu")
+    run = trainer.Run(cfg, task, tok, model, torch.optim.SGD(model.parameters(), lr=0.0),
+                      trainer.distributed.Scorer(model), rng=random.Random(1), generator=torch.Generator().manual_seed(0))
+    batch = trainer.sample_rollouts(model, tok, task, task.problems("train", 2, random.Random(0)), 1,
+                                    cfg["group_size"], cfg, run.generator, "cpu")
+    adv = torch.zeros(len(batch["answers"]) * cfg["group_size"])
+    state = run.rng.getstate()
+    _, stats, _ = trainer.policy_update(run, batch, adv)
+    grads = [p.grad.clone() for p in model.parameters()]
+    run.rng.setstate(state)  # the same demonstrations again
+    demos = trainer.replay_batch(run)
+    assert all(" from " in tok.decode(row[mask]) for row, mask in zip(demos[0], demos[1]))
+    model.zero_grad()
+    replay = trainer.replay_loss(run, demos)
+    (0.5 * replay).backward()
+    assert stats["replay_loss"] == pytest.approx(replay.item(), rel=1e-5)
+    for g, p in zip(grads, model.parameters()):
+        assert torch.allclose(g, p.grad, atol=1e-6)
+    assert any(float(g.abs().sum()) > 0 for g in grads)
+
+
+def test_parent_replay_needs_the_code_task(tmp_path):
+    with pytest.raises(ConfigError, match="parent_replay > 0 needs the code task"):
+        tiny(tmp_path, "parent_replay=0.1")
