@@ -13,6 +13,8 @@ shapes it, so GRPO and VPO runs of the same task and seed start from the SAME we
 Phase 2, RL: each step samples `prompts_per_step` training problems, G rollouts each, scores every
 answer with the task's reward vector, turns the rewards into one advantage per rollout with the
 chosen algorithm (ADVANTAGES below), and takes `epochs_per_batch` clipped policy-gradient steps.
+With `parent_replay` > 0 (code) each of those steps also pulls the policy towards the warm start's
+demonstrations of the search's parent format, which RL's plain prompts would otherwise erase.
 
 Why the logged loss reads ~0: with one update per batch the ratio is exactly 1 and advantages are
 z-normalised per group, so the loss averages to about zero while its gradient is not zero. Read
