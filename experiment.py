@@ -164,13 +164,10 @@ def _oracle_job(cfg, settings, seed, m):
     problems = task.problems("heldout", settings["pool_problems"], random.Random(seed))
     ks = search.k_grid(settings["pool_n"])
     weights = search.heldout_weights(task.dim, settings["heldout_weightings"], seed)
-    best = [oracle.code_oracle(task, p, ks, weights, m=m) for p in problems]
-    return {"ks": ks, "best_at_k": [float(np.mean([b["best_at_k"][k] for b in best])) for k in ks],
-            "pass_at_k": [float(np.mean([b["pass_at_k"][k] for b in best])) for k in ks],
-            "mean_scalar": float(np.mean([b["best_at_1"] for b in best])),
-            "set_score": float(np.mean([b["set_score"] for b in best])), "valid": 1.0,
-            "set_score_upper": float(np.mean([b["set_score_upper"] for b in best])),
-            "problems": [repr(p) for p in problems], "plausible": [b["hypotheses"] for b in best]}
+    best = oracle.mean_oracle(task, problems, ks, weights, m=m)
+    return {"ks": ks, "best_at_k": best["best_at_k"], "pass_at_k": best["pass_at_k"], "mean_scalar": best["best_at_1"],
+            "set_score": best["set_score"], "valid": 1.0, "set_score_upper": best["set_score_upper"],
+            "problems": [repr(p) for p in problems], "plausible": best["hypotheses"]}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -186,10 +183,10 @@ def run_status(cfg):
         saved = None
     if not isinstance(saved, dict):
         return "empty"
+    saved = with_defaults(saved)  # a key added to DEFAULTS after that run reads as its default value
     # a cached warm start's file name is the hash of everything that shaped it, so a run copied into
     # another output folder (with its warm start) still counts as the same run
-    # a key missing from the saved file (added to DEFAULTS after that run) reads as its default value
-    same = all(saved.get(k, train.DEFAULTS.get(k)) == v for k, v in cfg.items() if k not in RESULT_NEUTRAL_KEYS + ("warmstart_from",)) and \
+    same = all(saved.get(k) == v for k, v in cfg.items() if k not in RESULT_NEUTRAL_KEYS + ("warmstart_from",)) and \
         os.path.basename(str(saved.get("warmstart_from"))) == os.path.basename(str(cfg["warmstart_from"]))
     if not same:
         return "other"
@@ -206,14 +203,17 @@ def result_key(cfg, settings, keys):
             "settings": {k: settings[k] for k in keys}}
 
 
+def with_defaults(run_settings):
+    """A run's settings with every train.DEFAULTS key it lacks at its default: a key added to DEFAULTS
+    later, at its default, changes nothing that was run or evaluated."""
+    return {**train.DEFAULTS, **run_settings}
+
+
 def same_key(stored, key):
-    """A stored evaluation's key == `key`, a run setting missing from either reading as its DEFAULTS value:
-    a key added to train.DEFAULTS later, at its default, changes nothing that was run or evaluated."""
+    """A stored evaluation's key == `key`, a run setting missing from either reading as its default."""
     if not isinstance(stored, dict) or not isinstance(stored.get("run"), dict):
         return False
-    def filled(k):
-        return {**k, "run": {**train.DEFAULTS, **k["run"]}}
-    return filled(stored) == filled(key)
+    return {**stored, "run": with_defaults(stored["run"])} == {**key, "run": with_defaults(key["run"])}
 
 
 def git_commit():
@@ -582,7 +582,7 @@ def main(argv=None):
         for item in args.set:  # search settings, or train.py keys checked against DEFAULTS now
             key, value = (part.strip() for part in item.split("=", 1)) if "=" in item else (item, "")
             if key in search.SETTINGS:
-                settings[key] = search.checked_setting(key, parse_value(value))
+                settings.update([search.parse_setting(item)])
                 continue
             train.resolve_config(overrides=[item])
             if key in ("task", "algo"):

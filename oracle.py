@@ -252,3 +252,15 @@ def code_oracle(task, problem, ks, weights, m=3, exact_limit=50_000, max_tensor=
         raise ValueError(f"{H} plausible programs and no per-gap shortcut for family {task.family!r}")
     return {"hypotheses": H, "best_at_1": best1, "pass_at_k": passes, "best_at_k": best_k,
             "best_at_k_upper": best_k_upper, "set_score": set_value, "set_score_upper": set_upper}
+
+
+def mean_oracle(task, problems, ks, weights, m=3):
+    """code_oracle on every problem, averaged over the problems (best_at_k and pass_at_k: lists in the
+    order of ks); "hypotheses" keeps each problem's count of plausible programs."""
+    per_problem = [code_oracle(task, p, ks, weights, m=m) for p in problems]
+    def mean(key):
+        return float(np.mean([o[key] for o in per_problem]))
+    return {"best_at_1": mean("best_at_1"), "set_score": mean("set_score"), "set_score_upper": mean("set_score_upper"),
+            "best_at_k": [float(np.mean([o["best_at_k"][k] for o in per_problem])) for k in ks],
+            "pass_at_k": [float(np.mean([o["pass_at_k"][k] for o in per_problem])) for k in ks],
+            "hypotheses": [o["hypotheses"] for o in per_problem]}

@@ -80,6 +80,14 @@ def checked_setting(key, value):
     return value
 
 
+def parse_setting(item):
+    """'evo_budget=100' -> ("evo_budget", 100), checked against SETTINGS (ValueError in one line)."""
+    key, _, text = (part.strip() for part in item.partition("="))
+    if key not in SETTINGS:
+        raise ValueError(f"unknown setting '{key}' (known: {', '.join(SETTINGS)})")
+    return key, checked_setting(key, parse_value(text))
+
+
 def k_grid(n):
     """1, 2, 4, ... up to n (n itself included)."""
     ks = [1]
@@ -368,14 +376,10 @@ def main():
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="SETTINGS keys for the search, e.g. evo_min_plausible=2000 evo_problems=16")
     args = parser.parse_args()
-    for item in args.set:
-        key, _, value = item.partition("=")
-        if key not in SETTINGS:
-            raise SystemExit(f"error: unknown setting '{key}' (known: {', '.join(SETTINGS)})")
-        try:
-            SETTINGS[key] = checked_setting(key, parse_value(value))
-        except ValueError as e:
-            raise SystemExit(f"error: {e}")
+    try:
+        settings = dict(SETTINGS, **dict(parse_setting(item) for item in args.set))
+    except ValueError as e:
+        raise SystemExit(f"error: {e}")
     rows, searches = [], {}
     for path in args.checkpoints:
         try:
@@ -387,9 +391,9 @@ def main():
         result, _, _ = evaluate_checkpoint(path, problems, args.n, args.seed, as_written=not args.zero_repeats)
         rows.append((path, result))
         if args.search:
-            hard = search_problems(task, args.split, SETTINGS["evo_problems"], SETTINGS["evo_min_plausible"], args.seed)
+            hard = search_problems(task, args.split, settings["evo_problems"], settings["evo_min_plausible"], args.seed)
             try:
-                searches[path] = run_searches(model, tok, task, hard, m, cfg, SETTINGS, args.seed, args.children_per_call)
+                searches[path] = run_searches(model, tok, task, hard, m, cfg, settings, args.seed, args.children_per_call)
             except ValueError as e:
                 raise SystemExit(f"error: {e}")
     ks = rows[0][1]["ks"]

@@ -193,14 +193,23 @@ def demo_batch(task, tok, cfg, rng, batch, single_only=False, parents_only=False
     return prompts, completions
 
 
+def padded_demos(task, tok, cfg, rng, device, single_only=False, parents_only=False):
+    """demo_batch of sft_batch demonstrations -> padded (prompt, prompt mask, completion, completion mask)."""
+    prompts, completions = demo_batch(task, tok, cfg, rng, cfg["sft_batch"], single_only, parents_only)
+    return (*pad_left(prompts, tok.eos, device), *pad_right(completions, tok.eos, device))
+
+
+def demo_nll(logp, completion_mask):
+    """The warm start's loss: cross-entropy on the completion tokens only."""
+    return -(logp * completion_mask).sum() / completion_mask.sum()
+
+
 def sft_step(model, opt, task, tok, cfg, rng, device, single_only=False):
     """One supervised step on a fresh batch of demonstrations -> (loss, completion tokens)."""
-    prompts, completions = demo_batch(task, tok, cfg, rng, cfg["sft_batch"], single_only)
-    p, pm = pad_left(prompts, tok.eos, device)
-    c, cm = pad_right(completions, tok.eos, device)
+    p, pm, c, cm = padded_demos(task, tok, cfg, rng, device, single_only)
     with autocast(cfg, device):
         logp, _ = model.score(p, pm, c, cm)
-    loss = -(logp * cm).sum() / cm.sum()  # cross-entropy on the completion tokens only
+    loss = demo_nll(logp, cm)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -379,8 +388,7 @@ def policy_update(run, batch, adv):
 def replay_batch(run):
     """One batch of warm-start demonstrations whose prompts show parents (sft_batch of them, drawn from
     the run's problem stream) -> padded (prompt, prompt mask, completion, completion mask)."""
-    prompts, completions = demo_batch(run.task, run.tok, run.cfg, run.rng, run.cfg["sft_batch"], parents_only=True)
-    return (*pad_left(prompts, run.tok.eos, run.device), *pad_right(completions, run.tok.eos, run.device))
+    return padded_demos(run.task, run.tok, run.cfg, run.rng, run.device, parents_only=True)
 
 
 def replay_loss(run, demos):
@@ -392,7 +400,7 @@ def replay_loss(run, demos):
     prompt, prompt_mask, completion, completion_mask = demos
     with autocast(run.cfg, run.device):
         logp, _ = engine.score(run.model, prompt, prompt_mask, completion, completion_mask, share_prompt=False)
-    return -(logp.float() * completion_mask).sum() / completion_mask.sum()
+    return demo_nll(logp.float(), completion_mask)
 
 
 def guarded_step(run, loss):

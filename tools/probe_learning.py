@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
 from metrics import best_at_k_curve, pass_at_k_curve  # noqa: E402
-from oracle import code_oracle, gap_closed  # noqa: E402
+from oracle import gap_closed, mean_oracle  # noqa: E402
 from rewards import make_task  # noqa: E402
 from search import k_grid, sample_pools  # noqa: E402
 from vpo import sample_weights, set_scores  # noqa: E402
@@ -81,11 +81,8 @@ def probe(run_dirs, num_problems=40, n=30, split="train"):
         ks = k_grid(n)
         key = json.dumps(cfg["task_options"], sort_keys=True)
         if key not in cache:  # the oracle depends on the task and the problems only
-            per_problem = [code_oracle(task, p, ks, weights, m=SET_SIZE) for p in problems]
-            cache[key] = {"best_at_1": float(np.mean([o["best_at_1"] for o in per_problem])),
-                          "set_score": float(np.mean([o["set_score"] for o in per_problem])),
-                          "best_at_k": [float(np.mean([o["best_at_k"][k] for o in per_problem])) for k in ks],
-                          "pass_at_k": [float(np.mean([o["pass_at_k"][k] for o in per_problem])) for k in ks]}
+            best = mean_oracle(task, problems, ks, weights, m=SET_SIZE)
+            cache[key] = {k: best[k] for k in ("best_at_1", "set_score", "best_at_k", "pass_at_k")}
         warm_key = (final["warm_start"], m, key)
         if warm_key not in cache:
             model, tok, warm_cfg, _ = model_from_checkpoint(final["warm_start"])
