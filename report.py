@@ -77,7 +77,7 @@ def merge(records, task_order=()):
                 if all("per_problem" in p for p in pools):
                     entry["per_problem"] = {s: p["per_problem"] for s, p in zip(entry["seeds"], pools)}
             for kind, name in (("search", "evolution"), ("search_set", "evolution_set")):
-                searches = [r[kind] for r in rows if kind in r]
+                searches = [(r["seed"], r[kind]) for r in rows if kind in r]
                 if searches:
                     entry[name] = merge_searches(searches)
             entry["training"] = [r["training"] for r in rows if "training" in r]
@@ -114,10 +114,13 @@ def add_gap_closed(per_method):
                                    **{k + "_per_seed": [round(x, 3) for x in v] for k, v in per_seed.items()}}
 
 
-def merge_searches(searches):
+def merge_searches(seeded):
+    """(seed, search result) pairs of one method -> one entry. A solved problem's id is prefixed with
+    its seed ("s1:(12, 30, ...)"): two seeds may draw the same problem, searched by different checkpoints."""
+    searches = [s for _, s in seeded]
     out = {"searches": sum(s["searches"] for s in searches), "solved": sum(s["solved"] for s in searches),
            "budget": searches[0]["budget"], "solved_per_seed": [s["solved"] for s in searches],
-           "solved_problems": [p for s in searches for p in s["solved_problems"]]}
+           "solved_problems": [f"s{seed}:{p}" for seed, s in seeded for p in s["solved_problems"]]}
     for key in ("sampling_solved",):
         if all(key in s for s in searches):
             out[key] = sum(s[key] for s in searches)
@@ -128,6 +131,13 @@ def merge_searches(searches):
     if all("mutations" in s for s in searches):
         out["mutations"] = {c: sum(s["mutations"][c] for s in searches) for c in ("children", "invalid", "improved")}
     return out
+
+
+def solved_only(a, b):
+    """Two methods' merged searches -> (problems only a's search solved, problems only b's solved):
+    what one policy's search unlocks that the other's does not, on the same problems and seeds."""
+    solved_a, solved_b = set(a["solved_problems"]), set(b["solved_problems"])
+    return sorted(solved_a - solved_b), sorted(solved_b - solved_a)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -223,8 +233,7 @@ def claims(results):
                 for m, e in sets.items()))
         if {"vpo", "grpo"} <= searched.keys():
             v, g = searched["vpo"]["solved"], searched["grpo"]["solved"]
-            only_v = set(searched["vpo"]["solved_problems"]) - set(searched["grpo"]["solved_problems"])
-            only_g = set(searched["grpo"]["solved_problems"]) - set(searched["vpo"]["solved_problems"])
+            only_v, only_g = solved_only(searched["vpo"], searched["grpo"])
             out.append(f"solved only by VPO-driven search {len(only_v)}, only by GRPO-driven {len(only_g)}: "
                        f"{'yes' if v > g else 'no'}")
     lines.append(("4. VPO-driven evolutionary search solves more than GRPO-driven search.", out))

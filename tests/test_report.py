@@ -26,6 +26,17 @@ def test_merge_averages_seeds_and_keeps_each_seed():
     assert entry["per_problem"][1]["best"] == [0.6, 0.8]
 
 
+def test_solved_only_counts_what_one_search_unlocks_per_seed():
+    def search(solved):  # one seed's search result: 4 problems searched, these solved
+        return {"searches": 4, "solved": len(solved), "budget": 10, "solved_problems": solved}
+    # seed 0: VPO solves p1 and p2, GRPO p2 and p3; seed 1 draws p1 again: only GRPO solves it there
+    vpo = report.merge_searches([(0, search(["p1", "p2"])), (1, search([]))])
+    grpo = report.merge_searches([(0, search(["p2", "p3"])), (1, search(["p1"]))])
+    assert vpo["solved"] == 2 and grpo["solved_per_seed"] == [2, 1]
+    only_vpo, only_grpo = report.solved_only(vpo, grpo)
+    assert only_vpo == ["s0:p1"] and only_grpo == ["s0:p3", "s1:p1"]
+
+
 def test_claim_verdicts_follow_the_interval():
     seeds = range(3)
     better = [_record("persona", "vpo", s, [0.7, 0.8, 0.9, 0.7]) for s in seeds] + \
