@@ -59,7 +59,7 @@ def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, d
     or as written for evaluation).
 
     parents: per problem, the parents of the code task's mutation prompt, (text, score) pairs worst to
-    best (or None);
+    best (or None); what the policy writes from them is read as task.child_program (an edit applied);
     goals: per problem, a weighting written into the prompt (goal-conditioned GRPO), or None.
     Returns a dict: the problems, prompt/completion tensors and masks (B = P * G rows, on `device`) for the
     update, old_logprobs and entropy (B, T) from sampling, rewards (P, G, m, D) float32 on the CPU,
@@ -80,6 +80,8 @@ def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, d
         row = []
         for g in range(G):
             texts = tok.split_answers(tokens[i * G + g][mask[i * G + g]].tolist())
+            if parents and parents[i]:  # children from parents: the programs they stand for (edits applied)
+                texts = [task.child_program(t, parents[i]) for t in texts]
             rewards[i, g] = score_answers(task, problem, texts, m, as_written)
             row.append(texts[:m] + [""] * (m - len(texts[:m])))
         answers.append(row)

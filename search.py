@@ -22,9 +22,12 @@ uses the policy as its mutation operator. Every setting of both is in SETTINGS b
    candidates evaluated, so every policy is compared at the same cost. Next to it, the same-budget
    control: the best of `budget` plain samples. Search earns its keep only where it beats that.
 
-Deliberately left out: MAP-Elites grids, LLM-written prompts, asynchronous evaluation, program
-diffs (our programs are one line, so a child is written whole), island resets, early stopping on
-stagnation.
+A child is written whole, or (the code task's `edits` option, OpenEvolve's diff-based evolution in
+miniature) as an edit of its best parent, "old>new", which task.child_program applies: a small
+model copies a program badly, and an edit leaves nothing to copy.
+
+Deliberately left out: MAP-Elites grids, LLM-written prompts, asynchronous evaluation, multi-line
+diffs (one edit changes one number), island resets, early stopping on stagnation.
 """
 
 import argparse

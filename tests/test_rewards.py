@@ -1,6 +1,8 @@
 """The tasks: exact reward values, splits, demonstrations, and rollouts parsed from any string."""
 
+import math
 import random
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -304,6 +306,46 @@ def test_mutation_demonstrations_move_one_threshold_no_farther_than_the_tests_it
             moved = [(a, b) for a, b in zip(best, parse_thresholds(child)) if a != b]
             assert len(moved) == 1 and abs(moved[0][0] - moved[0][1]) <= max(1, failed) or \
                 clean_wide.num_plausible(problem) == 1
+
+
+def test_mutation_step_sizes_are_log_uniform_up_to_the_failed_tests():
+    """A step of size s comes with probability log(1 + 1/s) / log(1 + bound): small steps stay likely
+    however far the parent is (the step's size, not the threshold, is drawn first)."""
+    clean, rng = CodeTask(thresholds=1, domain=40, noise=0.0), random.Random(0)
+    problem = (39, 0, 39)  # one threshold in (0, 39], the truth at 39; shown inputs 0 and 39
+    parent = (15,)  # fails 24 hidden tests (15..38): sizes 1..14 move down, 1..24 up
+    sizes = Counter(abs(clean._mutate(parent, problem, rng)[0] - 15) for _ in range(20_000))
+    assert max(sizes) == 24 and min(sizes) == 1
+    for size in (1, 2, 5, 20):
+        assert sizes[size] / 20_000 == pytest.approx(math.log1p(1 / size) / math.log1p(24), abs=0.01)
+
+
+def test_edit_demonstrations_stand_for_one_threshold_moves_of_the_best_parent():
+    clean = CodeTask(thresholds=3, domain=64, window_share=0.5, fixed_width=True, noise=0.0, edits=True)
+    rng = random.Random(0)
+    for problem in clean.problems("train", 40, rng):
+        parents = clean.demo_parents(problem, rng)
+        shown = clean.scored(problem, parents)  # as the prompt shows them, worst to best
+        failed = round(clean.dim * (1 - shown[-1][1]))
+        for edit in clean.demonstration(problem, 3, rng, parents=parents):
+            i, step = int(edit[0]) - 1, int(edit[1:])  # '2-5': the second threshold down by 5
+            child = clean.child_program(edit, shown)
+            moved = [(a, b) for a, b in zip(parents[-1], parse_thresholds(child)) if a != b]
+            assert clean.valid(problem, child) and moved == [(parents[-1][i], parents[-1][i] + step)] \
+                and 1 <= abs(step) <= max(1, failed) or clean.num_plausible(problem) == 1
+
+
+def test_child_program_applies_an_edit_to_the_best_parent_or_leaves_the_answer_as_written():
+    edits, whole = CodeTask(edits=True), CodeTask()
+    parents = [("(+ (< x 3) (< x 8))", 0.5), ("(+ (< x 5) (< x 11))", 0.7)]
+    assert edits.child_program("2-2", parents) == "(+ (< x 5) (< x 9))"  # the last (best) parent's 11 - 2
+    assert edits.child_program(" 1 + 10 ", parents) == "(+ (< x 15) (< x 11))"  # inconsistent, but a program
+    for answer in ("3+1", "0-1", "1-6", "2+5", "2-", "(+ (< x 4) (< x 9))", ""):  # no 3rd / 0th threshold,
+        assert edits.child_program(answer, parents) == answer                     # off the domain 0..15, ...
+    assert edits.child_program("2-2", None) == "2-2" and whole.child_program("2-2", parents) == "2-2"
+    assert edits.reward((4, 9, 2, 7, 12), "2-2").sum() == 0  # unresolved, an edit scores as no program
+    with pytest.raises(ValueError, match="edits"):
+        CodeTask(family="easy", edits=True)
 
 
 def parse_thresholds(text):

@@ -165,6 +165,35 @@ def test_a_childs_prompt_shows_its_parents_with_their_scores(monkeypatch):
     assert rounds[2].prompts == [f"<|bos|>1|2->2 7->1 12->0 from {WORSE} :10 ; {BETTER} :12<|answer|>"] * 2
 
 
+def test_children_written_as_edits_are_the_best_parents_programs_with_one_threshold_replaced(monkeypatch):
+    import engine
+    task, tok = CodeTask(edits=True), Tokenizer()
+    # round 1 (plain prompts) writes WORSE = (5, 11); then edits of the best parent, one threshold
+    # each: 2-1 gives (5, 10), 1-1 gives (4, 10) = BETTER, 2-1 gives (4, 9) = TRUTH
+    rounds = [Scripted(tok, [WORSE]), Scripted(tok, ["2-1"]), Scripted(tok, ["1-1"]), Scripted(tok, ["2-1"])]
+    calls = iter(rounds)
+    monkeypatch.setattr(engine, "generate", lambda *a, **k: next(calls)(*a, **k))
+    cfg = resolve_config(overrides=["task=code"])
+    settings = dict(SETTINGS, evo_budget=20, evo_islands=1, evo_explore=0.0)  # the best is always the parent
+    result = evolve_many(None, tok, task, [PROBLEM], cfg, settings, seed=0, children_per_call=1)[0]
+    assert result["solved_at"] == 4 and result["best"] == TRUTH
+    assert result["mutations"] == {"children": 3, "invalid": 0, "improved": 3}
+    assert rounds[3].prompts[0].endswith(f"; {BETTER} :12<|answer|>")
+
+
+def test_an_edit_naming_no_threshold_of_the_parent_is_an_invalid_child(monkeypatch):
+    import engine
+    task, tok = CodeTask(edits=True), Tokenizer()
+    rounds = [Scripted(tok, [WORSE]), Scripted(tok, ["3-1"]), Scripted(tok, [TRUTH])]
+    calls = iter(rounds)
+    monkeypatch.setattr(engine, "generate", lambda *a, **k: next(calls)(*a, **k))
+    cfg = resolve_config(overrides=["task=code"])
+    result = evolve(None, tok, task, PROBLEM, 1, cfg, budget=3, num_islands=1, seed=0)
+    # WORSE has no third threshold: the child stays "3-1", which is no program; a whole program is
+    # still read as itself
+    assert result["mutations"] == {"children": 2, "invalid": 1, "improved": 1} and result["solved_at"] == 3
+
+
 def test_a_search_stops_counting_at_the_budget(monkeypatch):
     import engine
     task, tok = CodeTask(), Tokenizer()
