@@ -26,14 +26,14 @@ The toy tasks. Every answer gets a reward VECTOR in [0,1]^D; each task also fixe
    thresholds by chance. family="easy" is the earlier family, (if (< x t) a b) on 0..9 from two
    examples: at most 9 plausible programs, and pools of 30 answers solved nearly every held-out
    problem; it stays for quick experiments and for comparison.
-   For search (configs/code_search.yaml): `thresholds` and `domain` make the count family larger
-   (4 thresholds on 0..39: 35 hidden tests, up to ~9,000 plausible programs), and `window_share`
-   draws that share of the problems' examples from a narrow window of random width, so some
-   problems are pinned down (pools solve them) and others leave thousands of programs (only a
-   search does). Its score leads toward the answer: a consistent program fails exactly
-   sum_i |t_i - t_i*| hidden tests, so a child that moves one threshold closer passes more.
-   With `edits`, a child written from parents is an edit of the best parent, "2-5" (its second
-   threshold moves down by 5), instead of the whole program.
+   Those are the constructor's defaults (the tests' small family). configs/code.yaml makes it larger
+   for search: `thresholds` and `domain` (3 thresholds on 0..63: 60 hidden tests, up to ~9,000
+   plausible programs), and `window_share` draws that share of the problems' examples from a narrow
+   window of random width, so some problems are pinned down (pools solve them) and others leave
+   thousands of programs (only a search does). Its score leads toward the answer: a consistent
+   program fails exactly sum_i |t_i - t_i*| hidden tests, so a child that moves one threshold
+   closer passes more. With `edits`, a child written from parents is an edit of the best parent,
+   "2-5" (its second threshold moves down by 5), instead of the whole program.
 
 Each task offers: problems(split, n, rng) for a train/held-out split (a fixed hash of the problem,
 so the split never changes), prompt(problem, parents, goal), reward(problem, answer) -> (D,),

@@ -55,9 +55,9 @@ SETTINGS = dict(
     heldout_weightings=64,      # weightings for w-best@k, from a seed no training run uses
     # which problems are searched (search_problems, experiment.py's screening)
     evo_problems=32,            # searches per policy, as the VPO paper's case study
-    evo_min_plausible=0,        # a searched problem leaves >= this many plausible programs (task.num_plausible).
-                                # The paper's kind of problem needs 10x the budget (2000), which only a larger
-                                # family has (configs/code_search.yaml); configs/code.yaml's has at most 56
+    evo_min_plausible=2000,     # a searched problem leaves >= this many plausible programs (task.num_plausible):
+                                # 10x the budget, so a same-budget sampler cannot stumble on the answer
+                                # (configs/code.yaml's family: 14% of problems qualify)
     evo_screen=48,              # candidate search problems (held-out, >= evo_min_plausible programs) whose
                                 # pools experiment.py screens: it keeps those no checkpoint's pool solves
     evo_seeds=1,                # searches per problem (their own random streams)

@@ -51,3 +51,22 @@ def test_gaps_are_shares_of_the_warm_starts_distance_to_the_optimum():
     assert out["valid"] == pytest.approx(0.75) and out["mean_reward"] == pytest.approx(0.25)
     assert out["set_score"] == 0.0 and out["best_at_k"] == pytest.approx([0.25, 0.5])
     assert out["pass_at_k"] == pytest.approx([0.0, -0.5])
+
+
+def test_search_ceiling_with_the_demonstrator_solves_what_sampling_does_not(monkeypatch):
+    """tools/search_ceiling.py: with the task's own demonstrator as mutation operator, every search
+    on a wide-gap problem finds the truth within the budget, and the blind variant moves one threshold."""
+    import random
+    import search
+    from search_ceiling import blind_child, demonstrator_sampler
+    task = CodeTask(thresholds=3, domain=64, window_share=0.5, fixed_width=True, noise=0.0)
+    problems = search.search_problems(task, "train", 4, 2000, seed=0)
+    monkeypatch.setattr(search, "_sample", demonstrator_sampler(task, random.Random(0)))
+    out = search.run_searches(None, None, task, problems, 1, resolve_config(overrides=["task=code"]),
+                              search.SETTINGS, 0, 1)
+    assert out["solved"] == 4 and out["mutations"]["invalid"] == 0 and out["sampling_solved"] <= 1
+    rng, problem = random.Random(1), problems[0]
+    parent = tuple(gap[0] for gap in task._gaps(problem))
+    for _ in range(50):
+        child = blind_child(task, parent, problem, rng)
+        assert sum(a != b for a, b in zip(child, parent)) == 1 and task.valid(problem, task.program_text(child))

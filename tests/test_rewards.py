@@ -128,7 +128,7 @@ def test_code_demonstrations_parse_agree_with_the_examples_and_mutate_the_best_p
             assert len(answer) + 1 <= code.max_answer_tokens
 
 
-@pytest.mark.parametrize("name", ["code", "code_search"])
+@pytest.mark.parametrize("name", ["code"])
 def test_code_prompts_fit_the_block_size_of_configs_code(name):
     """The longest prompt the evolutionary search writes (max_parents parents with their scores) plus m
     answers fits; a prompt one token longer would not (the block is not oversized by much)."""

@@ -1,0 +1,93 @@
+"""
+What the evolutionary search can do with a perfect mutation operator: search.run_searches with the
+task's own demonstrator (CodeTask.demonstration, the thing the warm start imitates) in place of a
+policy, on training problems. If this does not solve the search problems, no policy will; if it
+does and a policy does not, the policy's mutation skill is what to work on.
+
+    python tools/search_ceiling.py                       # configs/code.yaml's family, 32 problems
+    python tools/search_ceiling.py --blind               # a mutation that ignores the parent's score
+    python tools/search_ceiling.py --invalid 0.2         # and a fifth of the children unparseable
+
+No model is loaded: the search's sampler is swapped for the demonstrator (this file only). A child
+from parents is the best parent with one threshold moved (log-uniform step, at most the failed tests;
+--blind: at most the whole gap); a plain prompt gets a demonstration. The same-budget control then
+measures the demonstrator's own sampling.
+
+Deliberately left out: policies (search.py measures those), the persona task (no search).
+"""
+
+import argparse
+import os
+import random
+import re
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import search  # noqa: E402
+from rewards import make_task  # noqa: E402
+from train import resolve_config  # noqa: E402
+
+
+def blind_child(task, program, problem, rng):
+    """One threshold moved anywhere in its gap, by a log-uniform step, whatever the parent's score."""
+    options = [(i, v) for i, gap in enumerate(task._gaps(problem)) for v in gap if v != program[i]]
+    if not options:
+        return program
+    sizes = sorted({abs(v - program[i]) for i, v in options})
+    size = rng.choices(sizes, weights=[np.log1p(1 / s) for s in sizes])[0]
+    i, v = rng.choice([(i, v) for i, v in options if abs(v - program[i]) == size])
+    return program[:i] + (v,) + program[i + 1:]
+
+
+def demonstrator_sampler(task, rng, blind=False, invalid=0.0):
+    """A stand-in for search._sample: the demonstrator writes every child (as a whole program)."""
+    def sample(model, tok, task_, problems, per_call, rollouts, cfg, settings, gen, device, parents=None):
+        rewards = np.zeros((len(problems), rollouts, per_call, task.dim), dtype=np.float32)
+        answers = []
+        for i, problem in enumerate(problems):
+            shown = parents[i] if parents else None
+            best = tuple(int(v) for v in re.findall(r"\(< x (\d+)\)", shown[-1][0])) if shown else None
+            row = []
+            for g in range(rollouts):
+                texts = []
+                for _ in range(per_call):
+                    if rng.random() < invalid:
+                        texts.append("(< x")
+                    elif best is not None and blind:
+                        texts.append(task.program_text(blind_child(task, best, problem, rng)))
+                    elif best is not None:  # as the warm start's demonstrations write it, whole
+                        texts.append(task.program_text(task._mutate(best, problem, rng)))
+                    else:
+                        texts.append(task.demonstration(problem, 1, rng)[0])
+                rewards[i, g] = np.stack([task.reward(problem, t) for t in texts])
+                row.append(texts)
+            answers.append(row)
+        return rewards, answers
+    return sample
+
+
+def main():
+    parser = argparse.ArgumentParser(description="the evolutionary search with the demonstrator as its mutation operator")
+    parser.add_argument("--config", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                                         "configs", "code.yaml"))
+    parser.add_argument("--problems", type=int, default=search.SETTINGS["evo_problems"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--blind", action="store_true", help="steps up to the whole gap, whatever the score")
+    parser.add_argument("--invalid", type=float, default=0.0, help="share of children that are not programs")
+    args = parser.parse_args()
+    cfg = resolve_config(args.config)
+    task = make_task(cfg["task"], **cfg["task_options"])
+    search._sample = demonstrator_sampler(task, random.Random(args.seed), args.blind, args.invalid)
+    problems = search.search_problems(task, "train", args.problems, search.SETTINGS["evo_min_plausible"], args.seed)
+    out = search.run_searches(None, None, task, problems, 1, cfg, search.SETTINGS, args.seed, 1)
+    mu = out["mutations"]
+    print(f"search solved {out['solved']}/{out['searches']}, same-budget sampling {out['sampling_solved']}/"
+          f"{out['searches']}; children {mu['children']}: invalid {mu['invalid'] / mu['children']:.2f}, "
+          f"better than their best parent {mu['improved'] / mu['children']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
