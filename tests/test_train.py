@@ -188,6 +188,12 @@ def test_warm_start_key_follows_settings_and_task_code_not_trainer_text(tmp_path
     with open(tmp_path / "train.py", "a") as f:  # e.g. a comment in warm_start
         f.write("\n# a comment about warm_start\n")
     assert key() == before
+    with open(tmp_path / "rewards.py") as f:  # rewording rewards.py's docstrings and comments neither
+        source = f.read()
+    with open(tmp_path / "rewards.py", "w") as f:
+        f.write(source.replace('"""A problem is a hidden program', '"""A problem: a hidden program', 1)
+                .replace("\nimport itertools\n", "\n# reworded\nimport itertools\n", 1))
+    assert key() == before
     with open(tmp_path / "rewards.py", "a") as f:
         f.write("\nEXTRA = 1\n")
     assert key() != before
