@@ -344,17 +344,19 @@ class CodeTask:
             if self.program_text(program) not in avoid:
                 return program
 
-    def _mutate(self, program, problem, rng, avoid=()):
+    def _mutate(self, program, problem, rng, avoid=(), max_step=None):
         """Move one threshold of a program, staying consistent, by at most the number of hidden tests the
         program fails (the prompt shows that number: each step of a threshold away from the truth fails
-        one more test, so the truth is no farther), preferably into a program not in `avoid`. The step's
+        one more test, so the truth is no farther; `max_step` overrides that bound), preferably into a
+        program not in `avoid`. The step's
         size is log-uniform up to that bound, so small steps stay likely at every distance: with a
         uniform size, a warm start that did not read the score off its prompt moved a threshold one step
         off the truth to the truth 2% of the time (the demonstrator itself: 17%)."""
-        failed = round(self.dim * (1 - self.scalarize(self.reward(problem, self.program_text(program)))))
+        if max_step is None:
+            max_step = max(1, round(self.dim * (1 - self.scalarize(self.reward(problem, self.program_text(program))))))
         now = list(program[:self.k])
         options = [(i, v) for i, gap in enumerate(self._gaps(problem)) for v in gap
-                   if v != now[i] and abs(v - now[i]) <= max(1, failed)]
+                   if v != now[i] and abs(v - now[i]) <= max_step]
         fresh = [(i, v) for i, v in options if self.program_text(self._program(problem, now[:i] + [v] + now[i + 1:]))
                  not in avoid]
         options = fresh or options
@@ -377,12 +379,9 @@ class CodeTask:
         out, programs, shown = [], [], self.shown(problem)
         for _ in range(m):
             if rng.random() < self.noise:
-                program = self._random_program(rng)
-                written = self.program_text(program)
-                if parents and self.edits:  # a wild edit, consistent or not
-                    written = self.edit_text(rng.randrange(self.k), rng.choice([-1, 1]) * rng.randint(1, self.domain // 2))
-                programs.append(self.program_text(program))
-                out.append(written)
+                programs.append(self.program_text(self._random_program(rng)))
+                out.append(self.edit_text(rng.randrange(self.k), rng.choice([-1, 1]) * rng.randint(1, self.domain // 2))
+                           if parents and self.edits else programs[-1])  # with edits, a wild edit
                 continue
             if parents:
                 program = self._mutate(parents[-1], problem, rng, avoid=programs)

@@ -23,7 +23,7 @@ uses the policy as its mutation operator. Every setting of both is in SETTINGS b
    control: the best of `budget` plain samples. Search earns its keep only where it beats that.
 
 A child is written whole, or (the code task's `edits` option, OpenEvolve's diff-based evolution in
-miniature) as an edit of its best parent, "old>new", which task.child_program applies: a small
+miniature) as an edit of its best parent, "2-5", which task.child_program applies: a small
 model copies a program badly, and an edit leaves nothing to copy.
 
 Deliberately left out: MAP-Elites grids, LLM-written prompts, asynchronous evaluation, multi-line

@@ -31,17 +31,6 @@ from rewards import make_task  # noqa: E402
 from train import resolve_config  # noqa: E402
 
 
-def blind_child(task, program, problem, rng):
-    """One threshold moved anywhere in its gap, by a log-uniform step, whatever the parent's score."""
-    options = [(i, v) for i, gap in enumerate(task._gaps(problem)) for v in gap if v != program[i]]
-    if not options:
-        return program
-    sizes = sorted({abs(v - program[i]) for i, v in options})
-    size = rng.choices(sizes, weights=[np.log1p(1 / s) for s in sizes])[0]
-    i, v = rng.choice([(i, v) for i, v in options if abs(v - program[i]) == size])
-    return program[:i] + (v,) + program[i + 1:]
-
-
 def demonstrator_sampler(task, rng, blind=False, invalid=0.0):
     """A stand-in for search._sample: the demonstrator writes every child (as a whole program)."""
     def sample(model, tok, task_, problems, per_call, rollouts, cfg, settings, gen, device, parents=None):
@@ -56,10 +45,9 @@ def demonstrator_sampler(task, rng, blind=False, invalid=0.0):
                 for _ in range(per_call):
                     if rng.random() < invalid:
                         texts.append("(< x")
-                    elif best is not None and blind:
-                        texts.append(task.program_text(blind_child(task, best, problem, rng)))
-                    elif best is not None:  # as the warm start's demonstrations write it, whole
-                        texts.append(task.program_text(task._mutate(best, problem, rng)))
+                    elif best is not None:  # as the demonstrations move it (blind: anywhere in the gap), whole
+                        texts.append(task.program_text(task._mutate(best, problem, rng,
+                                                                    max_step=task.domain if blind else None)))
                     else:
                         texts.append(task.demonstration(problem, 1, rng)[0])
                 rewards[i, g] = np.stack([task.reward(problem, t) for t in texts])
