@@ -585,7 +585,11 @@ def main(argv=None):
             if key in search.SETTINGS:
                 settings.update([search.parse_setting(item)])
                 continue
-            train.resolve_config(overrides=[item])
+            for task_name in args.tasks or TASKS:  # checked now, against the config each task trains with
+                try:
+                    train.resolve_config(os.path.join(HERE, "configs", f"{task_name}.yaml"), overrides=[item])
+                except ConfigError as e:
+                    raise ConfigError(f"--set {item} on task {task_name}: {e}") from None
             if key in ("task", "algo"):
                 raise ConfigError(f"'{key}' is chosen by the experiment; use --tasks or --algos, "
                                   f"or python train.py --config for a single run")

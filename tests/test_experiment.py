@@ -78,6 +78,16 @@ def test_set_reaches_search_settings_and_refuses_unknown_keys(capsys):
     assert "evo_budget" in search.SETTINGS
 
 
+def test_set_is_checked_against_each_chosen_task_config(capsys, monkeypatch):
+    started = []
+    monkeypatch.setattr(experiment, "run_headline", lambda *a, **kw: started.append(a[0]))
+    experiment.main(["--tasks", "code", "--set", "parent_replay=0.05"])  # a code-only key, code only: fine
+    assert started == [{"parent_replay": 0.05}]
+    with pytest.raises(SystemExit) as e:
+        experiment.main(["--tasks", "code", "persona", "--set", "parent_replay=0.05"])
+    assert e.value.code == 2 and "on task persona" in capsys.readouterr().err and len(started) == 1
+
+
 def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
     out = tmp_path / "exp"
     command = [sys.executable, os.path.join(ROOT, "experiment.py"), "--quick", "--tasks", "code", "--algos", "vpo",
