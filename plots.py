@@ -7,7 +7,7 @@ reward_vectors.png each row one sampled answer, each column one reward component
                    held-out problems: a collapsed policy shows the same row again and again
 training.png       mean fixed reward, set score E_w[max w.r] and token entropy over RL steps
 evolution.png      fraction of hard problems solved against candidates evaluated
-leaderboard_figure every method's value per seed (dots) and mean (bar), ranked, one panel per task
+leaderboard_figure every method's value per seed (dots) and mean (bar), ranked, one panel per leaderboard
 
 Deliberately left out: interactive plots, styling beyond what makes the comparison readable.
 """
@@ -154,29 +154,33 @@ def evolution(out_dir, results):
     return _save(fig, out_dir, "evolution.png")
 
 
-def leaderboard_figure(rows, path, metric="best@30"):
-    """rows {task: [(method, [value per seed]), ...]} -> a PNG at path: one panel per task, the
-    methods ranked by their mean (best on top) as horizontal bars, every seed's value a dot on its
-    bar, so a gap smaller than the seeds' scatter shows as one. Horizontal, so 15+ method names stay
-    readable. Returns {task: [methods, top to bottom]}."""
+def leaderboard_figure(rows, path, columns=3):
+    """rows {board title: [(method, [value per seed]), ...]} -> a PNG at path: one panel per board,
+    the methods ranked by their mean (best on top) as horizontal bars, every seed's value a dot on
+    its bar, so a gap smaller than the seeds' scatter shows as one. Horizontal, so 15+ method names
+    stay readable. Returns {board title: [methods, top to bottom]}."""
     ranked = {t: sorted(entries, key=lambda e: -float(np.mean(e[1]))) for t, entries in rows.items()}
-    height = 0.28 * max(len(e) for e in ranked.values()) + 1.2
-    fig, axes = plt.subplots(1, len(ranked), figsize=(4.2 * len(ranked), height), squeeze=False)
-    for ax, (t, entries) in zip(axes[0], ranked.items()):
+    ncols = min(columns, len(ranked))
+    nrows = -(-len(ranked) // ncols)
+    height = 0.26 * max(len(e) for e in ranked.values()) + 1.0
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, height * nrows), squeeze=False)
+    for ax, (title, entries) in zip(axes.flat, ranked.items()):
         values = np.concatenate([np.asarray(v, dtype=float) for _, v in entries])
         pad = 0.08 * (values.max() - values.min()) + 1e-3
         left = values.min() - pad  # bars start at the panel's edge: small gaps must stay visible
         for y, (method, v) in enumerate(entries):
-            color = COLORS.get(method, "0.4")
+            color = COLORS.get(method.split(" ")[0], "0.4")
             ax.barh(y, np.mean(v) - left, left=left, height=0.6, color=color, alpha=0.35)
             ax.plot(v, [y] * len(v), "o", color=color, ms=3.5)
-        ax.set_yticks(range(len(entries)), [m for m, _ in entries], fontsize=8)
+        ax.set_yticks(range(len(entries)), [m for m, _ in entries], fontsize=7)
         ax.invert_yaxis()  # best on top
         ax.set_xlim(left, values.max() + pad)
-        ax.set_title(f"{t}: {metric}", fontsize=9)
+        ax.set_title(title, fontsize=8)
         ax.grid(axis="x", alpha=0.3)
+    for ax in list(axes.flat)[len(ranked):]:
+        ax.axis("off")
     fig.text(0.5, 0.005, "bar: mean over seeds; dots: one seed each", ha="center", fontsize=7)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.tight_layout(rect=(0, 0.02, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return {t: [m for m, _ in entries] for t, entries in ranked.items()}

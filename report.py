@@ -121,6 +121,10 @@ def merge_searches(seeded):
     out = {"searches": sum(s["searches"] for s in searches), "solved": sum(s["solved"] for s in searches),
            "budget": searches[0]["budget"], "solved_per_seed": [s["solved"] for s in searches],
            "solved_problems": [f"s{seed}:{p}" for seed, s in seeded for p in s["solved_problems"]]}
+    # which of the searched problems each seed solved, in the searched order: what a paired interval needs
+    if all("problems" in s.get("key", {}) for s in searches):
+        out["per_problem"] = {seed: (s["key"]["problems"], [int(p in s["solved_problems"]) for p in s["key"]["problems"]])
+                              for seed, s in seeded}
     for key in ("sampling_solved",):
         if all(key in s for s in searches):
             out[key] = sum(s[key] for s in searches)
@@ -309,36 +313,79 @@ def summary_markdown(results):
     return "\n".join(lines + mutation_table(results) + training_table(results)) + "\n"
 
 
-# The number each task's leaderboard ranks by, at the largest k: what the task is for.
-LEADERBOARD_METRIC = {"persona": ("w_best", "heldout_weight_best_at_k", "w-best"),
-                      "code": ("pass", "pass_at_k", "pass"),
-                      "persona_collinear": ("w_best", "heldout_weight_best_at_k", "w-best")}
+# What each task's leaderboards rank by, at the largest k: (per-problem key, curve, name). Code has
+# three: best@k (how good the best program of a pool is), pass@k (whether a pool holds one passing
+# every test; on the search family even the optimum's is low) and the evolutionary search the
+# pools are for (key "search": the share of hard problems solved within the budget).
+LEADERBOARDS = {"persona": [("w_best", "heldout_weight_best_at_k", "w-best")],
+                "code": [("best", "best_at_k", "best"), ("pass", "pass_at_k", "pass"), ("search", None, "search")],
+                "persona_collinear": [("w_best", "heldout_weight_best_at_k", "w-best")]}
+SET_SEARCH_SUFFIX = " (m per call)"  # a set policy's search writing its m children per call
+
+
+def search_rows(per_method):
+    """[(method, {seed: (problems, solved 0/1 per problem)})] of every search of a task: a set policy's
+    search writing m children per call is its own row."""
+    rows = []
+    for method, e in per_method.items():
+        for name, suffix in (("evolution", ""), ("evolution_set", SET_SEARCH_SUFFIX)):
+            if name in e and "per_problem" in e[name]:
+                rows.append((method + suffix, e[name]["per_problem"]))
+    return rows
+
+
+def paired_search(per_problem_a, per_problem_b):
+    """The interval of the difference in solved share between two searches, paired on the seeds
+    both searched with the very same problems; None when there are none."""
+    seeds = [s for s in per_problem_a if s in per_problem_b and per_problem_a[s][0] == per_problem_b[s][0]]
+    if not seeds or len({len(per_problem_a[s][0]) for s in seeds}) != 1:
+        return None  # the bootstrap needs a (seeds, problems) array
+    return paired_bootstrap_interval(np.array([per_problem_a[s][1] for s in seeds], dtype=float),
+                                     np.array([per_problem_b[s][1] for s in seeds], dtype=float))
+
+
+def leaderboards(results):
+    """[(title, [(method, [value per seed], - VPO interval, - GRPO interval)])], one board per task and
+    metric of LEADERBOARDS, methods unranked: the intervals are paired bootstraps over problems and
+    seeds (None against itself or where the per-problem values are missing)."""
+    boards = []
+    for task, per_method in results["tasks"].items():
+        for key, curve, name in LEADERBOARDS.get(task, [("best", "best_at_k", "best")]):
+            if key == "search":
+                searched = dict(search_rows(per_method))
+                rows = [(m, [float(np.mean(solved)) for _, solved in pp.values()],
+                         *(paired_search(pp, searched[o]) if o in searched and o != m else None
+                           for o in ("vpo", "grpo")))
+                        for m, pp in searched.items()]
+                if rows:
+                    n = sorted({len(p) for pp in searched.values() for p, _ in pp.values()})
+                    boards.append((f"{task}: search, share of {'/'.join(map(str, n))} hard problems solved", rows))
+                continue
+            entries = [(m, e) for m, e in per_method.items() if curve + "_per_seed" in e]
+            if not entries:
+                continue
+            k = entries[0][1]["ks"][-1]
+            rows = [(m, [v[-1] for v in e[curve + "_per_seed"]],
+                     *(paired(results, task, m, o, key) if o != m else None for o in ("vpo", "grpo")))
+                    for m, e in entries]
+            boards.append((f"{task}: {name}@{k}", rows))
+    return boards
 
 
 def leaderboard_rows(results):
-    """{task: [(method, [value per seed]), ...]} of each task's leaderboard metric at the largest k."""
-    rows = {}
-    for task, per_method in results["tasks"].items():
-        _, curve, _ = LEADERBOARD_METRIC.get(task, ("best", "best_at_k", "best"))
-        rows[task] = [(m, [v[-1] for v in e[curve + "_per_seed"]]) for m, e in per_method.items()
-                      if curve + "_per_seed" in e]
-    return {t: r for t, r in rows.items() if r}
+    """{board title: [(method, [value per seed]), ...]}: what the leaderboard figure draws."""
+    return {title: [(m, values) for m, values, *_ in rows] for title, rows in leaderboards(results)}
 
 
 def leaderboard_table(results):
-    """Every method ranked per task, with its difference from VPO and from GRPO and their 95% paired
-    bootstrap intervals over problems and seeds: a gap whose interval holds 0 is not a gap."""
+    """Every board's methods ranked, with each one's difference from VPO and from GRPO and their 95%
+    paired bootstrap intervals over problems and seeds: a gap whose interval holds 0 is not a gap."""
     lines = []
-    for task, rows in leaderboard_rows(results).items():
-        key, _, name = LEADERBOARD_METRIC.get(task, ("best", "best_at_k", "best"))
-        k = results["tasks"][task][rows[0][0]]["ks"][-1]
-        lines += [f"#### {task}: {name}@{k}, ranked", "",
-                  f"| method | {name}@{k} (per seed) | - VPO [95%] | - GRPO [95%] |", "|---|---|---|---|"]
-        for method, values in sorted(rows, key=lambda r: -np.mean(r[1])):
-            cells = []
-            for other in ("vpo", "grpo"):
-                iv = paired(results, task, method, other, key) if method != other else None
-                cells.append(fmt_interval(iv) if iv else "")
+    for title, rows in leaderboards(results):
+        lines += [f"#### {title}, ranked", "", "| method | mean (per seed) | - VPO [95%] | - GRPO [95%] |",
+                  "|---|---|---|---|"]
+        for method, values, vs_vpo, vs_grpo in sorted(rows, key=lambda r: -np.mean(r[1])):
+            cells = [fmt_interval(iv) if iv else "" for iv in (vs_vpo, vs_grpo)]
             lines.append(f"| {method} | {np.mean(values):.3f} ({' '.join(f'{v:.3f}' for v in values)}) | "
                          + " | ".join(cells) + " |")
         lines.append("")
@@ -406,5 +453,5 @@ def write_report(out_dir, results, samples=None):
     rows = leaderboard_rows(results)
     if rows:
         paths.append(os.path.join(out_dir, "leaderboard.png"))
-        plots.leaderboard_figure(rows, paths[-1], metric="the metric at the largest k (code: pass@k, else w-best@k)")
+        plots.leaderboard_figure(rows, paths[-1])
     return paths

@@ -115,3 +115,27 @@ def test_gap_closed_is_measured_from_the_warm_start_in_the_methods_own_format():
     assert tasks["vpo"]["gap_closed"]["objective"] == pytest.approx(0.75)  # (0.75 - 0.6) / (0.8 - 0.6)
     assert tasks["vpo"]["gap_closed"]["pass"] == pytest.approx(0.5)  # against the 3-answer warm start
     assert "gap_closed" not in tasks["warm_start"] and "gap_closed" not in tasks["optimum"]
+
+
+def test_search_leaderboard_ranks_solved_shares_and_pairs_the_same_problems():
+    def record(method, seed, problems, solved, m=1):
+        search = {"searches": len(problems), "solved": len(solved), "budget": 10, "solved_problems": solved,
+                  "key": {"problems": problems}}
+        r = {"task": "code", "method": method, "seed": seed, "m": m, "search": search}
+        if m > 1:
+            r["search_set"] = dict(search, solved=0, solved_problems=[])
+        return r
+    p = ["a", "b", "c", "d"]
+    records = [record("vpo", 0, p, ["a", "b", "c"], m=3), record("grpo", 0, p, ["a"]),
+               record("vpo", 1, p, ["a", "b"], m=3), record("grpo", 1, p, ["b"])]
+    (title, rows), = report.leaderboards(report.merge(records))
+    assert title == "code: search, share of 4 hard problems solved"
+    by_method = {m: (values, vs_vpo, vs_grpo) for m, values, vs_vpo, vs_grpo in rows}
+    assert by_method["vpo"][0] == [0.75, 0.5] and by_method["grpo"][0] == [0.25, 0.25]
+    assert by_method["vpo (m per call)"][0] == [0.0, 0.0]
+    assert by_method["vpo"][2][0] == pytest.approx(0.375)  # (3 - 1 + 2 - 1) / 8 problems
+    assert by_method["vpo"][1] is None and by_method["grpo"][2] is None  # nothing against itself
+    # another seed's problems differ: no pairing with it, so no interval at all
+    records[3] = record("grpo", 1, ["e", "f", "g", "h"], ["e"])
+    rows = dict((m, rest) for m, *rest in report.leaderboards(report.merge(records))[0][1])
+    assert rows["vpo"][2][0] == pytest.approx(0.5)  # seed 0 alone: (3 - 1) / 4
