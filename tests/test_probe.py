@@ -37,6 +37,7 @@ def test_pool_numbers_of_a_scripted_policy(monkeypatch):
     assert out["valid"] == pytest.approx(2 / 3) and out["repeats"] == pytest.approx(1 / 3)
     assert out["mean_reward"] == pytest.approx(2 / 3)  # the repeat scores as written, the invalid 0
     assert out["set_score"] == 1.0 and out["pass_at_k"] == pytest.approx([2 / 3, 14 / 15, 1.0, 1.0])
+    assert out["valid_by_place"] == [1.0, 1.0, 0.0]  # the third place is the invalid one in every rollout
     monkeypatch.setattr(engine, "generate", scripted(tok, [CLOSE]))
     out = pool_numbers(task, None, tok, resolve_config(overrides=["task=code"]), [PROBLEM], 3, 1, w)
     assert out["valid"] == 1.0 and out["repeats"] == 0.0 and out["mean_reward"] == pytest.approx(10 / 13)

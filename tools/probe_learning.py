@@ -7,8 +7,8 @@ How much of the reachable gap a finished code run closed, measured on training p
 For each run folder (its final.pt and the warm start it started from) this samples pools of n answers
 on problems drawn from task.problems("train", ...) with a fixed seed of its own (not RL's), scores
 every answer as written, and reports for the run and its warm start (asked for the run's m answers
-per rollout): the share of valid answers (parses and agrees with the examples), of repeats (an answer
-already written in its own rollout), the mean fixed reward, the set score E_w[max_j w . r_j] of sets
+per rollout): the share of valid answers (parses and agrees with the examples; for a set policy also
+by place in the rollout), of repeats (an answer already written in its own rollout), the mean fixed reward, the set score E_w[max_j w . r_j] of sets
 of 3 answers (a set method's own rollouts; for a single-answer method, 3 consecutive independent
 answers), best@k and pass@k; and each as the share of the gap from the warm start to oracle.py's
 optimum that the run closed. The objective of GRPO is the mean reward (optimum: the Bayes-optimal
@@ -53,7 +53,11 @@ def pool_numbers(task, model, tok, cfg, problems, n, m, weights):
     ks = k_grid(n)
     sets = torch.from_numpy(rewards).reshape(len(problems), n // SET_SIZE, SET_SIZE, task.dim)
     w = torch.from_numpy(weights).float().expand(len(problems), -1, -1)
+    # by place in the rollout: a set policy can let one place decay (its answer adds nothing to the
+    # set score while another answer covers the weightings), which the mean alone hides
+    by_place = valid.reshape(len(problems), n // m, m).mean(axis=(0, 1))
     return {"valid": float(valid.mean()), "repeats": float(repeat.mean()), "mean_reward": float(scalar.mean()),
+            "valid_by_place": by_place.round(3).tolist(),
             "set_score": float(set_scores(sets, w).mean()),
             "best_at_k": np.mean([best_at_k_curve(s, ks) for s in scalar], 0).tolist(),
             "pass_at_k": np.mean([pass_at_k_curve(n, int(c.sum()), ks) for c in solved], 0).tolist()}
@@ -104,6 +108,8 @@ def report(results, split="train"):
             best = r["optimum"]["best_at_1" if key == "mean_reward" else key] if best is None else best
             gap = r["gap"].get(key, float("nan"))
             print(f"{name:14s} {r['warm'][key]:7.3f} {r['run'][key]:7.3f} {best:8.3f} {gap:10.2f}")
+        if r["m"] > 1:
+            print(f"valid by place in the rollout: warm {r['warm']['valid_by_place']}, run {r['run']['valid_by_place']}")
         for key in ("best_at_k", "pass_at_k"):
             for i, k in enumerate(r["ks"]):
                 if k in (1, 4, r["ks"][-1]):
