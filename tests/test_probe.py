@@ -12,7 +12,7 @@ from rewards import CodeTask
 from train import resolve_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-from probe_learning import gaps, pool_numbers  # noqa: E402
+from probe_learning import demo_numbers, gaps, pool_numbers  # noqa: E402
 
 PROBLEM = (4, 9, 2, 7, 12)  # f = (+ (< x 4) (< x 9)), shown at 2, 7, 12: t1 in 3..7, t2 in 8..12
 RIGHT, CLOSE = "(+ (< x 4) (< x 9))", "(+ (< x 5) (< x 11))"  # CLOSE fails x = 4, 9, 10
@@ -42,6 +42,20 @@ def test_pool_numbers_of_a_scripted_policy(monkeypatch):
     out = pool_numbers(task, None, tok, resolve_config(overrides=["task=code"]), [PROBLEM], 3, 1, w)
     assert out["valid"] == 1.0 and out["repeats"] == 0.0 and out["mean_reward"] == pytest.approx(10 / 13)
     assert out["pass_at_k"] == [0.0, 0.0, 0.0] and out["best_at_k"] == pytest.approx([10 / 13] * 3)
+
+
+def test_demo_numbers_score_the_demonstrator_like_a_policy():
+    """The demonstrator's pool: without noise every demonstration agrees with the examples, the m answers
+    of a set differ where the gaps allow, and each is scored by task.reward as written."""
+    task = CodeTask(noise=0.0)
+    w = np.full((4, task.dim), 1.0 / task.dim)
+    out = demo_numbers(task, [PROBLEM], 6, 3, w)
+    assert out["valid"] == 1.0 and out["repeats"] == 0.0 and out["valid_by_place"] == [1.0, 1.0, 1.0]
+    # RIGHT's gaps (3..7, 8..12) leave 25 programs; every one passes a share of the 13 hidden tests
+    plausible = [task.scalarize(task.reward(PROBLEM, task.program_text(h))) for h in task.hypotheses(PROBLEM)]
+    assert min(plausible) <= out["mean_reward"] <= max(plausible) and out["best_at_k"][0] == pytest.approx(out["mean_reward"])
+    noisy = demo_numbers(CodeTask(noise=1.0), [PROBLEM], 30, 3, w)  # every demonstration ignores the examples
+    assert noisy["valid"] < 0.5
 
 
 def test_gaps_are_shares_of_the_warm_starts_distance_to_the_optimum():

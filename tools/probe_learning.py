@@ -12,7 +12,9 @@ by place in the rollout), of repeats (an answer already written in its own rollo
 of 3 answers (a set method's own rollouts; for a single-answer method, 3 consecutive independent
 answers), best@k and pass@k; and each as the share of the gap from the warm start to oracle.py's
 optimum that the run closed. The objective of GRPO is the mean reward (optimum: the Bayes-optimal
-single answer), VPO's the set score and pass@k.
+single answer), VPO's the set score and pass@k. A third reference, `demos`, scores the task's own
+demonstrator (what the warm start imitates) the same way: a run below it has not yet learned what its
+teacher shows (mostly answers that agree with the examples), a run above it learned more than that.
 
 Tuning on these numbers never looks at held-out problems. `--split heldout` measures the same numbers
 on held-out problems, for the one final check of a recipe chosen on training problems.
@@ -46,6 +48,22 @@ SET_SIZE = 3  # answers per set for the set score, as VPO's m
 def pool_numbers(task, model, tok, cfg, problems, n, m, weights):
     """Sample a pool of n answers per problem, m per rollout, scored as written -> its numbers."""
     rewards, answers, _, _, _ = sample_pools(model, tok, task, problems, n, m, cfg, PROBE_SEED)
+    return score_pools(task, problems, rewards, answers, m, weights)
+
+
+def demo_numbers(task, problems, n, m, weights):
+    """The same numbers for the task's own demonstrator (what the warm start was trained to imitate),
+    asked for m answers at a time: how far imitating the demonstrations perfectly would go, so a run's
+    gap can be read as 'not yet as good as its teacher' or 'beyond it'."""
+    rng = random.Random(PROBE_SEED)
+    answers = [[a for _ in range(n // m) for a in task.demonstration(p, m, rng)] for p in problems]
+    rewards = np.array([[task.reward(p, a) for a in pool] for p, pool in zip(problems, answers)], dtype=np.float32)
+    return score_pools(task, problems, rewards, answers, m, weights)
+
+
+def score_pools(task, problems, rewards, answers, m, weights):
+    """Pools (rewards (P, n, D) scored as written, answers P lists of n, written m per rollout) -> numbers."""
+    n = rewards.shape[1]
     valid = np.array([[task.valid(p, a) for a in pool] for p, pool in zip(problems, answers)])
     repeat = np.array([[task.answer_key(a) in {task.answer_key(b) for b in pool[j - j % m:j]} for j, a in enumerate(pool)]
                        for pool in answers])
@@ -87,6 +105,8 @@ def probe(run_dirs, num_problems=40, n=30, split="train"):
         if key not in cache:  # the oracle depends on the task and the problems only
             best = mean_oracle(task, problems, ks, weights, m=SET_SIZE)
             cache[key] = {k: best[k] for k in ("best_at_1", "set_score", "best_at_k", "pass_at_k")}
+        if (key, m) not in cache:
+            cache[key, m] = demo_numbers(task, problems, n, m, weights)
         warm_key = (final["warm_start"], m, key)
         if warm_key not in cache:
             model, tok, warm_cfg, _ = model_from_checkpoint(final["warm_start"])
@@ -94,27 +114,31 @@ def probe(run_dirs, num_problems=40, n=30, split="train"):
         model, tok, _, _ = model_from_checkpoint(os.path.join(run_dir, "final.pt"))
         run = pool_numbers(task, model, tok, cfg, problems, n, m, weights)
         results[run_dir] = {"algo": cfg["algo"], "m": m, "ks": ks, "run": run, "warm": cache[warm_key],
-                            "optimum": cache[key], "gap": gaps(run, cache[warm_key], cache[key])}
+                            "demos": cache[key, m], "optimum": cache[key],
+                            "gap": gaps(run, cache[warm_key], cache[key]),
+                            "demos_gap": gaps(cache[key, m], cache[warm_key], cache[key])}
     return results
 
 
 def report(results, split="train"):
     for run_dir, r in results.items():
         print(f"\n{run_dir} ({r['algo']}, m={r['m']}), {split} problems")
-        print(f"{'':14s} {'warm':>7s} {'run':>7s} {'optimum':>8s} {'gap closed':>10s}")
+        print(f"{'':14s} {'warm':>7s} {'run':>7s} {'optimum':>8s} {'gap closed':>10s} {'demos':>7s} {'their gap':>9s}")
         rows = [("valid", "valid", 1.0), ("repeats", "repeats", 0.0), ("mean reward", "mean_reward", None),
                 ("set score", "set_score", None)]
         for name, key, best in rows:
             best = r["optimum"]["best_at_1" if key == "mean_reward" else key] if best is None else best
             gap = r["gap"].get(key, float("nan"))
-            print(f"{name:14s} {r['warm'][key]:7.3f} {r['run'][key]:7.3f} {best:8.3f} {gap:10.2f}")
+            print(f"{name:14s} {r['warm'][key]:7.3f} {r['run'][key]:7.3f} {best:8.3f} {gap:10.2f} "
+                  f"{r['demos'][key]:7.3f} {r['demos_gap'].get(key, float('nan')):9.2f}")
         if r["m"] > 1:
             print(f"valid by place in the rollout: warm {r['warm']['valid_by_place']}, run {r['run']['valid_by_place']}")
         for key in ("best_at_k", "pass_at_k"):
             for i, k in enumerate(r["ks"]):
                 if k in (1, 4, r["ks"][-1]):
                     print(f"{key.replace('_at_k', '')}@{k:<9d} {r['warm'][key][i]:7.3f} {r['run'][key][i]:7.3f} "
-                          f"{r['optimum'][key][i]:8.3f} {r['gap'][key][i]:10.2f}")
+                          f"{r['optimum'][key][i]:8.3f} {r['gap'][key][i]:10.2f} {r['demos'][key][i]:7.3f} "
+                          f"{r['demos_gap'][key][i]:9.2f}")
 
 
 def main():
