@@ -12,7 +12,7 @@ from rewards import CodeTask
 from train import resolve_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-from probe_learning import demo_numbers, gaps, pool_numbers  # noqa: E402
+from probe_learning import demo_numbers, gaps, pool_numbers, training_curve  # noqa: E402
 
 PROBLEM = (4, 9, 2, 7, 12)  # f = (+ (< x 4) (< x 9)), shown at 2, 7, 12: t1 in 3..7, t2 in 8..12
 RIGHT, CLOSE = "(+ (< x 4) (< x 9))", "(+ (< x 5) (< x 11))"  # CLOSE fails x = 4, 9, 10
@@ -56,6 +56,19 @@ def test_demo_numbers_score_the_demonstrator_like_a_policy():
     assert min(plausible) <= out["mean_reward"] <= max(plausible) and out["best_at_k"][0] == pytest.approx(out["mean_reward"])
     noisy = demo_numbers(CodeTask(noise=1.0), [PROBLEM], 30, 3, w)  # every demonstration ignores the examples
     assert noisy["valid"] < 0.5
+
+
+def test_training_curve_averages_training_rows_and_skips_held_out_evaluations(tmp_path):
+    import json
+    rows = [{"kind": "eval", "step": 0, "heldout_valid": 0.1}]
+    rows += [{"kind": "train", "step": i, "set_score": float(i), "reward_scalar": 1.0, "valid_answers": 0.5, "kl": 0.0,
+              "entropy": 0.2, "grad_norm": 0.1} for i in range(1, 5)]
+    rows += [{"kind": "eval", "step": 4, "heldout_valid": 0.9}]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    curve = training_curve(str(tmp_path), window=3)
+    assert [row["steps"] for row in curve] == ["1-3", "4-4"]
+    assert curve[0]["set_score"] == 2.0 and curve[1]["set_score"] == 4.0 and curve[0]["valid"] == 0.5
+    assert "heldout_valid" not in curve[0]
 
 
 def test_gaps_are_shares_of_the_warm_starts_distance_to_the_optimum():

@@ -3,6 +3,7 @@ How much of the reachable gap a finished code run closed, measured on training p
 
     python tools/probe_learning.py out/p1 out/p2 [--problems 40 --n 30 --json probe.json]
     python tools/probe_learning.py out/final --split heldout   # once, for a finished recipe only
+    python tools/probe_learning.py out/p1 --curve              # its training log, 50 steps a row
 
 For each run folder (its final.pt and the warm start it started from) this samples pools of n answers
 on problems drawn from task.problems("train", ...) with a fixed seed of its own (not RL's), scores
@@ -120,6 +121,19 @@ def probe(run_dirs, num_problems=40, n=30, split="train"):
     return results
 
 
+def training_curve(run_dir, window=50):
+    """A run's own training log (metrics.jsonl), averaged over windows of `window` steps -> rows of
+    {steps, set_score, reward, valid, kl, entropy, grad_norm}. Training rollouts only: the log's
+    held-out evaluations are left out, so reading a curve never looks at held-out problems."""
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        train = [row for row in map(json.loads, f) if row["kind"] == "train"]
+    keys = {"set_score": "set_score", "reward": "reward_scalar", "valid": "valid_answers", "kl": "kl",
+            "entropy": "entropy", "grad_norm": "grad_norm"}
+    return [{"steps": f"{start + 1}-{start + len(rows)}",
+             **{name: float(np.mean([r.get(key, np.nan) for r in rows])) for name, key in keys.items()}}
+            for start in range(0, len(train), window) for rows in [train[start:start + window]]]
+
+
 def report(results, split="train"):
     for run_dir, r in results.items():
         print(f"\n{run_dir} ({r['algo']}, m={r['m']}), {split} problems")
@@ -149,7 +163,16 @@ def main():
     parser.add_argument("--split", choices=["train", "heldout"], default="train",
                         help="heldout only for the final check of a recipe, never for tuning")
     parser.add_argument("--json", help="also write the numbers to this file")
+    parser.add_argument("--curve", action="store_true",
+                        help="only print each run's training log in windows of 50 steps (samples nothing)")
     args = parser.parse_args()
+    if args.curve:
+        for run_dir in args.runs:
+            print(run_dir)
+            for row in training_curve(run_dir):
+                print(f"  steps {row['steps']:>7s}: " + " ".join(f"{k} {v:.4f}" if k == "kl" else f"{k} {v:.3f}"
+                                                         for k, v in row.items() if k != "steps"))
+        return
     torch.set_num_threads(1)
     results = probe(args.runs, args.problems, args.n, args.split)
     report(results, args.split)
