@@ -35,6 +35,7 @@ def test_pool_numbers_of_a_scripted_policy(monkeypatch):
     w = np.array([[1.0] + [0.0] * 12, [0.0] * 12 + [1.0]])
     out = pool_numbers(task, None, tok, resolve_config(overrides=["task=code"]), [PROBLEM], 6, 3, w)
     assert out["valid"] == pytest.approx(2 / 3) and out["repeats"] == pytest.approx(1 / 3)
+    assert out["malformed"] == 0.0  # the invalid answer parses; it contradicts an example
     assert out["mean_reward"] == pytest.approx(2 / 3)  # the repeat scores as written, the invalid 0
     assert out["set_score"] == 1.0 and out["pass_at_k"] == pytest.approx([2 / 3, 14 / 15, 1.0, 1.0])
     assert out["valid_by_place"] == [1.0, 1.0, 0.0]  # the third place is the invalid one in every rollout
@@ -42,6 +43,9 @@ def test_pool_numbers_of_a_scripted_policy(monkeypatch):
     out = pool_numbers(task, None, tok, resolve_config(overrides=["task=code"]), [PROBLEM], 3, 1, w)
     assert out["valid"] == 1.0 and out["repeats"] == 0.0 and out["mean_reward"] == pytest.approx(10 / 13)
     assert out["pass_at_k"] == [0.0, 0.0, 0.0] and out["best_at_k"] == pytest.approx([10 / 13] * 3)
+    monkeypatch.setattr(engine, "generate", scripted(tok, ["(+ (< x 4)"]))
+    out = pool_numbers(task, None, tok, resolve_config(overrides=["task=code"]), [PROBLEM], 3, 1, w)
+    assert out["malformed"] == 1.0 and out["valid"] == 0.0 and out["mean_reward"] == 0.0
 
 
 def test_demo_numbers_score_the_demonstrator_like_a_policy():

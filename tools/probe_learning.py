@@ -9,7 +9,7 @@ For each run folder (its final.pt and the warm start it started from) this sampl
 on problems drawn from task.problems("train", ...) with a fixed seed of its own (not RL's), scores
 every answer as written, and reports for the run and its warm start (asked for the run's m answers
 per rollout): the share of valid answers (parses and agrees with the examples; for a set policy also
-by place in the rollout), of repeats (an answer already written in its own rollout), the mean fixed reward, the set score E_w[max_j w . r_j] of sets
+by place in the rollout) and of malformed ones (do not parse), of repeats (an answer already written in its own rollout), the mean fixed reward, the set score E_w[max_j w . r_j] of sets
 of 3 answers (a set method's own rollouts; for a single-answer method, 3 consecutive independent
 answers), best@k and pass@k; and each as the share of the gap from the warm start to oracle.py's
 optimum that the run closed. The objective of GRPO is the mean reward (optimum: the Bayes-optimal
@@ -35,6 +35,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import lang  # noqa: E402
 from checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
 from metrics import best_at_k_curve, pass_at_k_curve  # noqa: E402
 from oracle import gap_closed, mean_oracle  # noqa: E402
@@ -66,6 +67,9 @@ def score_pools(task, problems, rewards, answers, m, weights):
     """Pools (rewards (P, n, D) scored as written, answers P lists of n, written m per rollout) -> numbers."""
     n = rewards.shape[1]
     valid = np.array([[task.valid(p, a) for a in pool] for p, pool in zip(problems, answers)])
+    # an invalid answer either does not parse or parses and contradicts an example: a format to learn,
+    # or numbers to place between the examples
+    malformed = np.array([[lang.canonical(a) is None for a in pool] for pool in answers])
     repeat = np.array([[task.answer_key(a) in {task.answer_key(b) for b in pool[j - j % m:j]} for j, a in enumerate(pool)]
                        for pool in answers])
     scalar, solved = rewards.mean(-1), (rewards >= 1.0).all(-1)
@@ -75,7 +79,7 @@ def score_pools(task, problems, rewards, answers, m, weights):
     # by place in the rollout: a set policy can let one place decay (its answer adds nothing to the
     # set score while another answer covers the weightings), which the mean alone hides
     by_place = valid.reshape(len(problems), n // m, m).mean(axis=(0, 1))
-    return {"valid": float(valid.mean()), "repeats": float(repeat.mean()), "mean_reward": float(scalar.mean()),
+    return {"valid": float(valid.mean()), "malformed": float(malformed.mean()), "repeats": float(repeat.mean()), "mean_reward": float(scalar.mean()),
             "valid_by_place": by_place.round(3).tolist(),
             "set_score": float(set_scores(sets, w).mean()),
             "best_at_k": np.mean([best_at_k_curve(s, ks) for s in scalar], 0).tolist(),
@@ -138,7 +142,7 @@ def report(results, split="train"):
     for run_dir, r in results.items():
         print(f"\n{run_dir} ({r['algo']}, m={r['m']}), {split} problems")
         print(f"{'':14s} {'warm':>7s} {'run':>7s} {'optimum':>8s} {'gap closed':>10s} {'demos':>7s} {'their gap':>9s}")
-        rows = [("valid", "valid", 1.0), ("repeats", "repeats", 0.0), ("mean reward", "mean_reward", None),
+        rows = [("valid", "valid", 1.0), ("malformed", "malformed", 0.0), ("repeats", "repeats", 0.0), ("mean reward", "mean_reward", None),
                 ("set score", "set_score", None)]
         for name, key, best in rows:
             best = r["optimum"]["best_at_1" if key == "mean_reward" else key] if best is None else best
