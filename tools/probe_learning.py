@@ -9,10 +9,11 @@ For each run folder (its final.pt and the warm start it started from) this sampl
 on problems drawn from task.problems("train", ...) with a fixed seed of its own (not RL's), scores
 every answer as written, and reports for the run and its warm start (asked for the run's m answers
 per rollout): the share of valid answers (parses and agrees with the examples; for a set policy also
-by place in the rollout) and of malformed ones (do not parse), of repeats (an answer already written in its own rollout), the mean fixed reward, the set score E_w[max_j w . r_j] of sets
-of 3 answers (a set method's own rollouts; for a single-answer method, 3 consecutive independent
-answers), best@k and pass@k; and each as the share of the gap from the warm start to oracle.py's
-optimum that the run closed. The objective of GRPO is the mean reward (optimum: the Bayes-optimal
+by place in the rollout), of malformed ones (do not parse), of repeats (an answer already written in
+its own rollout), the mean fixed reward, the set score E_w[max_j w . r_j] of sets of 3 answers (a set
+method's own rollouts; for a single-answer method, 3 consecutive independent answers), best@k and
+pass@k; and each as the share of the gap from the warm start to oracle.py's optimum that the run
+closed. The objective of GRPO is the mean reward (optimum: the Bayes-optimal
 single answer), VPO's the set score and pass@k. A third reference, `demos`, scores the task's own
 demonstrator (what the warm start imitates) the same way: a run below it has not yet learned what its
 teacher shows (mostly answers that agree with the examples), a run above it learned more than that.
@@ -79,7 +80,8 @@ def score_pools(task, problems, rewards, answers, m, weights):
     # by place in the rollout: a set policy can let one place decay (its answer adds nothing to the
     # set score while another answer covers the weightings), which the mean alone hides
     by_place = valid.reshape(len(problems), n // m, m).mean(axis=(0, 1))
-    return {"valid": float(valid.mean()), "malformed": float(malformed.mean()), "repeats": float(repeat.mean()), "mean_reward": float(scalar.mean()),
+    return {"valid": float(valid.mean()), "malformed": float(malformed.mean()), "repeats": float(repeat.mean()),
+            "mean_reward": float(scalar.mean()),
             "valid_by_place": by_place.round(3).tolist(),
             "set_score": float(set_scores(sets, w).mean()),
             "best_at_k": np.mean([best_at_k_curve(s, ks) for s in scalar], 0).tolist(),
@@ -142,8 +144,8 @@ def report(results, split="train"):
     for run_dir, r in results.items():
         print(f"\n{run_dir} ({r['algo']}, m={r['m']}), {split} problems")
         print(f"{'':14s} {'warm':>7s} {'run':>7s} {'optimum':>8s} {'gap closed':>10s} {'demos':>7s} {'their gap':>9s}")
-        rows = [("valid", "valid", 1.0), ("malformed", "malformed", 0.0), ("repeats", "repeats", 0.0), ("mean reward", "mean_reward", None),
-                ("set score", "set_score", None)]
+        rows = [("valid", "valid", 1.0), ("malformed", "malformed", 0.0), ("repeats", "repeats", 0.0),
+                ("mean reward", "mean_reward", None), ("set score", "set_score", None)]
         for name, key, best in rows:
             best = r["optimum"]["best_at_1" if key == "mean_reward" else key] if best is None else best
             gap = r["gap"].get(key, float("nan"))
