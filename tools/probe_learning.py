@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import random
+import re
 import sys
 
 import numpy as np
@@ -64,6 +65,21 @@ def demo_numbers(task, problems, n, m, weights):
     return score_pools(task, problems, rewards, answers, m, weights)
 
 
+def misplaced(task, problem, answer):
+    """Where the thresholds of an answer that contradicts an example went wrong -> a list with one
+    entry per threshold outside its own gap: "other gap" (between two other examples: the right kind
+    of number, read off the wrong examples) or "outside" (below the first example or above the last).
+    An answer that does not parse, or has another number of thresholds, lists nothing."""
+    if lang.canonical(answer) is None:
+        return []
+    thresholds = [int(v) for v in re.findall(r"\(< x (\d+)\)", answer)]
+    if len(thresholds) != task.k:
+        return []
+    shown = task.shown(problem)
+    return ["other gap" if shown[0] < t <= shown[-1] else "outside"
+            for i, t in enumerate(thresholds) if not shown[i] < t <= shown[i + 1]]
+
+
 def score_pools(task, problems, rewards, answers, m, weights):
     """Pools (rewards (P, n, D) scored as written, answers P lists of n, written m per rollout) -> numbers."""
     n = rewards.shape[1]
@@ -73,6 +89,9 @@ def score_pools(task, problems, rewards, answers, m, weights):
     malformed = np.array([[lang.canonical(a) is None for a in pool] for pool in answers])
     repeat = np.array([[task.answer_key(a) in {task.answer_key(b) for b in pool[j - j % m:j]} for j, a in enumerate(pool)]
                        for pool in answers])
+    # a threshold outside its gap but between two other examples was read off the wrong examples; one
+    # outside every example ignored them: which one a policy does tells a format problem from a number one
+    wrong = [kind for p, pool in zip(problems, answers) for a in pool for kind in misplaced(task, p, a)]
     scalar, solved = rewards.mean(-1), (rewards >= 1.0).all(-1)
     ks = k_grid(n)
     sets = torch.from_numpy(rewards).reshape(len(problems), n // SET_SIZE, SET_SIZE, task.dim)
@@ -83,6 +102,8 @@ def score_pools(task, problems, rewards, answers, m, weights):
     return {"valid": float(valid.mean()), "malformed": float(malformed.mean()), "repeats": float(repeat.mean()),
             "mean_reward": float(scalar.mean()),
             "valid_by_place": by_place.round(3).tolist(),
+            # per threshold written, over all answers of the pool
+            "misplaced": {kind: wrong.count(kind) / (valid.size * task.k) for kind in ("other gap", "outside")},
             "set_score": float(set_scores(sets, w).mean()),
             "best_at_k": np.mean([best_at_k_curve(s, ks) for s in scalar], 0).tolist(),
             "pass_at_k": np.mean([pass_at_k_curve(n, int(c.sum()), ks) for c in solved], 0).tolist()}
@@ -151,6 +172,9 @@ def report(results, split="train"):
             gap = r["gap"].get(key, float("nan"))
             print(f"{name:14s} {r['warm'][key]:7.3f} {r['run'][key]:7.3f} {best:8.3f} {gap:10.2f} "
                   f"{r['demos'][key]:7.3f} {r['demos_gap'].get(key, float('nan')):9.2f}")
+        print("thresholds outside their gap, share of all written: " + ", ".join(
+            f"{who} {r[who]['misplaced']['other gap']:.3f} in another's gap + {r[who]['misplaced']['outside']:.3f} "
+            f"outside the examples" for who in ("warm", "run", "demos")))
         if r["m"] > 1:
             print(f"valid by place in the rollout: warm {r['warm']['valid_by_place']}, run {r['run']['valid_by_place']}")
         for key in ("best_at_k", "pass_at_k"):
