@@ -253,7 +253,7 @@ class CodeTask:
         if not match:
             return answer
         i, step = int(match[1]) - 1, int(match[3]) * (1 if match[2] == "+" else -1)
-        thresholds = [int(v) for v in re.findall(r"\(< x (\d+)\)", parents[-1][0])]
+        thresholds = self.thresholds(parents[-1][0])
         if len(thresholds) != self.k or not 0 <= i < self.k or not 0 <= thresholds[i] + step < self.domain:
             return answer
         thresholds[i] += step
@@ -313,6 +313,11 @@ class CodeTask:
         for t in reversed(program[:-1]):
             text = f"(+ (< x {t:0{width}d}) {text})"
         return text
+
+    def thresholds(self, text):
+        """The numbers a count program is compared with, in the order written: [6, 34, 54] for
+        program_text((6, 34, 54)). Read off the text, so it also works on answers that do not parse."""
+        return [int(v) for v in re.findall(r"\(< x (\d+)\)", text)]
 
     def _random_program(self, rng):
         if self.family == "easy":

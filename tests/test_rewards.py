@@ -366,3 +366,6 @@ def test_fixed_width_programs_have_one_length_and_mean_what_they_did():
         assert (padded.reward(problem, padded.program_text(p)) == plain.reward(problem, plain.program_text(p))).all()
         assert padded.answer_key(padded.program_text(p)) == plain.answer_key(plain.program_text(p))
     assert CodeTask(family="easy", fixed_width=True).program_text((4, ("const", 7), ("const", 3))) == "(if (< x 4) 7 3)"
+    for p in programs:  # thresholds() reads back what program_text wrote, padded or not
+        assert padded.thresholds(padded.program_text(p)) == plain.thresholds(plain.program_text(p)) == list(p)
+    assert padded.thresholds("(+ (< x 03)") == [3]  # also off a program that does not parse

@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import random
-import re
 import sys
 
 import numpy as np
@@ -72,7 +71,7 @@ def misplaced(task, problem, answer):
     An answer that does not parse, or has another number of thresholds, lists nothing."""
     if lang.canonical(answer) is None:
         return []
-    thresholds = [int(v) for v in re.findall(r"\(< x (\d+)\)", answer)]
+    thresholds = task.thresholds(answer)
     if len(thresholds) != task.k:
         return []
     shown = task.shown(problem)

@@ -19,7 +19,6 @@ Deliberately left out: policies (search.py measures those), the persona task (no
 import argparse
 import os
 import random
-import re
 import sys
 
 import numpy as np
@@ -38,7 +37,7 @@ def demonstrator_sampler(task, rng, blind=False, invalid=0.0):
         answers = []
         for i, problem in enumerate(problems):
             shown = parents[i] if parents else None
-            best = tuple(int(v) for v in re.findall(r"\(< x (\d+)\)", shown[-1][0])) if shown else None
+            best = tuple(task.thresholds(shown[-1][0])) if shown else None
             row = []
             for g in range(rollouts):
                 texts = []
