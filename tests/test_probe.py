@@ -12,7 +12,7 @@ from rewards import CodeTask
 from train import resolve_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-from probe_learning import demo_numbers, gaps, misplaced, pool_numbers, training_curve  # noqa: E402
+from probe_learning import demo_numbers, gaps, placements, pool_numbers, training_curve  # noqa: E402
 
 PROBLEM = (4, 9, 2, 7, 12)  # f = (+ (< x 4) (< x 9)), shown at 2, 7, 12: t1 in 3..7, t2 in 8..12
 RIGHT, CLOSE = "(+ (< x 4) (< x 9))", "(+ (< x 5) (< x 11))"  # CLOSE fails x = 4, 9, 10
@@ -40,6 +40,7 @@ def test_pool_numbers_of_a_scripted_policy(monkeypatch):
     assert out["set_score"] == 1.0 and out["pass_at_k"] == pytest.approx([2 / 3, 14 / 15, 1.0, 1.0])
     assert out["valid_by_place"] == [1.0, 1.0, 0.0]  # the third place is the invalid one in every rollout
     assert out["misplaced"] == {"other gap": pytest.approx(1 / 6), "outside": 0.0}  # 2 of 12 thresholds
+    assert out["in_gap_by_width"]["5-9"] == pytest.approx(5 / 6) and np.isnan(out["in_gap_by_width"]["1"])
     monkeypatch.setattr(engine, "generate", scripted(tok, [CLOSE]))
     out = pool_numbers(task, None, tok, resolve_config(overrides=["task=code"]), [PROBLEM], 3, 1, w)
     assert out["valid"] == 1.0 and out["repeats"] == 0.0 and out["mean_reward"] == pytest.approx(10 / 13)
@@ -105,10 +106,11 @@ def test_search_ceiling_with_the_demonstrator_solves_what_sampling_does_not(monk
         assert sum(a != b for a, b in zip(child, parent)) == 1 and task.valid(problem, task.program_text(child))
 
 
-def test_misplaced_tells_a_threshold_in_another_gap_from_one_outside_the_examples():
-    task = CodeTask()  # PROBLEM's gaps: t1 in 3..7, t2 in 8..12; examples at 2, 7, 12
-    assert misplaced(task, PROBLEM, RIGHT) == [] and misplaced(task, PROBLEM, CLOSE) == []
-    assert misplaced(task, PROBLEM, "(+ (< x 4) (< x 7))") == ["other gap"]  # t2 in t1's gap
-    assert misplaced(task, PROBLEM, "(+ (< x 2) (< x 9))") == ["outside"]  # t1 at the first example
-    assert misplaced(task, PROBLEM, "(+ (< x 9) (< x 13))") == ["other gap", "outside"]
-    assert misplaced(task, PROBLEM, "(< x 4)") == [] and misplaced(task, PROBLEM, "(+ (< x 4)") == []
+def test_placements_tell_a_threshold_in_another_gap_from_one_outside_the_examples():
+    task = CodeTask()  # PROBLEM's gaps: t1 in 3..7, t2 in 8..12 (both 5 wide); examples at 2, 7, 12
+    assert placements(task, PROBLEM, RIGHT) == [(5, "in gap"), (5, "in gap")]
+    assert placements(task, PROBLEM, "(+ (< x 4) (< x 7))") == [(5, "in gap"), (5, "other gap")]  # t2 in t1's gap
+    assert placements(task, PROBLEM, "(+ (< x 2) (< x 9))") == [(5, "outside"), (5, "in gap")]  # t1 at an example
+    assert placements(task, PROBLEM, "(+ (< x 9) (< x 13))") == [(5, "other gap"), (5, "outside")]
+    assert placements(task, PROBLEM, "(< x 4)") == [] and placements(task, PROBLEM, "(+ (< x 4)") == []
+    assert placements(task, (3, 4, 2, 3, 12), "(+ (< x 3) (< x 9))") == [(1, "in gap"), (9, "in gap")]  # 3..3, 4..12

@@ -64,19 +64,20 @@ def demo_numbers(task, problems, n, m, weights):
     return score_pools(task, problems, rewards, answers, m, weights)
 
 
-def misplaced(task, problem, answer):
-    """Where the thresholds of an answer that contradicts an example went wrong -> a list with one
-    entry per threshold outside its own gap: "other gap" (between two other examples: the right kind
-    of number, read off the wrong examples) or "outside" (below the first example or above the last).
-    An answer that does not parse, or has another number of thresholds, lists nothing."""
-    if lang.canonical(answer) is None:
-        return []
+def placements(task, problem, answer):
+    """Each threshold of an answer -> (width of its own gap, where it landed): "in gap", "other gap"
+    (between two other examples: the right kind of number, read off the wrong examples) or "outside"
+    (below the first example or above the last). An answer that does not parse, or has another number
+    of thresholds, lists nothing."""
     thresholds = task.thresholds(answer)
-    if len(thresholds) != task.k:
+    if lang.canonical(answer) is None or len(thresholds) != task.k:
         return []
     shown = task.shown(problem)
-    return ["other gap" if shown[0] < t <= shown[-1] else "outside"
-            for i, t in enumerate(thresholds) if not shown[i] < t <= shown[i + 1]]
+    return [(shown[i + 1] - shown[i], "in gap" if shown[i] < t <= shown[i + 1] else
+             "other gap" if shown[0] < t <= shown[-1] else "outside") for i, t in enumerate(thresholds)]
+
+
+WIDTHS = {"1": (1, 1), "2-4": (2, 4), "5-9": (5, 9), "10+": (10, 10**9)}  # a gap of 1 allows one number
 
 
 def score_pools(task, problems, rewards, answers, m, weights):
@@ -90,7 +91,8 @@ def score_pools(task, problems, rewards, answers, m, weights):
                        for pool in answers])
     # a threshold outside its gap but between two other examples was read off the wrong examples; one
     # outside every example ignored them: which one a policy does tells a format problem from a number one
-    wrong = [kind for p, pool in zip(problems, answers) for a in pool for kind in misplaced(task, p, a)]
+    placed = [pw for p, pool in zip(problems, answers) for a in pool for pw in placements(task, p, a)]
+    kinds = [kind for _, kind in placed]
     scalar, solved = rewards.mean(-1), (rewards >= 1.0).all(-1)
     ks = k_grid(n)
     sets = torch.from_numpy(rewards).reshape(len(problems), n // SET_SIZE, SET_SIZE, task.dim)
@@ -102,7 +104,10 @@ def score_pools(task, problems, rewards, answers, m, weights):
             "mean_reward": float(scalar.mean()),
             "valid_by_place": by_place.round(3).tolist(),
             # per threshold written, over all answers of the pool
-            "misplaced": {kind: wrong.count(kind) / (valid.size * task.k) for kind in ("other gap", "outside")},
+            "misplaced": {kind: kinds.count(kind) / (valid.size * task.k) for kind in ("other gap", "outside")},
+            # of the thresholds in parsed answers, by the width of their gap: where exactness is needed
+            "in_gap_by_width": {name: float(np.mean([kind == "in gap" for w, kind in placed if lo <= w <= hi] or [np.nan]))
+                                for name, (lo, hi) in WIDTHS.items()},
             "set_score": float(set_scores(sets, w).mean()),
             "best_at_k": np.mean([best_at_k_curve(s, ks) for s in scalar], 0).tolist(),
             "pass_at_k": np.mean([pass_at_k_curve(n, int(c.sum()), ks) for c in solved], 0).tolist()}
@@ -174,6 +179,8 @@ def report(results, split="train"):
         print("thresholds outside their gap, share of all written: " + ", ".join(
             f"{who} {r[who]['misplaced']['other gap']:.3f} in another's gap + {r[who]['misplaced']['outside']:.3f} "
             f"outside the examples" for who in ("warm", "run", "demos")))
+        print("thresholds in their gap, by its width: " + ", ".join(
+            f"{who} " + " ".join(f"{w}: {v:.3f}" for w, v in r[who]["in_gap_by_width"].items()) for who in ("warm", "run", "demos")))
         if r["m"] > 1:
             print(f"valid by place in the rollout: warm {r['warm']['valid_by_place']}, run {r['run']['valid_by_place']}")
         for key in ("best_at_k", "pass_at_k"):
