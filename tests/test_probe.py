@@ -41,6 +41,8 @@ def test_pool_numbers_of_a_scripted_policy(monkeypatch):
     assert out["valid_by_place"] == [1.0, 1.0, 0.0]  # the third place is the invalid one in every rollout
     assert out["misplaced"] == {"other gap": pytest.approx(1 / 6), "outside": 0.0}  # 2 of 12 thresholds
     assert out["in_gap_by_width"]["5-9"] == pytest.approx(5 / 6) and np.isnan(out["in_gap_by_width"]["1"])
+    assert out["varied"] == {"after example": 0.0, "in gap": pytest.approx(5 / 6), "other gap": pytest.approx(1 / 6),
+                             "outside": 0.0}
     monkeypatch.setattr(engine, "generate", scripted(tok, [CLOSE]))
     out = pool_numbers(task, None, tok, resolve_config(overrides=["task=code"]), [PROBLEM], 3, 1, w)
     assert out["valid"] == 1.0 and out["repeats"] == 0.0 and out["mean_reward"] == pytest.approx(10 / 13)
@@ -109,8 +111,9 @@ def test_search_ceiling_with_the_demonstrator_solves_what_sampling_does_not(monk
 def test_placements_tell_a_threshold_in_another_gap_from_one_outside_the_examples():
     task = CodeTask()  # PROBLEM's gaps: t1 in 3..7, t2 in 8..12 (both 5 wide); examples at 2, 7, 12
     assert placements(task, PROBLEM, RIGHT) == [(5, "in gap"), (5, "in gap")]
+    assert placements(task, PROBLEM, "(+ (< x 3) (< x 8))") == [(5, "after example"), (5, "after example")]
     assert placements(task, PROBLEM, "(+ (< x 4) (< x 7))") == [(5, "in gap"), (5, "other gap")]  # t2 in t1's gap
     assert placements(task, PROBLEM, "(+ (< x 2) (< x 9))") == [(5, "outside"), (5, "in gap")]  # t1 at an example
     assert placements(task, PROBLEM, "(+ (< x 9) (< x 13))") == [(5, "other gap"), (5, "outside")]
     assert placements(task, PROBLEM, "(< x 4)") == [] and placements(task, PROBLEM, "(+ (< x 4)") == []
-    assert placements(task, (3, 4, 2, 3, 12), "(+ (< x 3) (< x 9))") == [(1, "in gap"), (9, "in gap")]  # 3..3, 4..12
+    assert placements(task, (3, 4, 2, 3, 12), "(+ (< x 3) (< x 9))") == [(1, "after example"), (9, "in gap")]

@@ -65,15 +65,16 @@ def demo_numbers(task, problems, n, m, weights):
 
 
 def placements(task, problem, answer):
-    """Each threshold of an answer -> (width of its own gap, where it landed): "in gap", "other gap"
-    (between two other examples: the right kind of number, read off the wrong examples) or "outside"
-    (below the first example or above the last). An answer that does not parse, or has another number
-    of thresholds, lists nothing."""
+    """Each threshold of an answer -> (width of its own gap, where it landed): "after example" (the
+    first number of its gap, where the demonstrations' habit puts it), "in gap" (anywhere else in its
+    gap), "other gap" (between two other examples: the right kind of number, read off the wrong
+    examples) or "outside" (below the first example or above the last). An answer that does not
+    parse, or has another number of thresholds, lists nothing."""
     thresholds = task.thresholds(answer)
     if lang.canonical(answer) is None or len(thresholds) != task.k:
         return []
     shown = task.shown(problem)
-    return [(shown[i + 1] - shown[i], "in gap" if shown[i] < t <= shown[i + 1] else
+    return [(shown[i + 1] - shown[i], "after example" if t == shown[i] + 1 else "in gap" if shown[i] < t <= shown[i + 1] else
              "other gap" if shown[0] < t <= shown[-1] else "outside") for i, t in enumerate(thresholds)]
 
 
@@ -106,8 +107,14 @@ def score_pools(task, problems, rewards, answers, m, weights):
             # per threshold written, over all answers of the pool
             "misplaced": {kind: kinds.count(kind) / (valid.size * task.k) for kind in ("other gap", "outside")},
             # of the thresholds in parsed answers, by the width of their gap: where exactness is needed
-            "in_gap_by_width": {name: float(np.mean([kind == "in gap" for w, kind in placed if lo <= w <= hi] or [np.nan]))
+            "in_gap_by_width": {name: float(np.mean([kind in ("after example", "in gap") for w, kind in placed
+                                                     if lo <= w <= hi] or [np.nan]))
                                 for name, (lo, hi) in WIDTHS.items()},
+            # thresholds whose gap leaves a choice (wider than 1): the habit, a varied number in the gap,
+            # or a varied number outside it. The demonstrations vary ~20% of them, all inside the gap
+            # but for their noise; a policy that varies as often but lands outside has not learnt the gap
+            "varied": {kind: float(np.mean([k == kind for w, k in placed if w > 1] or [np.nan]))
+                       for kind in ("after example", "in gap", "other gap", "outside")},
             "set_score": float(set_scores(sets, w).mean()),
             "best_at_k": np.mean([best_at_k_curve(s, ks) for s in scalar], 0).tolist(),
             "pass_at_k": np.mean([pass_at_k_curve(n, int(c.sum()), ks) for c in solved], 0).tolist()}
@@ -181,6 +188,9 @@ def report(results, split="train"):
             f"outside the examples" for who in ("warm", "run", "demos")))
         print("thresholds in their gap, by its width: " + ", ".join(
             f"{who} " + " ".join(f"{w}: {v:.3f}" for w, v in r[who]["in_gap_by_width"].items()) for who in ("warm", "run", "demos")))
+        print("thresholds with a choice (gap wider than 1), after the example / elsewhere in the gap / outside it: "
+              + ", ".join(f"{who} {r[who]['varied']['after example']:.3f} / {r[who]['varied']['in gap']:.3f} / "
+                          f"{r[who]['varied']['other gap'] + r[who]['varied']['outside']:.3f}" for who in ("warm", "run", "demos")))
         if r["m"] > 1:
             print(f"valid by place in the rollout: warm {r['warm']['valid_by_place']}, run {r['run']['valid_by_place']}")
         for key in ("best_at_k", "pass_at_k"):
