@@ -142,6 +142,7 @@ class GPTConfig:
 PRESETS = {
     "nano": dict(n_layer=2, n_head=2, n_embd=48),
     "cpu": dict(n_layer=4, n_head=4, n_embd=128),
+    "cpu_big": dict(n_layer=6, n_head=6, n_embd=192),
     "gpu": dict(n_layer=8, n_head=8, n_embd=512),
 }
 
