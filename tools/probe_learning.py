@@ -10,10 +10,11 @@ on problems drawn from task.problems("train", ...) with a fixed seed of its own 
 every answer as written, and reports for the run and its warm start (asked for the run's m answers
 per rollout): the share of valid answers (parses and agrees with the examples; for a set policy also
 by place in the rollout), of malformed ones (do not parse), of repeats (an answer already written in
-its own rollout), the mean fixed reward, the set score E_w[max_j w . r_j] of sets of 3 answers (a set
-method's own rollouts; for a single-answer method, 3 consecutive independent answers), best@k and
-pass@k; and each as the share of the gap from the warm start to oracle.py's optimum that the run
-closed. The objective of GRPO is the mean reward (optimum: the Bayes-optimal
+its own rollout), where the thresholds land (the first number of their gap, elsewhere in it, or
+outside it; by the gap's width), the mean fixed reward, the set score E_w[max_j w . r_j] of sets of
+3 answers (a set method's own rollouts; for a single-answer method, 3 consecutive independent
+answers), best@k and pass@k; and each as the share of the gap from the warm start to oracle.py's
+optimum that the run closed. The objective of GRPO is the mean reward (optimum: the Bayes-optimal
 single answer), VPO's the set score and pass@k. A third reference, `demos`, scores the task's own
 demonstrator (what the warm start imitates) the same way: a run below it has not yet learned what its
 teacher shows (mostly answers that agree with the examples), a run above it learned more than that.
@@ -74,8 +75,11 @@ def placements(task, problem, answer):
     if lang.canonical(answer) is None or len(thresholds) != task.k:
         return []
     shown = task.shown(problem)
-    return [(shown[i + 1] - shown[i], "after example" if t == shown[i] + 1 else "in gap" if shown[i] < t <= shown[i + 1] else
-             "other gap" if shown[0] < t <= shown[-1] else "outside") for i, t in enumerate(thresholds)]
+    def where(i, t):
+        if shown[i] < t <= shown[i + 1]:
+            return "after example" if t == shown[i] + 1 else "in gap"
+        return "other gap" if shown[0] < t <= shown[-1] else "outside"
+    return [(shown[i + 1] - shown[i], where(i, t)) for i, t in enumerate(thresholds)]
 
 
 WIDTHS = {"1": (1, 1), "2-4": (2, 4), "5-9": (5, 9), "10+": (10, 10**9)}  # a gap of 1 allows one number
