@@ -138,7 +138,9 @@ class GPTConfig:
     bias: bool = False
 
 
-# Size presets: "cpu" is what the default experiment trains on a laptop in minutes.
+# Size presets: "cpu" is what the default experiment trains on a laptop in minutes. Larger is not
+# always better at the same settings: on code, nano's warm start wrote as many valid answers as cpu's
+# and cpu_big's fewer (docs/RESULTS.md); the settings in configs/ were chosen on cpu.
 PRESETS = {
     "nano": dict(n_layer=2, n_head=2, n_embd=48),
     "cpu": dict(n_layer=4, n_head=4, n_embd=128),
