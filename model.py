@@ -31,6 +31,9 @@ import torch.nn.functional as F
 # ----------------------------------------------------------------------------------------------
 # Tokenizer: the 256 bytes are the ranks (no merges), plus the special tokens our formats need.
 # Built locally with tiktoken's Encoding so it works offline; named encodings are an option.
+# "numbers" adds one token for every two-digit string "00".."99" (runs of digits are cut into
+# pieces of at most two, as GPT-4's encoding cuts them into pieces of three): a number below 100 is
+# then one token, so "a number between 33 and 53" is one choice instead of a tens and a units digit.
 
 SPECIAL_TOKENS = ["<|bos|>", "<|answer|>", "<|sep|>", "<|eos|>"]  # bos, prompt->answer, answer->answer, end
 
@@ -41,12 +44,17 @@ class Tokenizer:
             ranks = {bytes([i]): i for i in range(256)}
             pattern = r"[\s\S]"  # one character per piece: with no merges, splitting is irrelevant
             base = 256
+        elif name == "numbers":
+            ranks = {bytes([i]): i for i in range(256)}
+            ranks.update({f"{n:02d}".encode(): 256 + n for n in range(100)})  # "07" merges from "0" + "7"
+            pattern = r"\d{1,2}|[\s\S]"  # digits in pieces of two ("123" -> "12", "3"), all else by character
+            base = 356
         else:
             try:
                 named = tiktoken.get_encoding(name)
             except Exception as e:  # offline: tiktoken tries to download the merge file
                 raise RuntimeError(f"tokenizer '{name}' is unavailable ({type(e).__name__}: {e}); "
-                                   f"use tokenizer=bytes, which needs no download") from None
+                                   f"use tokenizer=bytes or numbers, which need no download") from None
             ranks, pattern, base = named._mergeable_ranks, named._pat_str, named.n_vocab
         specials = {tok: base + i for i, tok in enumerate(SPECIAL_TOKENS)}
         self.enc = tiktoken.Encoding(name=f"vpo-{name}", pat_str=pattern, mergeable_ranks=ranks,

@@ -71,7 +71,7 @@ DEFAULTS = dict(
     # model
     model="cpu",               # size preset from model.PRESETS
     block_size=192,            # longest prompt + completion, in tokens
-    tokenizer="bytes",         # bytes (offline) or a tiktoken encoding name
+    tokenizer="bytes",         # bytes | numbers (bytes + one token per 2-digit number; both offline) | a tiktoken name
     # warm start (supervised)
     sft_steps=300,
     sft_batch=64,

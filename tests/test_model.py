@@ -27,6 +27,23 @@ def test_special_tokens_are_single_ids():
     assert tok.vocab_size == 260
 
 
+numbers_tok = Tokenizer("numbers")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from("0123456789 ()<+-x>:;") | st.characters()))
+def test_numbers_tokenizer_round_trip(text):
+    assert numbers_tok.decode(numbers_tok.encode(text)) == text
+
+
+def test_numbers_tokenizer_makes_each_two_digit_string_one_token():
+    pieces = [numbers_tok.decode([i]) for i in numbers_tok.encode("(< x 07) 33->2 123 5<|sep|>")]
+    assert pieces == ["(", "<", " ", "x", " ", "07", ")", " ", "33", "-", ">", "2", " ", "12", "3", " ", "5",
+                      "<|sep|>"]
+    assert numbers_tok.vocab_size == 256 + 100 + 4
+    assert numbers_tok.encode("<|eos|>") == [numbers_tok.eos] and numbers_tok.eos == 359
+
+
 def test_split_answers_accepts_anything():
     assert tok.split_answers(tok.encode("ab<|sep|>cd<|eos|>ignored")) == ["ab", "cd"]
     assert tok.split_answers([]) == [""]
