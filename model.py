@@ -40,15 +40,13 @@ SPECIAL_TOKENS = ["<|bos|>", "<|answer|>", "<|sep|>", "<|eos|>"]  # bos, prompt-
 
 class Tokenizer:
     def __init__(self, name: str = "bytes"):
-        if name == "bytes":
+        if name in ("bytes", "numbers"):
             ranks = {bytes([i]): i for i in range(256)}
             pattern = r"[\s\S]"  # one character per piece: with no merges, splitting is irrelevant
-            base = 256
-        elif name == "numbers":
-            ranks = {bytes([i]): i for i in range(256)}
-            ranks.update({f"{n:02d}".encode(): 256 + n for n in range(100)})  # "07" merges from "0" + "7"
-            pattern = r"\d{1,2}|[\s\S]"  # digits in pieces of two ("123" -> "12", "3"), all else by character
-            base = 356
+            if name == "numbers":
+                ranks.update({f"{n:02d}".encode(): 256 + n for n in range(100)})  # "07" merges from "0" + "7"
+                pattern = r"\d{1,2}|[\s\S]"  # digits in pieces of two ("123" -> "12", "3"), all else by character
+            base = len(ranks)
         else:
             try:
                 named = tiktoken.get_encoding(name)

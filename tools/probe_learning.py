@@ -98,6 +98,7 @@ def score_pools(task, problems, rewards, answers, m, weights):
     # outside every example ignored them: which one a policy does tells a format problem from a number one
     placed = [pw for p, pool in zip(problems, answers) for a in pool for pw in placements(task, p, a)]
     kinds = [kind for _, kind in placed]
+    with_choice = [kind for width, kind in placed if width > 1]  # gaps that leave more than one number
     scalar, solved = rewards.mean(-1), (rewards >= 1.0).all(-1)
     ks = k_grid(n)
     sets = torch.from_numpy(rewards).reshape(len(problems), n // SET_SIZE, SET_SIZE, task.dim)
@@ -117,7 +118,7 @@ def score_pools(task, problems, rewards, answers, m, weights):
             # thresholds whose gap leaves a choice (wider than 1): the habit, a varied number in the gap,
             # or a varied number outside it. The demonstrations vary ~20% of them, all inside the gap
             # but for their noise; a policy that varies as often but lands outside has not learnt the gap
-            "varied": {kind: float(np.mean([k == kind for w, k in placed if w > 1] or [np.nan]))
+            "varied": {kind: float(np.mean([k == kind for k in with_choice] or [np.nan]))
                        for kind in ("after example", "in gap", "other gap", "outside")},
             "set_score": float(set_scores(sets, w).mean()),
             "best_at_k": np.mean([best_at_k_curve(s, ks) for s in scalar], 0).tolist(),
