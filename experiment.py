@@ -84,13 +84,13 @@ ABLATIONS = ["multi_rlvr", "random_weights", "goal_conditioned", "vpo_loo", "max
 QUICK = dict(pool_n=6, pool_problems=6, evo_problems=2, evo_screen=6, evo_budget=12)
 # Seconds one job took on the 2-core VM this was built on (one torch thread, two workers, other
 # processes sharing the machine: an upper side), for the first estimate: persona at configs/persona.yaml,
-# code at configs/code.yaml (the nano model; probes with two beside each other: warm start 12,000 steps
-# ~370 s, GRPO 80-140 s, VPO 250-290 s; searches: first guesses); training jobs at each task file's
-# steps x prompts_per_step, EXPECTED_STEPS. The progress lines then rescale by how fast the finished jobs go.
+# code at configs/code.yaml (the nano model; seed 0 of the code leaderboard at 400 RL steps, two workers:
+# GRPO-family 114-166 s, set methods 227-257 s; warm start 12,000 steps ~370 s beside a probe); training
+# jobs at each task file's steps x prompts_per_step, EXPECTED_STEPS. The progress lines then rescale by how fast the finished jobs go.
 EXPECTED_S = {("warm", "persona"): 60, ("warm", "code"): 370, ("train", "persona"): 55,
-              ("train", "persona", "set"): 180, ("train", "code"): 120, ("train", "code", "set"): 280,
-              ("pools", "persona"): 2, ("pools", "code"): 3, ("screen", "code"): 8, ("search", "code"): 10,
-              ("search_set", "code"): 6, ("oracle", "code"): 60}
+              ("train", "persona", "set"): 180, ("train", "code"): 120, ("train", "code", "set"): 240,
+              ("pools", "persona"): 2, ("pools", "code"): 3, ("screen", "code"): 10, ("search", "code"): 20,
+              ("search_set", "code"): 15, ("oracle", "code"): 60}
 EXPECTED_STEPS = {"persona": 250 * 8, "code": 400 * 16}  # steps x prompts_per_step behind EXPECTED_S
 QUICK_SCALE = 0.04  # a --quick job takes about this share of its headline time
 
