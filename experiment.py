@@ -86,7 +86,8 @@ QUICK = dict(pool_n=6, pool_problems=6, evo_problems=2, evo_screen=6, evo_budget
 # processes sharing the machine: an upper side), for the first estimate: persona at configs/persona.yaml,
 # code at configs/code.yaml (the nano model; seed 0 of the code leaderboard at 400 RL steps, two workers:
 # GRPO-family 114-166 s, set methods 227-257 s; warm start 12,000 steps ~370 s beside a probe); training
-# jobs at each task file's steps x prompts_per_step, EXPECTED_STEPS. The progress lines then rescale by how fast the finished jobs go.
+# jobs at each task file's steps x prompts_per_step, EXPECTED_STEPS. The progress lines then rescale by
+# how fast the finished jobs go.
 EXPECTED_S = {("warm", "persona"): 60, ("warm", "code"): 370, ("train", "persona"): 55,
               ("train", "persona", "set"): 180, ("train", "code"): 120, ("train", "code", "set"): 240,
               ("pools", "persona"): 2, ("pools", "code"): 3, ("screen", "code"): 10, ("search", "code"): 20,
