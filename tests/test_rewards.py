@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import lang
 from model import Tokenizer
 from rewards import CodeTask, PersonaTask, make_task
 from rollouts import rollout_prompt, rollout_text, score_answers
@@ -369,3 +370,28 @@ def test_fixed_width_programs_have_one_length_and_mean_what_they_did():
     for p in programs:  # thresholds() reads back what program_text wrote, padded or not
         assert padded.thresholds(padded.program_text(p)) == plain.thresholds(plain.program_text(p)) == list(p)
     assert padded.thresholds("(+ (< x 03)") == [3]  # also off a program that does not parse
+
+
+def _reference(problem, answer):
+    """The code reward and validity as their definitions say, straight from the interpreter."""
+    shown, tests = code.shown(problem), code.tests(problem)
+    consistent = all(o == code.target(problem, x) for o, x in zip(lang.run(answer, shown), shown))
+    passed = [float(o == code.target(problem, x)) for o, x in zip(lang.run(answer, tests), tests)]
+    return (passed if consistent else [0.0] * code.dim), consistent and lang.canonical(answer) is not None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 16), min_size=3, max_size=3), st.sampled_from(["+", "-", "/", "%", "min"]),
+       st.integers(0, 3), st.integers(0, 2**32))
+def test_code_reward_and_validity_are_their_definition_for_any_program_and_problem(ts, op, c, seed):
+    """reward and valid read a cache of each program's outputs over the whole domain: the same text
+    on different problems must still score as the interpreter, run on that problem's tests, says
+    (programs that fail on some inputs included)."""
+    problems = code.problems("train", 3, random.Random(seed))
+    answers = [f"(+ (< x {ts[0]}) (< x {ts[1]}))", f"({op} (< x {ts[2]}) {c})", f"(/ 2 (- x {ts[0]}))",
+               code.program_text(problems[0][:2]), "(+ (< x 3)"]
+    for problem in problems:
+        for answer in answers:
+            reward, valid = _reference(problem, answer)
+            assert code.reward(problem, answer).tolist() == reward
+            assert code.valid(problem, answer) == valid
