@@ -51,7 +51,6 @@ Deliberately left out: natural-language tasks, learned reward models, partial cr
 test case, anything loaded from disk.
 """
 
-import functools
 import itertools
 import math
 import random
@@ -228,10 +227,6 @@ class CodeTask:
             return a[1] if x < t else b[1]
         return sum(x < t for t in problem[:self.k])
 
-    def targets(self, problem):
-        """The right output at every x of the domain, a tuple indexed by x."""
-        return tuple(self.target(problem, x) for x in self.DOMAIN)
-
     def tests(self, problem):
         return [x for x in self.DOMAIN if x not in self.shown(problem)]
 
@@ -269,19 +264,14 @@ class CodeTask:
         texts = [self.program_text(p) for p in programs]
         return [(text, self.scalarize(self.reward(problem, text))) for text in texts]
 
-    def outputs(self, answer):
-        """Any string -> the program's value at every x of the domain (None where it fails to parse
-        or faults). Cached by text: training scores the same program many times, and interpreting
-        it was a quarter of a VPO step's time on code."""
-        return _domain_outputs(answer, self.domain)
-
     def reward(self, problem, answer):
         """Any string -> (D,) of per-test pass (1) / fail (0); lang.run never raises. A program that
         contradicts an example of the prompt scores zero on every test (count family)."""
-        outputs, targets = self.outputs(answer), self.targets(problem)
-        if self.check_examples and any(outputs[x] != targets[x] for x in self.shown(problem)):
-            return np.zeros(self.dim, dtype=np.float32)
-        return np.array([float(outputs[x] == targets[x]) for x in self.tests(problem)], dtype=np.float32)
+        tests, shown = self.tests(problem), list(self.shown(problem)) if self.check_examples else []
+        outputs = lang.run(answer, tests + shown)
+        if any(o != self.target(problem, x) for o, x in zip(outputs[len(tests):], shown)):
+            return np.zeros(len(tests), dtype=np.float32)
+        return np.array([float(o == self.target(problem, x)) for o, x in zip(outputs, tests)], dtype=np.float32)
 
     def scalarize(self, r):
         """Reward vectors (..., D), numpy or torch -> (...): the fixed scalarisation GRPO trains on and
@@ -290,9 +280,9 @@ class CodeTask:
 
     def valid(self, problem, answer):
         """A program that parses and (count family) reproduces the prompt's examples."""
-        outputs, targets = self.outputs(answer), self.targets(problem)
+        shown = list(self.shown(problem)) if self.check_examples else []
         return lang.canonical(answer) is not None and \
-            (not self.check_examples or all(outputs[x] == targets[x] for x in self.shown(problem)))
+            all(o == self.target(problem, x) for o, x in zip(lang.run(answer, shown), shown))
 
     def answer_key(self, answer):
         key = lang.canonical(answer)  # the same program spaced differently is a duplicate
@@ -424,11 +414,6 @@ class CodeTask:
         for _ in range(rng.randint(1, self.max_parents) - 1):
             parents.append(self._mutate(parents[0], problem, rng) if rng.random() < 0.5 else anyone())
         return sorted(parents, key=lambda h: self.reward(problem, self.program_text(h)).mean())
-
-
-@functools.lru_cache(maxsize=1 << 15)
-def _domain_outputs(text, domain):
-    return tuple(lang.run(text, range(domain)))
 
 
 def make_task(name, **options):
