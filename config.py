@@ -145,7 +145,7 @@ def validate(cfg, algos):
     need(cfg["std_norm"] or cfg["algo"] not in NO_GROUP_STD,
          f"std_norm=false does not apply to {cfg['algo']}: {NO_GROUP_STD.get(cfg['algo'])}")
     need(cfg["loss_norm"] in ("tokens", "constant"), f"loss_norm must be tokens or constant, got '{cfg['loss_norm']}'")
-    for key in ("clip_high", "entropy_coef", "dynamic_sampling"):
+    for key in ("clip_high", "entropy_coef", "format_coef", "dynamic_sampling"):
         need(cfg[key] >= 0, f"{key} must be >= 0, got {cfg[key]}")
     need(0 <= cfg["mutation_share"] <= 1, "mutation_share must be in [0, 1]")
     need(cfg["mutation_share"] == 0 or cfg["task"] == "code", "mutation_share > 0 needs the code task (parents are programs)")

@@ -23,6 +23,13 @@ GRPO's own fixes against collapse are options here, off by default (the paper us
   changes the reported loss and nothing else.
 DAPO's dynamic sampling (draw again until enough groups' scores spread) lives in train.py.
 
+`format_advantages`: a format reward, as RLVR recipes add one next to the task's reward (e.g.
+DeepSeek-R1's). It is the group z-score of the share of a rollout's answers that score at all
+(training zeroes an invalid, missing or repeated answer), added with a weight (`format_coef` in
+train.py) to any algorithm's advantage. Why it exists: VPO's set score is a max over the set, so
+an invalid second answer costs no more than a valid one the first answer dominates, and nothing
+else in VPO's objective asks for the others to be valid.
+
 Deliberately left out: value functions (GRPO has none), per-sequence length normalisation.
 """
 
@@ -39,6 +46,12 @@ def grpo_advantages(scores: torch.Tensor, eps: float = 1e-6, std_norm: bool = Tr
     std = scores.std(dim=1, keepdim=True, unbiased=False)
     adv = (scores - mean) / (std + eps) if std_norm else scores - mean
     return torch.where(std < eps, torch.zeros_like(adv), adv)
+
+
+def format_advantages(rewards: torch.Tensor, std_norm: bool = True) -> torch.Tensor:
+    """rewards (P, G, m, D) as training scores them -> (P, G): the group z-score of each rollout's
+    share of answers whose reward vector is not all zero."""
+    return grpo_advantages((rewards.sum(-1) > 0).float().mean(-1), std_norm=std_norm)
 
 
 def policy_loss(logprobs, old_logprobs, advantages, mask, clip=0.2, ref_logprobs=None, kl_coef=0.0,

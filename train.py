@@ -103,6 +103,8 @@ DEFAULTS = dict(
                                # longest possible completion), Dr. GRPO's other half
     clip_high=0.0,             # upper ratio clip 1 + clip_high (DAPO: 0.28); 0: the same as clip
     entropy_coef=0.0,          # bonus for the policy's token entropy, with its gradient
+    format_coef=0.0,           # weight of a format reward's advantage (grpo.format_advantages: the share of a
+                               # rollout's answers that score at all), added to every algorithm's; 0: off
     dynamic_sampling=0,        # DAPO: at most this many rounds of P fresh groups, until P groups' advantages
                                # are not all zero; flat groups fill in only if the rounds run out (0: off)
     temperature=1.0,
@@ -292,6 +294,8 @@ def rl_step(run):
     # on the groups that are trained, never on groups dropped: a batch-normalised advantage (gdpo)
     # would otherwise be normalised over groups that are not there
     adv = ADVANTAGES[cfg["algo"]][0](rewards, scalar, weights, cfg)  # (P, G)
+    if cfg["format_coef"]:
+        adv = adv + cfg["format_coef"] * grpo.format_advantages(rewards, std_norm=cfg["std_norm"])
     loss, stats, grad_norm = policy_update(run, batch, adv.reshape(-1).to(run.device))
     metrics = step_metrics(run, batch, rewards, scalar, weights, adv)
     metrics = {"loss": loss, **stats, "grad_norm": grad_norm, **metrics, **sampling, "tokens": batch["num_tokens"],

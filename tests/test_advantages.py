@@ -6,7 +6,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from grpo import grpo_advantages, policy_loss
+from grpo import format_advantages, grpo_advantages, policy_loss
 from vpo import (multi_rlvr_scores, random_weight_scores, sample_weights, set_scores,
                  vpo_advantages)
 
@@ -264,3 +264,12 @@ def test_constant_normaliser_gives_every_token_the_same_weight():
     assert abs(grad([1, 1], None)[0] + 1 / 2) < 1e-7 and abs(grad([1, 4], None)[0] + 1 / 5) < 1e-7
     _, loss, stats = grad([1, 4], 8)
     assert abs(loss + 5 / 8) < 1e-6 and abs(stats["pg_loss"] + 1.0) < 1e-6  # stats stay token means
+
+
+def test_format_advantage_is_the_group_z_score_of_the_share_of_answers_that_score():
+    r = torch.zeros(2, 2, 3, 4)  # (P, G, m, D)
+    r[0, 0, :, 0] = 1.0  # group 0: rollout 0 has 3 answers that score, rollout 1 one (share 1 vs 1/3)
+    r[0, 1, 2, 1:] = 0.5
+    r[1, :, 0, 0] = 1.0  # group 1: one answer each, flat, no signal
+    assert torch.allclose(format_advantages(r), torch.tensor([[1.0, -1.0], [0.0, 0.0]]), atol=1e-4)
+    assert torch.allclose(format_advantages(r, std_norm=False), torch.tensor([[1 / 3, -1 / 3], [0.0, 0.0]]))

@@ -33,6 +33,7 @@ def test_overrides_parse_types():
     ("task_options={bogus: 1}", "task_options for task 'persona'"),
     ("weight_sampler=sobol", None),
     ("loss_norm=mean", "loss_norm must be tokens or constant, got 'mean'"),
+    ("format_coef=-0.5", "format_coef must be >= 0, got -0.5"),
     ("overwrite=yes please", "config key 'overwrite' must be bool"),
     ("noequals", "must look like key=value"),
 ])

@@ -202,7 +202,7 @@ def test_warm_start_key_follows_settings_and_task_code_not_trainer_text(tmp_path
 @pytest.mark.parametrize("flags", [["std_norm=false"], ["clip_high=0.28", "epochs_per_batch=2"], ["entropy_coef=0.05"],
                                    ["std_norm=false", "loss_norm=constant"],
                                    ["dynamic_sampling=3", "task=code", "algo=vpo"],
-                                   ["mutation_share=0.5", "task=code"]])
+                                   ["mutation_share=0.5", "task=code"], ["format_coef=0.5", "task=code", "algo=vpo"]])
 def test_grpo_fixes_and_mutation_prompts_run_end_to_end(tmp_path, flags):
     out = train(tiny(tmp_path, *flags))
     lines = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl")) if '"train"' in line]
@@ -349,3 +349,24 @@ def test_parent_replay_adds_the_warm_starts_loss_on_parent_prompts(tmp_path):
 def test_parent_replay_needs_the_code_task(tmp_path):
     with pytest.raises(ConfigError, match="parent_replay > 0 needs the code task"):
         tiny(tmp_path, "parent_replay=0.1")
+
+
+def test_format_coef_adds_the_format_advantage_to_the_algorithms(tmp_path, monkeypatch):
+    """With format_coef the update trains on the algorithm's advantage plus format_coef times the
+    group z-score of the share of answers that score (zeroed here in one rollout of each group)."""
+    import train as trainer
+    real = trainer.ADVANTAGES["grpo"][0]
+    rewards_seen = []
+    monkeypatch.setitem(trainer.ADVANTAGES, "grpo", (lambda r, s, w, cfg: rewards_seen.append(r) or real(r, s, w, cfg),
+                                                     False))
+    adv = {}
+    for coef in (0.0, 0.5):
+        _, _, _, adv[coef] = _rl_step_with_flat_groups(tmp_path / str(coef), monkeypatch, lambda p: False, "algo=grpo",
+                                                       f"format_coef={coef}")
+    r = rewards_seen[-1]
+    assert (r.sum(-1) > 0).all()  # random rewards: every answer scores, so the format term is flat: no change
+    assert torch.equal(adv[0.5], adv[0.0])
+    monkeypatch.setattr(trainer.grpo, "format_advantages", lambda r, std_norm=True: torch.ones(r.shape[:2]))
+    _, _, _, with_ones = _rl_step_with_flat_groups(tmp_path / "ones", monkeypatch, lambda p: False, "algo=grpo",
+                                                   "format_coef=0.5")
+    assert torch.allclose(with_ones, adv[0.0] + 0.5)
