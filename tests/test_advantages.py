@@ -266,7 +266,7 @@ def test_constant_normaliser_gives_every_token_the_same_weight():
     assert abs(loss + 5 / 8) < 1e-6 and abs(stats["pg_loss"] + 1.0) < 1e-6  # stats stay token means
 
 
-def test_format_advantage_is_the_group_z_score_of_the_share_of_answers_that_score():
+def test_grpo_format_advantage_is_the_group_z_score_of_the_share_of_answers_that_score():
     r = torch.zeros(2, 2, 3, 4)  # (P, G, m, D)
     r[0, 0, :, 0] = 1.0  # group 0: rollout 0 has 3 answers that score, rollout 1 one (share 1 vs 1/3)
     r[0, 1, 2, 1:] = 0.5
