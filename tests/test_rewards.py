@@ -384,9 +384,9 @@ def _reference(problem, answer):
 @given(st.lists(st.integers(0, 16), min_size=3, max_size=3), st.sampled_from(["+", "-", "/", "%", "min"]),
        st.integers(0, 3), st.integers(0, 2**32))
 def test_code_reward_and_validity_are_their_definition_for_any_program_and_problem(ts, op, c, seed):
-    """reward and valid read a cache of each program's outputs over the whole domain: the same text
-    on different problems must still score as the interpreter, run on that problem's tests, says
-    (programs that fail on some inputs included)."""
+    """The same text on different problems scores as the interpreter, run on that problem's tests
+    and examples, says (programs that fail on some inputs included): a check for any faster path
+    reward or valid may take."""
     problems = code.problems("train", 3, random.Random(seed))
     answers = [f"(+ (< x {ts[0]}) (< x {ts[1]}))", f"({op} (< x {ts[2]}) {c})", f"(/ 2 (- x {ts[0]}))",
                code.program_text(problems[0][:2]), "(+ (< x 3)"]

@@ -353,7 +353,7 @@ def test_parent_replay_needs_the_code_task(tmp_path):
 
 def test_format_coef_adds_the_format_advantage_to_the_algorithms(tmp_path, monkeypatch):
     """With format_coef the update trains on the algorithm's advantage plus format_coef times the
-    group z-score of the share of answers that score (zeroed here in one rollout of each group)."""
+    format advantage: flat (no change) when every answer scores, and added as is otherwise."""
     import train as trainer
     real = trainer.ADVANTAGES["grpo"][0]
     rewards_seen = []
