@@ -99,5 +99,9 @@ def replicas_in_sync(model, world, device):
 
 
 def finish(world):
+    """Tear down together: a rank that destroys its group and exits while another still works (rank 0
+    saving final.pt) leaves gloo's connection threads to a race at exit; once, in CI, rank 1 aborted
+    (SIGABRT) there."""
     if world > 1:
+        torch.distributed.barrier()
         torch.distributed.destroy_process_group()
