@@ -21,7 +21,7 @@ def test_torchrun_two_ranks_stay_in_sync(tmp_path, extra):
     result = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py",
          "--config", "configs/tiny.yaml", "--set", f"out_dir={tmp_path}/run", f"warmstart_dir={tmp_path}/ws",
-         "quiet=true", "threads=1", *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+         "quiet=true", "threads=1", "device=cpu", *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     # the ranks' own messages (a C++ abort prints one line) come before the launcher's long report
     assert result.returncode == 0, result.stderr[:3000] + "\n...\n" + result.stderr[-1000:]
     log = (tmp_path / "run" / "log.txt").read_text()

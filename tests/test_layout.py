@@ -128,5 +128,8 @@ def test_every_random_draw_is_made_on_its_generators_device(tmp_path, draws, alg
     model, tok, cfg, m = model_from_checkpoint(path)
     search.evolve(model, tok, task, problems[0], m, cfg, budget=6, num_islands=2)  # the search
     assert {name for name, _, _ in draws} >= {"rand", "randint"}  # the sampler and the weightings were seen
-    wrong = [(name, str(gen), str(made)) for name, gen, made in draws if made != gen]
+    def same(a, b):  # "cuda" (the current device) and "cuda:0" are one device on a one-GPU machine
+        a, b = torch.device(a), torch.device(b)
+        return a.type == b.type and (a.index or 0) == (b.index or 0)
+    wrong = [(name, str(gen), str(made)) for name, gen, made in draws if not same(made, gen)]
     assert not wrong, f"draws whose tensor is not made on the generator's device: {sorted(set(wrong))}"

@@ -1,0 +1,191 @@
+"""
+The checks that need a GPU, in one script: does the CUDA path compute what the CPU path computes,
+and does every kind of run finish on it? Prints one PASS/FAIL line per check and writes them all
+to OUT/gpu_check.json; exits 1 if any check failed. Needs a CUDA device; a few minutes on one.
+
+    python tools/gpu_check.py --out out/gpu_check
+    python tools/gpu_check.py --device cpu     # a dry run of the script itself: CPU against CPU
+
+1. The fast scorer (engine.score) on CUDA against the same weights on the CPU, in float32 with
+   TF32 off: log-probs, entropies and gradients. Under bf16 autocast: how far they move (reported,
+   bounded loosely: bf16 keeps ~3 significant digits).
+2. The fast sampler (engine.generate) against model.generate on CUDA, same generator seed: the same
+   tokens (what tests/test_engine.py checks on the CPU), and the same tokens again on a rerun.
+3. train.py end to end on CUDA (configs/tiny.yaml): persona and code in float32, and the README's
+   GPU path (bf16 autocast, the gpu preset, torch.compile); each must finish, log its device, and
+   leave a final.pt that loads on the CPU.
+4. bench.py --device cuda at train.py's defaults and at the gpu preset (speeds, reported only).
+
+Left out: multi-GPU torchrun (NCCL) and any learning-quality claim; tests/ runs separately.
+"""
+
+import argparse
+import functools
+import json
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import engine  # noqa: E402
+from checkpoint import model_from_checkpoint  # noqa: E402
+from model import GPT, GPTConfig, PRESETS, Tokenizer, pad_left, pad_right  # noqa: E402
+
+tok = Tokenizer()
+DEVICE = "cuda"  # --device cpu dry-runs every check against the CPU itself
+
+
+def model_pair(preset, seed=0):
+    """The same weights on the CPU and on CUDA, in train mode (gradients are compared)."""
+    torch.manual_seed(seed)
+    cpu = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=128, **PRESETS[preset])).train()
+    gpu = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=128, **PRESETS[preset]))
+    gpu.load_state_dict(cpu.state_dict())
+    return cpu, gpu.to(DEVICE).train()
+
+
+def score_batch(seed=1):
+    """8 prompts x 4 samples of mixed lengths, as RL scores them (a prompt's samples in consecutive rows)."""
+    g = torch.Generator().manual_seed(seed)
+    prompts = [[tok.bos] + torch.randint(0, 256, (int(n),), generator=g).tolist() + [tok.answer]
+               for n in torch.randint(3, 30, (8,), generator=g)]
+    p, pm = pad_left(prompts, tok.eos)
+    p, pm = p.repeat_interleave(4, 0), pm.repeat_interleave(4, 0)
+    c, cm = pad_right([torch.randint(0, 256, (int(n),), generator=g).tolist()
+                       for n in torch.randint(1, 60, (32,), generator=g)], tok.eos)
+    return p, pm, c, cm
+
+
+def scored(model, batch, bf16=False):
+    """Log-probs and entropies of the batch's completion tokens, and the gradient of their sum."""
+    device = next(model.parameters()).device
+    p, pm, c, cm = (x.to(device) for x in batch)
+    model.zero_grad(set_to_none=True)
+    with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
+        logp, ent = engine.score(model, p, pm, c, cm)
+    (logp[cm].float().sum() + ent[cm].float().sum()).backward()
+    grads = torch.cat([q.grad.flatten() for q in model.parameters()]).cpu()
+    return logp[cm].float().detach().cpu(), ent[cm].float().detach().cpu(), grads
+
+
+def check_score(results):
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # train.py turns TF32 on
+    for preset in ("cpu", "gpu"):
+        cpu, gpu = model_pair(preset)
+        batch = score_batch()
+        lc, ec, gc = scored(cpu, batch)
+        lg, eg, gg = scored(gpu, batch)
+        grad_rel = float((gc - gg).norm() / gc.norm())
+        record(results, f"score float32 {preset} preset: CUDA = CPU",
+               (lc - lg).abs().max() < 1e-4 and (ec - eg).abs().max() < 1e-4 and grad_rel < 1e-4,
+               max_logprob_diff=float((lc - lg).abs().max()), max_entropy_diff=float((ec - eg).abs().max()),
+               grad_rel_diff=grad_rel)
+        lb, eb, gb = scored(gpu, batch, bf16=True)
+        grad_rel = float((gc - gb).norm() / gc.norm())
+        # loose: a bug (a wrong mask, a cast in the wrong place) moves log-probs by whole nats
+        record(results, f"score bf16 autocast {preset} preset: near float32",
+               (lc - lb).abs().mean() < 0.05 and grad_rel < 0.1,
+               mean_logprob_diff=float((lc - lb).abs().mean()), max_logprob_diff=float((lc - lb).abs().max()),
+               grad_rel_diff=grad_rel)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+
+
+def check_generate(results):
+    """With TF32 off the fast sampler must draw exactly the plain sampler's tokens; with TF32 on (as
+    train.py runs on CUDA) the two compute logits through different matmul shapes, ~1e-3 apart, and
+    a uniform that falls that close to a CDF step picks the neighbouring token: reported, and only
+    a rerun with the same seed must repeat itself."""
+    _, gpu = model_pair("cpu")
+    gpu.eval()
+    p, pm = pad_left([[tok.bos, 10, 11, tok.answer], [tok.bos, 1, 2, 3, 4, 5, tok.answer]], tok.eos, DEVICE)
+    for tf32 in (False, True):
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+        for sampling in (dict(), dict(temperature=0.7, top_k=20), dict(top_p=0.9)):
+            draw = functools.partial(engine.generate, gpu, p, pm, 8, 40, tok.eos, **sampling)
+            plain = gpu.generate(p, pm, 8, 40, tok.eos, generator=torch.Generator(DEVICE).manual_seed(1), **sampling)
+            fast = draw(generator=torch.Generator(DEVICE).manual_seed(1))
+            again = draw(generator=torch.Generator(DEVICE).manual_seed(1))
+            agree = float((fast["tokens"] == plain["tokens"]).float().mean())
+            rerun = torch.equal(fast["tokens"], again["tokens"])
+            record(results, f"generate on CUDA, TF32 {'on' if tf32 else 'off'}, {sampling or 'temperature 1'}: "
+                   + ("rerun = run" if tf32 else "fast = plain, rerun = run"),
+                   rerun and (tf32 or agree == 1.0), token_agreement=agree, rerun_equal=rerun)
+
+
+def check_train(results, out):
+    runs = {"persona float32": ["task=persona"], "code float32": ["task=code"],
+            "persona bf16 gpu preset compile": ["task=persona", "dtype=bfloat16", "model=gpu", "compile=true"]}
+    for name, extra in runs.items():
+        run_dir = os.path.join(out, "runs", name.replace(" ", "_"))
+        t0 = time.time()
+        proc = subprocess.run([sys.executable, "train.py", "--config", "configs/tiny.yaml", "--set",
+                               f"out_dir={run_dir}", f"warmstart_dir={out}/warmstart", f"device={DEVICE}", *extra],
+                              cwd=ROOT, capture_output=True, text=True, timeout=900)
+        seconds = time.time() - t0
+        log = open(os.path.join(run_dir, "log.txt")).read() if os.path.exists(os.path.join(run_dir, "log.txt")) else ""
+        loads = False
+        if proc.returncode == 0:
+            model, _, _, _ = model_from_checkpoint(os.path.join(run_dir, "final.pt"))  # onto the CPU
+            loads = all(q.device.type == "cpu" and torch.isfinite(q).all() for q in model.parameters())
+        record(results, f"train.py {name} on CUDA: finishes, final.pt loads on the CPU",
+               proc.returncode == 0 and f"device {DEVICE}" in log and loads, seconds=round(seconds, 1),
+               last_log_line=(log.strip().splitlines() or [""])[-1], stderr_tail=proc.stderr[-1500:])
+
+
+def check_bench(results, out):
+    for name, extra in {"defaults": [], "gpu preset bf16": ["--set", "model=gpu"]}.items():
+        path = os.path.join(out, f"bench_{name.replace(' ', '_')}.json")
+        proc = subprocess.run([sys.executable, "bench.py", "--device", DEVICE, "--json", path, *extra], cwd=ROOT,
+                              capture_output=True, text=True, timeout=900)
+        record(results, f"bench.py --device cuda ({name}) runs", proc.returncode == 0,
+               output_tail=proc.stdout[-2500:] + proc.stderr[-1500:])
+
+
+def record(results, name, ok, **details):
+    ok = bool(ok)
+    results.append({"check": name, "ok": ok, **details})
+    shown = {k: v for k, v in details.items() if not isinstance(v, str)}
+    print(f"{'PASS' if ok else 'FAIL'}  {name}  {shown}", flush=True)
+    if not ok:
+        for k, v in details.items():
+            if isinstance(v, str) and v:
+                print(f"      {k}: {v}", flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
+    parser.add_argument("--out", default="out/gpu_check", help="folder for the runs and gpu_check.json")
+    parser.add_argument("--device", default="cuda", help="cuda (default); cpu dry-runs the script")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["score", "generate", "train", "bench"])
+    args = parser.parse_args()
+    global DEVICE
+    DEVICE = args.device
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        sys.exit("gpu_check: no CUDA device here (torch.cuda.is_available() is False)")
+    os.makedirs(args.out, exist_ok=True)
+    name = torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
+    print(f"torch {torch.__version__}, {name}, CUDA {torch.version.cuda}", flush=True)
+    results = []
+    for name, check in (("score", check_score), ("generate", check_generate),
+                        ("train", lambda r: check_train(r, args.out)), ("bench", lambda r: check_bench(r, args.out))):
+        if name in args.skip:
+            continue
+        try:
+            check(results)
+        except Exception as e:  # one broken check must not hide the others' results
+            record(results, f"{name}: raised", False, error=f"{type(e).__name__}: {e}")
+    summary = {"torch": torch.__version__, "device": name, "cuda": torch.version.cuda,
+               "passed": sum(r["ok"] for r in results), "failed": sum(not r["ok"] for r in results), "checks": results}
+    with open(os.path.join(args.out, "gpu_check.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    print(f"{summary['passed']} passed, {summary['failed']} failed -> {args.out}/gpu_check.json")
+    sys.exit(1 if summary["failed"] else 0)
+
+
+if __name__ == "__main__":
+    main()
