@@ -38,6 +38,7 @@ from model import GPT, GPTConfig, PRESETS, Tokenizer, pad_left, pad_right  # noq
 
 tok = Tokenizer()
 DEVICE = "cuda"  # --device cpu dry-runs every check against the CPU itself
+SCORE_PRESETS = ("cpu", "gpu")  # model sizes the scorer is compared at
 
 
 def model_pair(preset, seed=0):
@@ -75,7 +76,7 @@ def scored(model, batch, bf16=False):
 
 def check_score(results):
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # train.py turns TF32 on
-    for preset in ("cpu", "gpu"):
+    for preset in SCORE_PRESETS:
         cpu, gpu = model_pair(preset)
         batch = score_batch()
         lc, ec, gc = scored(cpu, batch)

@@ -1,0 +1,48 @@
+"""tools/gpu_check.py runs where a GPU is lent, rarely: dry-run its checks on the CPU here so that
+the script cannot rot between loans (CPU against CPU: every comparison must come out exact)."""
+
+import importlib.util
+import os
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+spec = importlib.util.spec_from_file_location("gpu_check", os.path.join(ROOT, "tools", "gpu_check.py"))
+gpu_check = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gpu_check)
+
+
+def test_score_and_generate_checks_pass_on_the_cpu(monkeypatch):
+    monkeypatch.setattr(gpu_check, "DEVICE", "cpu")
+    monkeypatch.setattr(gpu_check, "SCORE_PRESETS", ("nano",))
+    results = []
+    gpu_check.check_score(results)
+    gpu_check.check_generate(results)
+    assert len(results) == 2 + 6 and all(r["ok"] for r in results), results
+    float32 = results[0]
+    assert float32["max_logprob_diff"] == 0.0 and float32["grad_rel_diff"] < 1e-6  # the same device twice
+
+
+def test_a_broken_scorer_fails_the_check(monkeypatch):
+    """The check can fail: a scorer that is off by a little on one device is caught."""
+    monkeypatch.setattr(gpu_check, "DEVICE", "cpu")
+    monkeypatch.setattr(gpu_check, "SCORE_PRESETS", ("nano",))
+    real = gpu_check.scored
+    calls = []
+
+    def off_on_the_second_model(model, batch, bf16=False):
+        logp, ent, grads = real(model, batch, bf16)
+        calls.append(1)
+        return (logp + 1e-3, ent, grads) if len(calls) == 2 else (logp, ent, grads)
+    monkeypatch.setattr(gpu_check, "scored", off_on_the_second_model)
+    results = []
+    gpu_check.check_score(results)
+    assert not results[0]["ok"] and results[0]["max_logprob_diff"] > 5e-4
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_without_cuda_it_says_so(monkeypatch):
+    monkeypatch.setattr("sys.argv", ["gpu_check.py", "--out", "/tmp/unused"])
+    with pytest.raises(SystemExit, match="no CUDA device"):
+        gpu_check.main()
