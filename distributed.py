@@ -37,9 +37,10 @@ def init(device):
     if world == 1:
         return 0, 1, device
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if device == "cuda" and local_rank >= torch.cuda.device_count():
-        raise SystemExit(f"torchrun started more processes per node than there are GPUs ({torch.cuda.device_count()}): "
-                         f"use --nproc_per_node={torch.cuda.device_count()}, or --set device=cpu")
+    gpus = torch.cuda.device_count() if device == "cuda" else 0
+    if device == "cuda" and local_rank >= gpus:
+        raise SystemExit(f"torchrun started more processes per node than there are GPUs ({gpus}): "
+                         f"use --nproc_per_node={gpus}, or --set device=cpu")
     torch.distributed.init_process_group("nccl" if device == "cuda" else "gloo")
     if device == "cuda":
         device = f"cuda:{local_rank}"

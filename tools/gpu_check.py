@@ -20,6 +20,7 @@ Left out: multi-GPU torchrun (NCCL) and any learning-quality claim; tests/ runs 
 """
 
 import argparse
+import copy
 import functools
 import json
 import os
@@ -45,9 +46,7 @@ def model_pair(preset, seed=0):
     """The same weights on the CPU and on CUDA, in train mode (gradients are compared)."""
     torch.manual_seed(seed)
     cpu = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=128, **PRESETS[preset])).train()
-    gpu = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=128, **PRESETS[preset]))
-    gpu.load_state_dict(cpu.state_dict())
-    return cpu, gpu.to(DEVICE).train()
+    return cpu, copy.deepcopy(cpu).to(DEVICE)
 
 
 def score_batch(seed=1):
@@ -74,8 +73,12 @@ def scored(model, batch, bf16=False):
     return logp[cm].float().detach().cpu(), ent[cm].float().detach().cpu(), grads
 
 
+def set_tf32(on):
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = on
+
+
 def check_score(results):
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # train.py turns TF32 on
+    set_tf32(False)  # train.py turns TF32 on; the comparison with the CPU needs full float32
     for preset in SCORE_PRESETS:
         cpu, gpu = model_pair(preset)
         batch = score_batch()
@@ -93,7 +96,7 @@ def check_score(results):
                (lc - lb).abs().mean() < 0.05 and grad_rel < 0.1,
                mean_logprob_diff=float((lc - lb).abs().mean()), max_logprob_diff=float((lc - lb).abs().max()),
                grad_rel_diff=grad_rel)
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    set_tf32(True)
 
 
 def check_generate(results):
@@ -105,7 +108,7 @@ def check_generate(results):
     gpu.eval()
     p, pm = pad_left([[tok.bos, 10, 11, tok.answer], [tok.bos, 1, 2, 3, 4, 5, tok.answer]], tok.eos, DEVICE)
     for tf32 in (False, True):
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
+        set_tf32(tf32)
         for sampling in (dict(), dict(temperature=0.7, top_k=20), dict(top_p=0.9)):
             draw = functools.partial(engine.generate, gpu, p, pm, 8, 40, tok.eos, **sampling)
             plain = gpu.generate(p, pm, 8, 40, tok.eos, generator=torch.Generator(DEVICE).manual_seed(1), **sampling)
@@ -169,18 +172,19 @@ def main():
     if DEVICE == "cuda" and not torch.cuda.is_available():
         sys.exit("gpu_check: no CUDA device here (torch.cuda.is_available() is False)")
     os.makedirs(args.out, exist_ok=True)
-    name = torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
-    print(f"torch {torch.__version__}, {name}, CUDA {torch.version.cuda}", flush=True)
+    device_name = torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
+    print(f"torch {torch.__version__}, {device_name}, CUDA {torch.version.cuda}", flush=True)
     results = []
-    for name, check in (("score", check_score), ("generate", check_generate),
-                        ("train", lambda r: check_train(r, args.out)), ("bench", lambda r: check_bench(r, args.out))):
-        if name in args.skip:
+    for check_name, check in (("score", check_score), ("generate", check_generate),
+                              ("train", lambda r: check_train(r, args.out)),
+                              ("bench", lambda r: check_bench(r, args.out))):
+        if check_name in args.skip:
             continue
         try:
             check(results)
         except Exception as e:  # one broken check must not hide the others' results
-            record(results, f"{name}: raised", False, error=f"{type(e).__name__}: {e}")
-    summary = {"torch": torch.__version__, "device": name, "cuda": torch.version.cuda,
+            record(results, f"{check_name}: raised", False, error=f"{type(e).__name__}: {e}")
+    summary = {"torch": torch.__version__, "device": device_name, "cuda": torch.version.cuda,
                "passed": sum(r["ok"] for r in results), "failed": sum(not r["ok"] for r in results), "checks": results}
     with open(os.path.join(args.out, "gpu_check.json"), "w") as f:
         json.dump(summary, f, indent=1)
