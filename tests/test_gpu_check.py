@@ -1,16 +1,14 @@
 """tools/gpu_check.py runs where a GPU is lent, rarely: dry-run its checks on the CPU here so that
 the script cannot rot between loans (CPU against CPU: every comparison must come out exact)."""
 
-import importlib.util
 import os
+import sys
 
 import pytest
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-spec = importlib.util.spec_from_file_location("gpu_check", os.path.join(ROOT, "tools", "gpu_check.py"))
-gpu_check = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(gpu_check)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+import gpu_check  # noqa: E402  (tools/ is scripts, not a package: imported the way test_probe imports probe_learning)
 
 
 def test_score_and_generate_checks_pass_on_the_cpu(monkeypatch):
