@@ -21,6 +21,7 @@ may come from a hub: every model here is trained from scratch on generated data)
 """
 
 import math
+import re
 from dataclasses import dataclass
 
 import tiktoken
@@ -36,9 +37,24 @@ import torch.nn.functional as F
 # then one token, so "a number between 33 and 53" is one choice instead of a tens and a units digit.
 
 SPECIAL_TOKENS = ["<|bos|>", "<|answer|>", "<|sep|>", "<|eos|>"]  # bos, prompt->answer, answer->answer, end
+SURROGATES = re.compile("[\ud800-\udfff]")  # code points that are not characters: no UTF-8 bytes exist for them
 
 
 class Tokenizer:
+    """Text <-> token ids; `name`: bytes, numbers or a tiktoken encoding (needs a download).
+
+    What it promises:
+    - encode accepts any str. Valid Unicode round-trips exactly: decode(encode(text)) == text.
+    - A str that is not valid Unicode, i.e. one holding surrogate code points (U+D800..U+DFFF, alone
+      or as a UTF-16 pair, e.g. from bytes read with errors="surrogateescape"), has no UTF-8 bytes:
+      encode writes each surrogate as U+FFFD, the replacement character decode also writes, so
+      decode(encode(text)) == SURROGATES.sub("\ufffd", text). (tiktoken alone would join a pair into
+      the character it stands for in UTF-16 and replace only lone ones; one rule for all is simpler.)
+    - decode accepts any ids of the vocabulary and never raises: bytes that are not valid UTF-8 (a
+      policy can stop inside a multi-byte character) become U+FFFD, so its output is valid Unicode.
+    - Special tokens are written as text in our formats and are always one id each.
+    """
+
     def __init__(self, name: str = "bytes"):
         if name in ("bytes", "numbers"):
             ranks = {bytes([i]): i for i in range(256)}
@@ -61,6 +77,8 @@ class Tokenizer:
         self.vocab_size = base + len(SPECIAL_TOKENS)
 
     def encode(self, text: str) -> list[int]:
+        if not text.isascii():  # the class docstring: surrogates (not valid Unicode) encode as U+FFFD
+            text = SURROGATES.sub("\ufffd", text)
         # special tokens are written as text in our formats, so they are always allowed
         return self.enc.encode(text, allowed_special="all")
 
