@@ -5,11 +5,27 @@ import sys
 
 import pytest
 
-from train import DEFAULTS, ConfigError, resolve_config
+import config
+from train import ADVANTAGES, DEFAULTS, ConfigError, resolve_config
 
 
 def test_defaults_are_valid():
-    assert resolve_config() == {**DEFAULTS, **{k: float(v) for k, v in DEFAULTS.items() if isinstance(v, float)}}
+    """No file and no overrides: the defaults, checked like any other config, in a copy of their own."""
+    cfg = resolve_config()
+    assert cfg == DEFAULTS and cfg is not DEFAULTS
+    cfg["lr"] = 0.5
+    assert DEFAULTS["lr"] == 1e-3  # a caller's edits stay in its copy
+    # the recipe, written out rather than read back from DEFAULTS (G = 8, m = 3, N = 100, alpha = 1: README and
+    # docs/METHOD.md)
+    assert {k: DEFAULTS[k] for k in ("task", "algo", "model", "group_size", "answers_per_rollout", "num_weights",
+                                     "alpha", "lr", "clip", "kl_coef", "std_norm", "loss_norm")} == dict(
+        task="persona", algo="vpo", model="cpu", group_size=8, answers_per_rollout=3, num_weights=100, alpha=1.0,
+        lr=1e-3, clip=0.2, kl_coef=0.0, std_norm=True, loss_norm="tokens")
+    # the check runs on the defaults themselves, not only on what a file or an override changes
+    for key, bad, message in [("group_size", 1, "group_size must be >= 2"), ("lr", 0.0, "lr must be > 0"),
+                              ("algo", "ppo", "algo must be one of"), ("top_p", 1.5, r"top_p must be in \(0, 1\]")]:
+        with pytest.raises(ConfigError, match=message):
+            config.resolve({**DEFAULTS, key: bad}, ADVANTAGES)
 
 
 def test_overrides_parse_types():

@@ -156,15 +156,39 @@ def test_splits_are_disjoint_and_fixed():
         train = set(task.problems("train", 300, random.Random(0)))
         held = set(task.problems("heldout", 100, random.Random(1)))
         assert train and held and not train & held
+        # the problems come from the rng passed in: the same seed draws the same ones, another seed others
         assert task.problems("heldout", 5, random.Random(3)) == task.problems("heldout", 5, random.Random(3))
+        assert task.problems("heldout", 5, random.Random(3)) != task.problems("heldout", 5, random.Random(4))
+    # values checked by hand: the side is crc32(key) % 1000 < 250 (persona key: the letters, code: the tuple's
+    # repr), the same on every machine whichever seed drew the problem
+    assert persona.problems("heldout", 2, random.Random(3)) == [("s", "c", "t", "a"), ("g", "w", "p", "r")]  # 19, 45
+    assert persona.problems("train", 2, random.Random(3)) == [("h", "s", "r", "e"), ("l", "t", "p", "u")]  # 458, 486
+    assert code.problems("heldout", 2, random.Random(3)) == [(8, 14, 0, 13, 14), (7, 11, 3, 7, 11)]  # 197, 249
+    assert code.problems("train", 2, random.Random(3)) == [(8, 9, 7, 8, 9), (10, 15, 9, 10, 15)]  # 547, 797
 
 
 def test_demonstrations_are_valid_format():
+    """Every demonstration passes task.valid (noise off: a noisy code demonstration ignores the examples
+    on purpose), and task.valid turns down answers out of format."""
     rng = random.Random(0)
-    for task in (persona, code):
+    for task in (persona, CodeTask(noise=0.0), CodeTask(family="easy", noise=0.0),
+                 CodeTask(thresholds=4, domain=40, window_share=0.5, noise=0.0)):
         for problem in task.problems("train", 20, rng):
             for answer in task.demonstration(problem, 3, rng):
-                assert isinstance(answer, str) and answer
+                assert task.valid(problem, answer), (problem, answer)
+            if hasattr(task, "demo_parents"):  # children of parents, as the search asks for them
+                for answer in task.demonstration(problem, 3, rng, parents=task.demo_parents(problem, rng)):
+                    assert task.valid(problem, answer), (problem, answer)
+    for answer in ("", "a" * 13, "abc ", "Abc", "ab1", "abé", "a<|sep|>b"):  # answer_len 12, a..z only
+        assert not persona.valid(FAVS, answer), answer
+    assert persona.valid(FAVS, "a") and persona.valid(FAVS, "z" * 12)  # any letters: only reward reads FAVS
+    problem = (4, 9, 2, 7, 12)  # examples 2->2 7->1 12->0: thresholds in 3..7 and 8..12
+    assert code.valid(problem, "(+ (< x 4) (< x 9))") and code.valid(problem, "(+ (< x 3)  (< x 12))")
+    # not a program, or one that contradicts an example (13 > 12: 12->1), or the bare edit the search applies
+    for answer in ("", "(+ (< x 4) (< x 9)", "(+ (< x 4) (< x 9)))", "(+ (< x 4) (< x 13))", "(< x 9)", "x", "2-5"):
+        assert not code.valid(problem, answer), answer
+    # the easy family only asks for a program (its reward never checked the examples)
+    assert easy.valid(EASY, "(if (< x 4) 3 7)") and not easy.valid(EASY, "(if (< x 4) 7 3")
     problem = code.problems("train", 1, rng)[0]
     parents = code.demo_parents(problem, rng)
     scores = [code.reward(problem, code.program_text(p)).mean() for p in parents]

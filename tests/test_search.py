@@ -245,15 +245,41 @@ def test_run_searches_reports_search_and_control_side_by_side(monkeypatch):
         run_searches(None, tok, task, [PROBLEM], 3, cfg, settings, seed=0, children_per_call=2)
 
 
-def test_settings_table_drives_the_defaults():
+def test_settings_table_drives_the_defaults(monkeypatch):
+    """SETTINGS is the one place a value is written: search.py run again with every entry of the table
+    changed, the functions' and the command line's defaults change with it (a default written out as a
+    number, even at today's value, would not)."""
+    import argparse
+    import ast
     import inspect
+    import types
     import search
     assert SETTINGS["evo_budget"] == 200 and SETTINGS["evo_problems"] == 32 and SETTINGS["pool_n"] == 30
     assert SETTINGS["evo_temperature"] == 0.7 and SETTINGS["evo_top_p"] == 0.95
-    defaults = inspect.signature(search.evolve).parameters
-    assert defaults["budget"].default == SETTINGS["evo_budget"] and defaults["num_islands"].default == SETTINGS["evo_islands"]
-    assert inspect.signature(search.evaluate_checkpoint).parameters["num_heldout_weights"].default == \
-        SETTINGS["heldout_weightings"]
+    tree = ast.parse(open(search.__file__).read())
+    at = next(i for i, node in enumerate(tree.body) if isinstance(node, ast.Assign)
+              and [getattr(t, "id", None) for t in node.targets] == ["SETTINGS"])
+    tree.body.insert(at + 1, ast.parse("SETTINGS.update({k: v + 1000 for k, v in SETTINGS.items()})").body[0])
+    edited = types.ModuleType("edited_search")
+    exec(compile(ast.fix_missing_locations(tree), search.__file__, "exec"), edited.__dict__)
+    assert edited.SETTINGS["evo_budget"] == 1200 and edited.SETTINGS["heldout_weightings"] == 1064
+    defaults = {k: p.default for k, p in inspect.signature(edited.evolve).parameters.items()}
+    assert (defaults["budget"], defaults["num_islands"], defaults["children_per_call"]) == (1200, 1005, 1001)
+    assert inspect.signature(edited.evaluate_checkpoint).parameters["num_heldout_weights"].default == 1064
+
+    class Parsed(Exception):
+        pass
+
+    def parse_and_stop(parser, *args, **kwargs):
+        raise Parsed(parse_args(parser, *args, **kwargs))
+
+    parse_args = argparse.ArgumentParser.parse_args
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_and_stop)
+    monkeypatch.setattr("sys.argv", ["search.py", "--checkpoints", "ckpt.pt"])
+    with pytest.raises(Parsed) as parsed:
+        edited.main()
+    args = parsed.value.args[0]
+    assert (args.n, args.problems, args.children_per_call) == (1030, 1040, 1001)
 
 
 def test_search_problems_refuse_a_size_the_family_never_reaches():
