@@ -158,8 +158,11 @@ def leaderboard_figure(rows, path, columns=3):
     """rows {board title: [(method, [value per seed]), ...]} -> a PNG at path: one panel per board,
     the methods ranked by their mean (best on top) as horizontal bars, every seed's value a dot on
     its bar, so a gap smaller than the seeds' scatter shows as one. Horizontal, so 15+ method names
-    stay readable. Returns {board title: [methods, top to bottom]}."""
-    ranked = {t: sorted(entries, key=lambda e: -float(np.mean(e[1]))) for t, entries in rows.items()}
+    stay readable. A method that did not train is drawn last, in grey. Returns {board title:
+    [methods, top to bottom]}."""
+    untrained = " (did not train)"  # report.UNTRAINED: such methods go last, in grey, unranked
+    ranked = {t: sorted(entries, key=lambda e: (e[0].endswith(untrained), -float(np.mean(e[1]))))
+              for t, entries in rows.items()}
     ncols = min(columns, len(ranked))
     nrows = -(-len(ranked) // ncols)
     height = 0.26 * max(len(e) for e in ranked.values()) + 1.0
@@ -169,7 +172,7 @@ def leaderboard_figure(rows, path, columns=3):
         pad = 0.08 * (values.max() - values.min()) + 1e-3
         left = values.min() - pad  # bars start at the panel's edge: small gaps must stay visible
         for y, (method, v) in enumerate(entries):
-            color = COLORS.get(method.split(" ")[0], "0.4")
+            color = "0.75" if method.endswith(untrained) else COLORS.get(method.split(" ")[0], "0.4")
             ax.barh(y, np.mean(v) - left, left=left, height=0.6, color=color, alpha=0.35)
             ax.plot(v, [y] * len(v), "o", color=color, ms=3.5)
         ax.set_yticks(range(len(entries)), [m for m, _ in entries], fontsize=7)

@@ -11,8 +11,8 @@ can run in different sessions and be merged here. Every number in summary.md com
 
 Differences between methods come with a 95% interval from a paired bootstrap over problems and
 seeds (metrics.paired_bootstrap_interval): the same held-out problems for every method of a seed.
-A claim is "yes" only when the interval excludes zero in its favour, "no" when it excludes zero
-against it, and "within noise" otherwise.
+Every verdict follows one rule, stated once above `verdict` below: an interval, never a point
+estimate, decides "yes", "no" or "within noise".
 
 Deliberately left out: significance tests beyond the bootstrap, multiple-comparison corrections.
 """
@@ -52,7 +52,8 @@ def merge(records, task_order=()):
     with the mean over seeds, the spread (max - min), the per-seed values, and the per-problem values
     the intervals need."""
     results = {"seeds": sorted({r["seed"] for r in records}), "tasks": {},
-               "commits": sorted({r.get("commit", "unknown") for r in records})}
+               "commits": sorted({r.get("commit", "unknown") for r in records}),
+               "machines": sorted({r.get("machine", "not recorded") for r in records})}
     tasks = {t: i for i, t in enumerate(task_order)}
     for r in sorted(records, key=lambda r: (tasks.get(r["task"], len(tasks)), r["task"], r["method"] != "warm_start",
                                             r["seed"])):
@@ -161,15 +162,39 @@ def paired(results, task, a, b, key):
     return paired_bootstrap_interval(np.array([pa[s][key] for s in seeds]), np.array([pb[s][key] for s in seeds]))
 
 
-def verdict(interval, higher_is_claimed=True):
+# One rule for every verdict, decided by a 95% interval, never by a point estimate:
+#   a claim that one method has MORE of something (best@k, pass@k, diversity, search solved) is
+#   "yes" when the interval's low end is above zero, "no" when its high end is below zero, and
+#   "within noise" otherwise;
+#   a claim of NO GAIN (the collinear control) is "yes" only when the whole interval lies inside
+#   +-NO_GAIN_MARGIN, declared here before any run; "no (VPO gains)" when its low end is above
+#   zero, "VPO loses" when its high end is below zero, and "within noise" otherwise.
+NO_GAIN_MARGIN = 0.02
+
+# A method "did not train" when its training rollouts' valid answers stayed below this share over
+# its last 10 RL steps on some seed: then nearly every reward, and so every advantage, is zero, and
+# its checkpoint is its warm start. It is shown apart, not ranked beside methods that trained.
+DID_NOT_TRAIN_VALID = 0.05
+UNTRAINED = " (did not train)"  # appended to such a method's name in tables and figures
+
+
+def verdict(interval):
+    """The verdict on a claim that a - b > 0, from the interval (mean, low, high) of a - b."""
     if interval is None:
         return "not measured"
     _, low, high = interval
-    if (low > 0) if higher_is_claimed else (high < 0):
-        return "yes"
-    if (high < 0) if higher_is_claimed else (low > 0):
-        return "no"
-    return "within noise"
+    return "yes" if low > 0 else "no" if high < 0 else "within noise"
+
+
+def no_gain_verdict(interval, margin=NO_GAIN_MARGIN):
+    """The verdict on a claim that a - b is negligible: yes only when the whole interval lies in
+    [-margin, +margin]."""
+    if interval is None:
+        return "not measured"
+    _, low, high = interval
+    if -margin <= low and high <= margin:
+        return f"yes (inside +-{margin})"
+    return "no (VPO gains)" if low > 0 else "VPO loses" if high < 0 else "within noise"
 
 
 def fmt_interval(interval):
@@ -177,94 +202,137 @@ def fmt_interval(interval):
     return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
-def claims(results):
-    """The paper's claims one by one, with this run's verdict and the numbers behind it."""
-    lines, tasks = [], results["tasks"]
+def did_not_train(entry):
+    """True when some seed's training ended with valid answers below DID_NOT_TRAIN_VALID."""
+    last = [r["last10"]["valid_answers"] for r in entry.get("training", []) if "valid_answers" in r.get("last10", {})]
+    return bool(last) and min(last) < DID_NOT_TRAIN_VALID
 
-    def at_k(task, method, metric, i=-1):
-        e = tasks.get(task, {}).get(method)
-        return e[metric][i] if e and metric in e else None
 
-    out = []
+def paired_diversity(results, task, a, b):
+    """(interval of diversity a - b, what it resamples). Per-problem diversities when every seed's
+    record has them (a paired bootstrap over problems and seeds); else each seed's pool mean, so the
+    interval resamples seeds alone (records written before per-problem diversity was kept)."""
+    per_method = results["tasks"].get(task, {})
+    if a not in per_method or b not in per_method:
+        return None, ""
+    ea, eb = per_method[a], per_method[b]
+    seeds = [s for s in ea.get("seeds", []) if s in eb.get("seeds", [])]
+    if not seeds:
+        return None, ""
+    pa, pb = ea.get("per_problem", {}), eb.get("per_problem", {})
+    if all("diversity" in pa.get(s, {}) and "diversity" in pb.get(s, {}) for s in seeds):
+        return paired_bootstrap_interval([pa[s]["diversity"] for s in seeds],
+                                         [pb[s]["diversity"] for s in seeds]), "problems and seeds"
+    va = [[ea["diversity_per_seed"][ea["seeds"].index(s)]] for s in seeds]
+    vb = [[eb["diversity_per_seed"][eb["seeds"].index(s)]] for s in seeds]
+    if not np.isfinite(va + vb).all():
+        return None, ""
+    return paired_bootstrap_interval(va, vb), f"{len(seeds)} seeds only"
+
+
+def claim_best_at_k(results):
+    tasks, out = results["tasks"], []
     for task, key, metric, what in (("code", "best", "best_at_k", "code best@k"),
                                     ("persona", "w_best", "heldout_weight_best_at_k", "persona w-best@k")):
-        if "vpo" not in tasks.get(task, {}):
+        if "ks" not in tasks.get(task, {}).get("vpo", {}):
             continue
         k = tasks[task]["vpo"]["ks"][-1]
-        parts = []
-        for other in ("grpo", "grpo_x3", "warm_start"):
-            iv = paired(results, task, "vpo", other, key)
-            if iv:
-                parts.append(f"vs {other} {fmt_interval(iv)} ({verdict(iv)})")
-        grows = None
+        parts = [f"vs {other} {fmt_interval(iv)} ({verdict(iv)})" for other in ("grpo", "grpo_x3", "warm_start")
+                 for iv in [paired(results, task, "vpo", other, key)] if iv]
         if "grpo" in tasks[task]:
-            d1 = at_k(task, "vpo", metric, 0) - at_k(task, "grpo", metric, 0)
-            dk = at_k(task, "vpo", metric) - at_k(task, "grpo", metric)
-            grows = f"VPO - GRPO {d1:+.3f} at k = 1, {dk:+.3f} at k = {k}"
-        out.append(f"{what} at k = {k}: " + "; ".join(parts) + (f"; {grows}" if grows else ""))
-    lines.append(("1. VPO's best@k beats GRPO's (also compute-matched) and the warm start's at large k, "
-                  "by more as k grows.", out))
+            d = [tasks[task]["vpo"][metric][i] - tasks[task]["grpo"][metric][i] for i in (0, -1)]
+            parts.append(f"VPO - GRPO {d[0]:+.3f} at k = 1, {d[1]:+.3f} at k = {k} (point estimates)")
+        out.append(f"{what} at k = {k}: " + "; ".join(parts))
+    return out
 
-    out = []
-    for task in tasks:
-        if {"vpo", "grpo"} <= tasks[task].keys():
-            g, v = tasks[task]["grpo"]["diversity"], tasks[task]["vpo"]["diversity"]
-            w = tasks[task].get("warm_start", {}).get("diversity")
-            ratio = f"{v / g:.2f}x" if g > 0 else "GRPO's is 0"
-            out.append(f"{task}: VPO {v:.3f} vs GRPO {g:.3f} ({ratio})" + (f", warm start {w:.3f}" if w else "")
-                       + f": {'yes' if v > g else 'no'}")
-    lines.append(("2. GRPO's reward-space diversity collapses relative to VPO's.", out))
 
+def claim_diversity(results):
     out = []
-    if {"vpo", "grpo"} <= tasks.get("code", {}).keys():
-        p1 = (at_k("code", "grpo", "pass_at_k", 0), at_k("code", "vpo", "pass_at_k", 0))
-        iv = paired(results, "code", "vpo", "grpo", "pass")
-        out.append(f"pass@1 GRPO {p1[0]:.3f} vs VPO {p1[1]:.3f}; pass@{tasks['code']['vpo']['ks'][-1]} "
-                   f"VPO - GRPO {fmt_interval(iv)}: {verdict(iv)}" if iv else "not measured")
-    lines.append(("3. On code GRPO may lead pass@1 and VPO overtakes as k grows.", out))
+    for task, per_method in results["tasks"].items():
+        if not all("diversity" in per_method.get(m, {}) for m in ("vpo", "grpo")):
+            continue
+        iv, basis = paired_diversity(results, task, "vpo", "grpo")
+        g, v = per_method["grpo"]["diversity"], per_method["vpo"]["diversity"]
+        w = per_method.get("warm_start", {}).get("diversity")
+        ratio = f"{v / g:.2f}x" if g > 0 else "GRPO's is 0"
+        out.append(f"{task}: VPO {v:.3f} vs GRPO {g:.3f} ({ratio})" + (f", warm start {w:.3f}" if w else "")
+                   + (f"; VPO - GRPO {fmt_interval(iv)} over {basis}" if iv else "") + f": {verdict(iv)}")
+    return out
 
-    out = []
-    code = tasks.get("code", {})
-    searched = {m: e["evolution"] for m, e in code.items() if "evolution" in e}
-    if searched:
-        out.append("solved (same-budget sampling in brackets): " + ", ".join(
-            f"{m} {e['solved']}/{e['searches']}" + (f" ({e['sampling_solved']})" if "sampling_solved" in e else "")
-            for m, e in searched.items()))
-        sets = {m: e["evolution_set"] for m, e in code.items() if "evolution_set" in e}
-        if sets:
-            out.append("set policies writing their m children per call: " + ", ".join(
-                f"{m} {e['solved']}/{e['searches']}" + (f" ({e['sampling_solved']})" if "sampling_solved" in e else "")
-                for m, e in sets.items()))
-        if {"vpo", "grpo"} <= searched.keys():
-            v, g = searched["vpo"]["solved"], searched["grpo"]["solved"]
-            only_v, only_g = solved_only(searched["vpo"], searched["grpo"])
-            out.append(f"solved only by VPO-driven search {len(only_v)}, only by GRPO-driven {len(only_g)}: "
-                       f"{'yes' if v > g else 'no'}")
-    lines.append(("4. VPO-driven evolutionary search solves more than GRPO-driven search.", out))
 
-    out = []
-    if "vpo" in tasks.get("persona_collinear", {}):
-        for other in ("grpo", "grpo_x3"):
-            iv = paired(results, "persona_collinear", "vpo", other, "w_best")
-            if iv:
-                gain = "yes (no gain)" if iv[1] < 0.01 else "no (VPO gains)"
-                out.append(f"w-best@k VPO - {other} {fmt_interval(iv)}: {gain}")
-    lines.append(("5. No meaningful VPO gain on the collinear control.", out))
+def claim_pass_at_k(results):
+    code = results["tasks"].get("code", {})
+    if not {"vpo", "grpo"} <= code.keys():
+        return []
+    iv = paired(results, "code", "vpo", "grpo", "pass")
+    return [f"pass@1 GRPO {code['grpo']['pass_at_k'][0]:.3f} vs VPO {code['vpo']['pass_at_k'][0]:.3f} (point "
+            f"estimates); pass@{code['vpo']['ks'][-1]} VPO - GRPO {fmt_interval(iv)}: {verdict(iv)}"
+            if iv else "not measured"]
 
+
+def claim_search(results):
+    searches = {m + suffix: e[kind] for m, e in results["tasks"].get("code", {}).items()
+                for kind, suffix in (("evolution", ""), ("evolution_set", SET_SEARCH_SUFFIX)) if kind in e}
+    if not searches:
+        return []
+    code = results["tasks"]["code"]
+    out = ["solved (same-budget sampling in brackets): " + ", ".join(
+        f"{name}{UNTRAINED if did_not_train(code[name.split(' (')[0]]) else ''} {s['solved']}/{s['searches']}"
+        + (f" ({s['sampling_solved']})" if "sampling_solved" in s else "") for name, s in searches.items())]
+    for name in ("vpo", "vpo" + SET_SEARCH_SUFFIX):
+        if name in searches and "grpo" in searches:
+            a, g = searches[name], searches["grpo"]
+            iv = paired_search(a["per_problem"], g["per_problem"]) if "per_problem" in a and "per_problem" in g else None
+            only_a, only_g = solved_only(a, g)
+            out.append(f"{name} - grpo, share solved {fmt_interval(iv) if iv else '(not paired)'}: {verdict(iv)} "
+                       f"(solved only by {name} {len(only_a)}, only by grpo {len(only_g)})")
+    return out
+
+
+def claim_control(results):
+    return [f"w-best@k VPO - {other} {fmt_interval(iv)}: {no_gain_verdict(iv)}" for other in ("grpo", "grpo_x3")
+            for iv in [paired(results, "persona_collinear", "vpo", other, "w_best")] if iv]
+
+
+def claim_rl_learns(results):
     out = []
-    for task, per_method in tasks.items():
+    for task, per_method in results["tasks"].items():
         for method, e in per_method.items():
             g = e.get("gap_closed")
-            if g:
-                out.append(f"{task} {method}: own objective ({g['objective_name']}) {g['objective']:.2f} "
-                           f"({' '.join(f'{v:.2f}' for v in g['objective_per_seed'])}), pass@n {g['pass']:.2f} "
-                           f"({' '.join(f'{v:.2f}' for v in g['pass_per_seed'])}); valid answers {e.get('valid', 0):.2f}"
-                           f": {'yes' if min(g['objective_per_seed']) >= 0.5 else 'no'} (target: half the gap on every seed)")
-    if out:
-        lines.append(("0. RL learns: share of the gap from the warm start to the optimum closed on held-out problems.",
-                      out))
-    return [f"**{claim}**\n" + "\n".join(f"   - {line}" for line in (evidence or ["not measured in this run"]))
-            for claim, evidence in lines]
+            if not g:
+                continue
+            per_seed = lambda key: " ".join(f"{v:.2f}" for v in g[key + "_per_seed"])
+            line = (f"{task} {method}: own objective ({g['objective_name']}) {g['objective']:.2f} ({per_seed('objective')})"
+                    f": {'yes' if min(g['objective_per_seed']) >= 0.5 else 'no'} (target: half the gap on every "
+                    f"seed); pass@{e['ks'][-1]} {g['pass']:.2f} ({per_seed('pass')})")
+            warm = "warm_start_m3" if e["m"] > 1 else "warm_start"
+            iv = paired(results, task, method, warm, "pass")
+            if g["pass"] < 0:
+                line += f", RL made pass@{e['ks'][-1]} worse on average"
+            if iv:
+                line += f" (vs {warm} {fmt_interval(iv)}, {verdict(iv)})"
+            line += f"; valid answers {e.get('valid', 0):.2f}" + ("; DID NOT TRAIN" if did_not_train(e) else "")
+            out.append(line)
+    return out
+
+
+# The paper's claims (and our precondition, RL learns), each with the function that decides it.
+CLAIMS = [
+    ("0. RL learns: share of the gap from the warm start to the optimum closed on held-out problems, on the "
+     "method's own objective and on pass@k.", claim_rl_learns),
+    ("1. VPO's best@k beats GRPO's (also compute-matched) and the warm start's at large k, by more as k grows.",
+     claim_best_at_k),
+    ("2. GRPO's reward-space diversity collapses relative to VPO's.", claim_diversity),
+    ("3. On code GRPO may lead pass@1 and VPO overtakes as k grows.", claim_pass_at_k),
+    ("4. VPO-driven evolutionary search solves more than GRPO-driven search.", claim_search),
+    (f"5. No meaningful VPO gain on the collinear control (margin +-{NO_GAIN_MARGIN}).", claim_control),
+]
+
+
+def claims(results):
+    """The paper's claims one by one, with this run's verdict and the numbers behind it."""
+    return [f"**{claim}**\n" + "\n".join(f"   - {line}" for line in (decide(results) or ["not measured in this run"]))
+            for claim, decide in CLAIMS]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -273,7 +341,8 @@ def claims(results):
 def summary_markdown(results):
     lines = [f"Seeds {results['seeds']}, commit(s) {', '.join(results['commits'])}"
              + (f", wall time {results['wall_s']:.0f} s" if results.get("wall_s") else "")
-             + ". Held-out problems; k counts answers.", ""]
+             + f". Machine(s): {' | '.join(results.get('machines', []))} (a seed reproduces bit for bit only on"
+             " the machine that ran it). Held-out problems; k counts answers.", ""]
     multi = len(results["seeds"]) > 1
     for t, per_method in results["tasks"].items():
         pooled = {m: e for m, e in per_method.items() if "ks" in e}
@@ -292,7 +361,7 @@ def summary_markdown(results):
                 if metric not in e:
                     return "-"
                 return f"{e[metric][i]:.3f}" + (f" ±{e[metric + '_spread'][i] / 2:.3f}" if multi else "")
-            row = [a] + [fmt("best_at_k", i) for i in show] + [fmt("heldout_weight_best_at_k", i) for i in show]
+            row = [a + (UNTRAINED if did_not_train(e) else "")] + [fmt("best_at_k", i) for i in show] + [fmt("heldout_weight_best_at_k", i) for i in show]
             if t == "code":
                 row += [fmt("pass_at_k", i) for i in show]
                 ev = e.get("evolution")
@@ -350,10 +419,13 @@ def leaderboards(results):
     seeds (None against itself or where the per-problem values are missing)."""
     boards = []
     for task, per_method in results["tasks"].items():
+        untrained = {m for m, e in per_method.items() if did_not_train(e)}
+        def label(m):  # a method that did not train is named so wherever it is shown
+            return m + UNTRAINED if m.split(" (")[0] in untrained else m
         for key, curve, name in LEADERBOARDS.get(task, [("best", "best_at_k", "best")]):
             if key == "search":
                 searched = dict(search_rows(per_method))
-                rows = [(m, [float(np.mean(solved)) for _, solved in pp.values()],
+                rows = [(label(m), [float(np.mean(solved)) for _, solved in pp.values()],
                          *(paired_search(pp, searched[o]) if o in searched and o != m else None
                            for o in ("vpo", "grpo")))
                         for m, pp in searched.items()]
@@ -365,7 +437,7 @@ def leaderboards(results):
             if not entries:
                 continue
             k = entries[0][1]["ks"][-1]
-            rows = [(m, [v[-1] for v in e[curve + "_per_seed"]],
+            rows = [(label(m), [v[-1] for v in e[curve + "_per_seed"]],
                      *(paired(results, task, m, o, key) if o != m else None for o in ("vpo", "grpo")))
                     for m, e in entries]
             boards.append((f"{task}: {name}@{k}", rows))
@@ -379,12 +451,13 @@ def leaderboard_rows(results):
 
 def leaderboard_table(results):
     """Every board's methods ranked, with each one's difference from VPO and from GRPO and their 95%
-    paired bootstrap intervals over problems and seeds: a gap whose interval holds 0 is not a gap."""
+    paired bootstrap intervals over problems and seeds: a gap whose interval holds 0 is not a gap.
+    Methods that did not train come last, unranked."""
     lines = []
     for title, rows in leaderboards(results):
         lines += [f"#### {title}, ranked", "", "| method | mean (per seed) | - VPO [95%] | - GRPO [95%] |",
                   "|---|---|---|---|"]
-        for method, values, vs_vpo, vs_grpo in sorted(rows, key=lambda r: -np.mean(r[1])):
+        for method, values, vs_vpo, vs_grpo in sorted(rows, key=lambda r: (r[0].endswith(UNTRAINED), -np.mean(r[1]))):
             cells = [fmt_interval(iv) if iv else "" for iv in (vs_vpo, vs_grpo)]
             lines.append(f"| {method} | {np.mean(values):.3f} ({' '.join(f'{v:.3f}' for v in values)}) | "
                          + " | ".join(cells) + " |")

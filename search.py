@@ -60,7 +60,6 @@ SETTINGS = dict(
                                 # (configs/code.yaml's family: 14% of problems qualify)
     evo_screen=48,              # candidate search problems (held-out, >= evo_min_plausible programs) whose
                                 # pools experiment.py screens: it keeps those no checkpoint's pool solves
-    evo_seeds=1,                # searches per problem (their own random streams)
     # the search (run_searches)
     evo_budget=200,             # candidates evaluated per search (the paper: 200 iterations of one program)
     evo_islands=5,              # OpenEvolve's default
@@ -139,13 +138,14 @@ def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None):
     P, n, _ = rewards.shape
     scalar = task.scalarize(rewards)  # (P, n): the fixed scalarisation
     solved = (rewards >= 1.0).all(-1)  # (P, n): every test / component maxed
+    diversity = [reward_space_diversity(rewards[i]) for i in range(P)]
     out = {
         "ks": ks,
         "best_at_k": np.mean([best_at_k_curve(scalar[i], ks) for i in range(P)], 0).tolist(),
         "heldout_weight_best_at_k": np.mean([scalarized_best_at_k(rewards[i], heldout_weights, ks)
                                              for i in range(P)], 0).tolist(),
         "pass_at_k": np.mean([pass_at_k_curve(n, int(solved[i].sum()), ks) for i in range(P)], 0).tolist(),
-        "diversity": float(np.mean([reward_space_diversity(rewards[i]) for i in range(P)])),
+        "diversity": float(np.mean(diversity)),
         "distinct_answers": float(np.mean([distinct_count([task.answer_key(a) for a in answers[i]])
                                            for i in range(P)])),
         "pareto_fraction": float(np.mean([pareto_fraction(rewards[i]) for i in range(P)])),
@@ -154,7 +154,8 @@ def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None):
         "mean_scalar": float(scalar.mean()),
         # per problem, at k = n: what paired comparisons between methods resample
         "per_problem": {"best": scalar.max(1).round(4).tolist(), "pass": solved.any(1).astype(float).tolist(),
-                        "w_best": (rewards @ heldout_weights.T).max(1).mean(1).round(4).tolist()},
+                        "w_best": (rewards @ heldout_weights.T).max(1).mean(1).round(4).tolist(),
+                        "diversity": np.round(diversity, 4).tolist()},
     }
     return out
 

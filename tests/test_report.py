@@ -5,17 +5,26 @@ import os
 import pytest
 
 import experiment
+import plots
 import report
 
 
-def _record(task, method, seed, best, passed=None, diversity=1.0, m=1):
-    """A result file's record with per-problem values `best` (and `passed`) at the largest k."""
+def _record(task, method, seed, best, passed=None, diversity=1.0, m=1, per_problem_diversity=None):
+    """A result file's record with per-problem values `best` (and `passed`, and diversities) at the largest k."""
     passed = passed if passed is not None else [0.0] * len(best)
     curve = [sum(best) / len(best)] * 2
-    pools = {"ks": [1, 2], "best_at_k": curve, "heldout_weight_best_at_k": curve, "pass_at_k": [0.0, 0.0],
-             "diversity": diversity, "distinct_answers": 2.0, "wasted": 0.0,
-             "per_problem": {"best": best, "w_best": best, "pass": passed}}
+    pools = {"ks": [1, 2], "best_at_k": curve, "heldout_weight_best_at_k": curve,
+             "pass_at_k": [0.0, sum(passed) / len(passed)], "diversity": diversity, "distinct_answers": 2.0,
+             "wasted": 0.0, "per_problem": {"best": best, "w_best": best, "pass": passed}}
+    if per_problem_diversity is not None:
+        pools["per_problem"]["diversity"] = per_problem_diversity
     return {"task": task, "method": method, "seed": seed, "m": m, "pools": pools}
+
+
+def _claim(results, number):
+    """The evidence lines of claim `number` ("0." ... "5.") in the report."""
+    text = next(c for c in report.claims(results) if c.startswith(f"**{number}."))
+    return [line.removeprefix("   - ") for line in text.split("\n")[1:]]
 
 
 def test_merge_averages_seeds_and_keeps_each_seed():
@@ -139,3 +148,130 @@ def test_search_leaderboard_ranks_solved_shares_and_pairs_the_same_problems():
     records[3] = record("grpo", 1, ["e", "f", "g", "h"], ["e"])
     rows = dict((m, rest) for m, *rest in report.leaderboards(report.merge(records))[0][1])
     assert rows["vpo"][2][0] == pytest.approx(0.5)  # seed 0 alone: (3 - 1) / 4
+
+
+# ----------------------------------------------------------------------------------------------
+# One rule for every verdict (report.verdict, report.no_gain_verdict): each outcome once, and each
+# claim's verdict read from its interval, never from a point estimate.
+
+@pytest.mark.parametrize("interval, expected", [((0.05, 0.01, 0.09), "yes"), ((-0.05, -0.09, -0.01), "no"),
+                                                ((0.05, -0.01, 0.11), "within noise"),
+                                                ((0.05, 0.0, 0.10), "within noise"), (None, "not measured")])
+def test_verdict_of_a_claim_of_more(interval, expected):
+    assert report.verdict(interval) == expected
+
+
+@pytest.mark.parametrize("interval, expected", [((0.0, -0.015, 0.019), "yes (inside +-0.02)"),
+                                                ((0.01, 0.005, 0.015), "yes (inside +-0.02)"),
+                                                ((0.021, 0.001, 0.058), "no (VPO gains)"),
+                                                ((-0.04, -0.06, -0.021), "VPO loses"),
+                                                ((0.0, -0.01, 0.03), "within noise")])
+def test_verdict_of_a_claim_of_no_gain_needs_the_whole_interval_inside_the_margin(interval, expected):
+    assert report.NO_GAIN_MARGIN == 0.02
+    assert report.no_gain_verdict(interval) == expected
+
+
+def _pair(task, vpo, grpo, seeds=range(3), **kw):
+    return [_record(task, "vpo", s, vpo, **kw) for s in seeds] + [_record(task, "grpo", s, grpo, **kw) for s in seeds]
+
+
+def test_claim_2_diversity_is_decided_by_its_paired_interval():
+    def records(vpo, grpo):
+        return [_record("persona", "vpo", s, [0.5] * 4, per_problem_diversity=vpo, diversity=sum(vpo) / 4)
+                for s in range(3)] + \
+               [_record("persona", "grpo", s, [0.5] * 4, per_problem_diversity=grpo, diversity=sum(grpo) / 4)
+                for s in range(3)]
+    (line,) = _claim(report.merge(records([0.8, 0.7, 0.9, 0.6], [0.3, 0.2, 0.4, 0.5])), 2)
+    assert line.endswith("over problems and seeds: yes") and "(2.14x)" in line
+    (line,) = _claim(report.merge(records([0.1, 0.2, 0.1, 0.2], [0.3, 0.2, 0.4, 0.5])), 2)
+    assert line.endswith(": no")
+    # VPO's mean is higher (0.6 vs 0.5) but one problem carries it all: the interval holds zero
+    (line,) = _claim(report.merge(records([0.5, 0.4, 0.6, 0.9], [0.5, 0.6, 0.4, 0.5])), 2)
+    assert line.endswith(": within noise")
+
+
+def test_claim_2_without_per_problem_diversity_resamples_seeds_alone():
+    records = [_record("persona", "vpo", s, [0.5], diversity=d) for s, d in enumerate((0.7, 0.8, 0.2))] + \
+              [_record("persona", "grpo", s, [0.5], diversity=0.4) for s in range(3)]
+    (line,) = _claim(report.merge(records), 2)
+    assert "over 3 seeds only: within noise" in line  # VPO above on 2 seeds of 3, below on the third
+    records[2]["pools"]["diversity"] = 0.5
+    assert _claim(report.merge(records), 2)[0].endswith("over 3 seeds only: yes")
+
+
+def test_claim_3_pass_at_k_is_decided_by_its_paired_interval():
+    pass_records = lambda vpo, grpo: [_record("code", "vpo", s, [0.5] * 4, passed=vpo) for s in range(3)] + \
+        [_record("code", "grpo", s, [0.5] * 4, passed=grpo) for s in range(3)]
+    assert _claim(report.merge(pass_records([1, 1, 1, 0], [0, 0, 0, 0])), 3)[0].endswith(": yes")
+    assert _claim(report.merge(pass_records([1, 0, 0, 0], [0, 0, 0, 0])), 3)[0].endswith(": within noise")
+    assert _claim(report.merge(pass_records([0, 0, 0, 0], [1, 1, 1, 0])), 3)[0].endswith(": no")
+
+
+def _search_record(method, seed, problems, solved, m=1):
+    search = {"searches": len(problems), "solved": len(solved), "budget": 10, "solved_problems": solved,
+              "key": {"problems": problems}}
+    return {"task": "code", "method": method, "seed": seed, "m": m, "search": search}
+
+
+def test_claim_4_search_is_decided_by_the_paired_interval_not_by_the_counts():
+    p = [f"p{i}" for i in range(8)]
+    # VPO solves more in total (7 vs 4) but loses one seed: the interval holds zero
+    records = [_search_record("vpo", 0, p, p[:6]), _search_record("grpo", 0, p, p[:1]),
+               _search_record("vpo", 1, p, p[:1]), _search_record("grpo", 1, p, p[:3])]
+    lines = _claim(report.merge(records), 4)
+    assert lines[0] == "solved (same-budget sampling in brackets): vpo 7/16, grpo 4/16"
+    assert lines[1].startswith("vpo - grpo, share solved +0.188 [") and ": within noise (solved only by vpo 5, " \
+        "only by grpo 2)" in lines[1]
+    records = [_search_record(a, s, p, p[:6] if a == "vpo" else p[:1]) for a in ("vpo", "grpo") for s in range(3)]
+    assert ": yes (solved only by vpo 15, only by grpo 0)" in _claim(report.merge(records), 4)[1]
+    records = [_search_record(a, s, p, p[:1] if a == "vpo" else p[:6]) for a in ("vpo", "grpo") for s in range(3)]
+    assert ": no (solved only by vpo 0, only by grpo 15)" in _claim(report.merge(records), 4)[1]
+
+
+def test_claim_5_control_no_gain_and_gain():
+    flat = [0.5, 0.6, 0.7, 0.4]
+    same = _pair("persona_collinear", flat, flat)
+    assert _claim(report.merge(same), 5) == ["w-best@k VPO - grpo +0.000 [+0.000, +0.000]: yes (inside +-0.02)"]
+    gain = _pair("persona_collinear", [v + 0.05 for v in flat], flat)
+    assert _claim(report.merge(gain), 5)[0].endswith(": no (VPO gains)")
+    loss = _pair("persona_collinear", [v - 0.05 for v in flat], flat)
+    assert _claim(report.merge(loss), 5)[0].endswith(": VPO loses")
+    noisy = _pair("persona_collinear", [0.5, 0.6, 0.7, 0.5], [0.5, 0.6, 0.7, 0.4])
+    assert _claim(report.merge(noisy), 5)[0].endswith(": within noise")  # +0.025 [+0, +0.1]
+
+
+def _gap_records(grpo_pass, grpo_valid=0.9):
+    def pools(mean_scalar, pass_rate):
+        return {"ks": [1, 30], "best_at_k": [mean_scalar, 1.0], "heldout_weight_best_at_k": [0.0, 0.0],
+                "pass_at_k": [0.0, pass_rate], "mean_scalar": mean_scalar, "set_score": 0.5, "valid": 0.9,
+                "per_problem": {"best": [1.0] * 4, "w_best": [0.0] * 4, "pass": [pass_rate] * 4}}
+    training = {"last10": {"valid_answers": grpo_valid}}
+    return [{"task": "code", "method": "optimum", "seed": 0, "m": 1, "pools": pools(0.9, 1.0)},
+            {"task": "code", "method": "warm_start", "seed": 0, "m": 1, "pools": pools(0.5, 0.5)},
+            {"task": "code", "method": "grpo", "seed": 0, "m": 1, "pools": pools(0.8, grpo_pass), "training": training}]
+
+
+def test_claim_0_shows_pass_at_k_and_says_where_rl_made_it_worse():
+    (line,) = _claim(report.merge(_gap_records(grpo_pass=0.25)), 0)
+    assert "own objective (mean_scalar) 0.75 (0.75): yes" in line  # (0.8 - 0.5) / (0.9 - 0.5)
+    assert "pass@30 -0.50 (-0.50), RL made pass@30 worse on average" in line  # (0.25 - 0.5) / (1 - 0.5)
+    (line,) = _claim(report.merge(_gap_records(grpo_pass=0.75)), 0)
+    assert "pass@30 0.50 (0.50) (vs warm_start" in line and "worse" not in line
+
+
+def test_a_method_that_did_not_train_is_marked_and_ranked_apart(tmp_path):
+    records = _gap_records(grpo_pass=0.5, grpo_valid=0.0) + [
+        _record("code", "vpo", 0, [0.2] * 4) | {"training": {"last10": {"valid_answers": 0.85}}}]
+    results = report.merge(records)
+    assert report.did_not_train(results["tasks"]["code"]["grpo"])
+    assert not report.did_not_train(results["tasks"]["code"]["vpo"])
+    assert "DID NOT TRAIN" in _claim(results, 0)[0]
+    table = report.leaderboard_table(results)
+    start = table.index("#### code: best@30, ranked") + 4
+    best = table[start:table.index("", start) + 1]
+    # grpo's best@30 (1.0) ties the top, yet it comes last, named so
+    assert best[-2].startswith("| grpo (did not train) | 1.000 ") and best[-1] == ""
+    assert best[0].startswith("| ") and " | 1.000 " in best[0] and "grpo" not in best[0]
+    assert any(line.startswith("| grpo (did not train) ") for line in report.summary_markdown(results).splitlines())
+    order = plots.leaderboard_figure(report.leaderboard_rows(results), str(tmp_path / "lb.png"))
+    assert order["code: best@30"][-1] == "grpo" + report.UNTRAINED
