@@ -29,8 +29,10 @@ Deliberately left out: hyperparameter sweeps, anything that needs a GPU.
 """
 
 import argparse
+import heapq
 import json
 import os
+import platform
 import random
 import signal
 import subprocess
@@ -211,11 +213,17 @@ def with_defaults(run_settings):
     return {**train.DEFAULTS, **run_settings}
 
 
+# Settings that were removed, at the only value they ever took: a stored key holding one still matches.
+RETIRED_SETTINGS = {"evo_seeds": 1}  # searches per problem, never more than one
+
+
 def same_key(stored, key):
     """A stored evaluation's key == `key`, a run setting missing from either reading as its default."""
     if not isinstance(stored, dict) or not isinstance(stored.get("run"), dict):
         return False
-    return {**stored, "run": with_defaults(stored["run"])} == {**key, "run": with_defaults(key["run"])}
+    settings = {k: v for k, v in stored.get("settings", {}).items() if RETIRED_SETTINGS.get(k, object()) != v}
+    return {**stored, "run": with_defaults(stored["run"]), "settings": settings} == \
+        {**key, "run": with_defaults(key["run"])}
 
 
 def git_commit():
@@ -224,6 +232,15 @@ def git_commit():
                               cwd=HERE).stdout.strip() or "unknown"
     except OSError:
         return "unknown"
+
+
+def machine():
+    """What the numbers depend on besides the commit: float32 CPU kernels round differently on
+    different processors (AVX2 vs AVX-512, MKL's code path), and RL grows a last-bit difference in
+    the warm start into a different policy, so a seed reproduces bit for bit only on one machine."""
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+               platform.processor()) if os.path.exists("/proc/cpuinfo") else platform.processor()
+    return f"{cpu}; torch {torch.__version__}; kernels {torch.backends.cpu.get_cpu_capability()}"
 
 
 def update_record(out_dir, task, method, seed, **fields):
@@ -250,25 +267,30 @@ def read_record(out_dir, task, method, seed):
 
 class Progress:
     """The plan up front, a line with an ETA every `every` seconds. Every job the experiment will run
-    is in `pending` from the start (plan), at the seconds EXPECTED_S gives it; the estimate is then
-    rescaled by how fast the finished jobs went on this machine."""
+    is in `pending` from the start (plan), at the seconds EXPECTED_S gives it. The ETA (seconds_left)
+    replays the rest of the run on the workers (schedule_left): a running training run goes on at the
+    step rate it has shown (job_left), every other job takes its expected seconds times how much
+    slower or faster the jobs of its kind have gone on this machine (speed)."""
 
     def __init__(self, workers, quick, every=30.0):
         self.t0, self.last, self.every, self.workers = time.time(), time.time(), every, workers
         self.scale = QUICK_SCALE if quick else 1.0
-        self.pending, self.done, self.ratios = {}, [], []
+        self.pending, self.done, self.ratios, self.first_step = {}, [], {}, {}
 
     def expected(self, kind, key, cfg=None):
-        task = key[0]
-        kind_key = (kind, task, "set") if kind == "train" and cfg and cfg["algo"] in train.SET_ALGOS else (kind, task)
+        family = _family(kind, key)[1]  # persona_collinear's prompts are persona's
+        uses_sets = kind == "train" and cfg and cfg["algo"] in train.SET_ALGOS
+        kind_key = (kind, family, "set") if uses_sets else (kind, family)
         base = EXPECTED_S.get(kind_key, EXPECTED_S.get((kind, "code"), 10))
         if kind == "train" and cfg:
-            base *= cfg["steps"] * cfg["prompts_per_step"] / EXPECTED_STEPS["code" if task == "code" else "persona"]
+            base *= cfg["steps"] * cfg["prompts_per_step"] / EXPECTED_STEPS[family]
         return base * self.scale
 
-    def plan(self, kind, key, cfg=None, done=0.0):
-        """A job the experiment expects to run (done: the share of it already on disk)."""
-        self.pending[(kind, key)] = self.expected(kind, key, cfg) * (1 - done)
+    def plan(self, kind, key, cfg=None, steps_done=0):
+        """A job the experiment expects to run (steps_done: the steps of an unfinished run on disk)."""
+        share = steps_done / max(1, cfg["steps"]) if cfg else 0.0
+        self.pending[(kind, key)] = self.expected(kind, key, cfg) * (1 - share)
+        self.first_step[(kind, key)] = steps_done
 
     def drop(self, kind, key):
         """A planned job that will not run (its result was on disk)."""
@@ -277,13 +299,35 @@ class Progress:
     def finish(self, kind, key, seconds):
         expected = self.pending.pop((kind, key), None)
         if expected:
-            self.ratios.append(seconds / expected)
+            self.ratios.setdefault(_family(kind, key), []).append(seconds / expected)
         self.done.append((kind, key))
 
-    def minutes_left(self, running_fraction=None, speed=None):
-        speed = speed or (float(np.median(self.ratios)) if self.ratios else 1.0)
-        left = sum(e * (1 - (running_fraction or {}).get(job, 0.0)) for job, e in self.pending.items())
-        return speed * left / self.workers / 60
+    def speed(self, job, measured):
+        """How many times its expected seconds a job takes on this machine: the median over the finished
+        and `measured` (running) jobs of its kind and task family; failing those, over every job; else 1."""
+        same = self.ratios.get(_family(*job), []) + measured.get(_family(*job), [])
+        every = [r for ratios in (*self.ratios.values(), *measured.values()) for r in ratios]
+        return float(np.median(same or every or [1.0]))
+
+    def seconds_left(self, running=(), now=None):
+        """The ETA. running: (kind, key, cfg, start time) of the jobs in the workers now."""
+        now = time.time() if now is None else now
+        left, measured = {}, {}
+        for kind, key, cfg, t0 in running:  # training runs that have shown their pace first
+            if kind == "train" and (kind, key) in self.pending:
+                steps = _steps_logged(cfg["out_dir"])
+                done = steps - self.first_step.get((kind, key), 0)
+                if job_shown_pace(now - t0, done):
+                    left[(kind, key)] = job_left(now - t0, done, cfg["steps"] - steps, 0.0)
+                    measured.setdefault(_family(kind, key), []).append(
+                        (now - t0 + left[(kind, key)]) / self.pending[(kind, key)])
+        for kind, key, cfg, t0 in running:  # the rest at their expected seconds, rescaled
+            if (kind, key) not in left:
+                left[(kind, key)] = job_left(now - t0, None, 0, self.pending.get((kind, key), 0.0) *
+                                             self.speed((kind, key), measured))
+        waiting = {job: (seconds * self.speed(job, measured), [o for o in self.pending if _waits_for(job, o)])
+                   for job, seconds in self.pending.items() if job not in left}
+        return schedule_left(left, waiting, self.workers)
 
     def say(self, msg):
         print(f"[{time.time() - self.t0:6.0f}s] {msg}", flush=True)
@@ -292,30 +336,87 @@ class Progress:
         """running: (kind, key, cfg, start time) of the jobs in the workers now."""
         if not force and time.time() - self.last < self.every:
             return
-        self.last = time.time()
-        # a job running past its expected time says this machine is slower, before any job finishes
-        late = [(time.time() - t0) / self.pending[(kind, key)] for kind, key, _, t0 in running
-                if self.pending.get((kind, key)) and time.time() - t0 > self.pending[(kind, key)]]
-        speed = float(np.median(self.ratios + late)) if self.ratios + late else 1.0
-        fractions, parts = {}, []
+        self.last = now = time.time()
+        parts = []
         for kind, key, cfg, t0 in running:
-            name, expected = "/".join(map(str, key)), self.pending.get((kind, key), 1.0) * speed
+            name = "/".join(map(str, key))
             if kind == "train":
-                steps = _steps_logged(cfg["out_dir"])
-                fractions[(kind, key)] = steps / max(1, cfg["steps"])
-                parts.append(f"train {name} step {steps}/{cfg['steps']}")
-            else:  # no progress inside the job to read: its time so far against what it should take
-                fractions[(kind, key)] = min(0.95, (time.time() - t0) / max(expected, 1e-9))
-                parts.append(f"{kind} {name} {time.time() - t0:.0f}s of ~{expected:.0f}s")
+                parts.append(f"train {name} step {_steps_logged(cfg['out_dir'])}/{cfg['steps']}")
+            else:
+                parts.append(f"{kind} {name} {now - t0:.0f}s of ~{self.pending.get((kind, key), 0.0):.0f}s planned")
         self.say(f"{len(self.done)} jobs done, {len(self.pending) - len(running)} waiting; running: "
-                 f"{', '.join(parts) or '-'}; about {self.minutes_left(fractions, speed):.1f} min left")
+                 f"{', '.join(parts) or '-'}; about {self.seconds_left(running, now) / 60:.1f} min left")
+
+
+MIN_PACE_S, MIN_PACE_STEPS = 30.0, 10  # a run's pace counts once it is this far past its start-up
+
+
+def job_shown_pace(seconds, steps):
+    """Has a training run shown its step rate: MIN_PACE_STEPS steps in at least MIN_PACE_S seconds, enough
+    that loading it and its first evaluation are a small part of its time so far?"""
+    return steps is not None and steps >= MIN_PACE_STEPS and seconds >= MIN_PACE_S
+
+
+def job_left(seconds, steps, steps_left, expected):
+    """Seconds a running job has left, `seconds` after it started. A training run that has shown its
+    pace (`steps` done in `seconds`) goes on at it for its `steps_left`; any other job takes `expected`
+    seconds in all, or, once past that, another tenth of its time so far."""
+    if job_shown_pace(seconds, steps):
+        return steps_left * seconds / steps
+    return max(expected - seconds, 0.1 * seconds)
+
+
+def schedule_left(running, waiting, workers):
+    """Seconds until the last job ends, if the workers go on as run_headline's loop has them: each running
+    job ends after the seconds it has left (running: {job: seconds}); a free worker takes the longest
+    waiting job whose prerequisites have ended (waiting: {job: (seconds, [jobs it waits for])}; one in
+    neither dict has ended already). This list schedule follows the critical path, a long run and what
+    waits for it while the other workers idle, which the seconds left over the workers miss."""
+    ends = dict(running)  # job -> when it ends, in seconds from now
+    free = list(running.values()) + [0.0] * max(0, workers - len(running))  # when each worker is free
+    heapq.heapify(free)
+    left = dict(waiting)
+    while left:
+        t = heapq.heappop(free)
+        ready = [job for job, (_, needs) in left.items() if not any(n in left or ends.get(n, 0.0) > t for n in needs)]
+        if not ready and any(end > t for end in ends.values()):
+            heapq.heappush(free, min(end for end in ends.values() if end > t))  # idle until the next job ends
+            continue
+        job = max(ready or left, key=lambda j: left[j][0])  # (ready is empty only on a cycle of prerequisites)
+        ends[job] = t + left.pop(job)[0]
+        heapq.heappush(free, ends[job])
+    return max(ends.values(), default=0.0)
+
+
+def _family(kind, key):
+    """The jobs whose speed on this machine a job's is read from: its kind on the code task or on persona's
+    prompts (GRPO's and VPO's code runs alike, the persona tasks alike)."""
+    return kind, "code" if key[0] == "code" else "persona"
+
+
+def _waits_for(job, other):
+    """Does job wait for other (both (kind, key))? The stages of one seed: its warm start -> the runs from
+    it, the oracle and the warm start's pools -> each run's pools -> the screen of the code checkpoints
+    (every code pool) -> the code searches (every screen)."""
+    (kind, key), (other_kind, other_key) = job, other
+    if key[-1] != other_key[-1]:  # another seed
+        return False
+    if other_kind == "warm":
+        return kind in ("train", "oracle", "pools") and SHARED_WARMSTART.get(key[0], key[0]) == other_key[0]
+    return (other_kind == "train" and kind == "pools" and key == other_key) or \
+        (other_kind == "pools" and kind == "screen" and other_key[0] == key[0]) or \
+        (other_kind == "screen" and kind in ("search", "search_set"))
 
 
 def _steps_logged(run_dir):
+    """The last RL step a run has logged (timing.jsonl gets a line per step; a resumed run appends to
+    it, so its last line, not its length): 0 before the first."""
     try:
-        with open(os.path.join(run_dir, "timing.jsonl")) as f:
-            return sum(1 for _ in f)
-    except OSError:
+        with open(os.path.join(run_dir, "timing.jsonl"), "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            lines = f.read().split(b"\n")[:-1]  # a line still being written has no newline yet
+        return json.loads(lines[-1])["step"] if lines else 0
+    except (OSError, ValueError, KeyError):
         return 0
 
 
@@ -331,8 +432,7 @@ def plan_jobs(progress, configs, first, tasks, seeds, methods, settings):
     for key, cfg in configs.items():
         status = run_status(cfg)
         if status != "finished":
-            progress.plan("train", key, cfg, _steps_logged(cfg["out_dir"]) / max(1, cfg["steps"])
-                          if status == "unfinished" else 0.0)
+            progress.plan("train", key, cfg, _steps_logged(cfg["out_dir"]) if status == "unfinished" else 0)
     if "code" in tasks and settings["evo_problems"]:
         for s in seeds:
             progress.plan("oracle", ("code", "optimum", s))
@@ -366,7 +466,7 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
             raise ConfigError(f"{cfg['out_dir']} holds a run with other settings; choose another out_dir "
                               f"(--set out_dir=...) or --set overwrite=true")
     os.makedirs(out_dir, exist_ok=True)
-    commit = git_commit()  # the code that runs, not what is checked out at the end
+    stamp = {"commit": git_commit(), "machine": machine()}  # the code that runs, not what is checked out at the end
     progress = Progress(workers, quick)
     code_search = "code" in tasks and settings["evo_problems"] > 0
     progress.say(f"running {len(methods)} method(s) ({', '.join(methods)}) on {', '.join(tasks)}, seed(s) "
@@ -377,8 +477,8 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
                     f"hard code problems per seed and checkpoint" if code_search else "") + ".")
     plan_jobs(progress, configs, first, tasks, seeds, methods, settings)
     progress.say(f"writing to {out_dir}/ (runs/, results/, summary.md, figures) with {workers} worker processes; "
-                 f"expected time about {progress.minutes_left():.1f} min (measured on a 2-core VM; the progress lines "
-                 f"below correct it for this machine)")
+                 f"expected time about {progress.seconds_left() / 60:.1f} min (measured on a 2-core VM; the progress "
+                 f"lines below correct it for this machine)")
 
     ready, running = [], {}
     order = {"warm": 0, "train": 1, "oracle": 2, "pools": 2, "screen": 3, "search": 4, "search_set": 5}
@@ -390,7 +490,7 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
     warm, checkpoints, pools, screens, samples = {}, {}, {}, {}, {}
     pool_keys = ("pool_n", "pool_problems", "heldout_weightings")
     search_keys = ("evo_budget", "evo_islands", "evo_migrate_every", "evo_capacity", "evo_explore", "evo_temperature",
-                   "evo_top_p", "evo_seeds")
+                   "evo_top_p")
 
     def checkpoint_ready(task, method, seed, path, m, cfg):
         checkpoints[(task, method, seed)] = (path, m, cfg)
@@ -431,7 +531,7 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
     def run_ready(key, run_dir):
         cfg = configs[key]
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-            update_record(out_dir, *key, m=train.answers_per_rollout(cfg), commit=commit,
+            update_record(out_dir, *key, m=train.answers_per_rollout(cfg), **stamp,
                           training=report.training_summary([json.loads(line) for line in f]))
         checkpoint_ready(*key, os.path.join(run_dir, "final.pt"), train.answers_per_rollout(cfg), cfg)
 
@@ -486,7 +586,7 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
             record, rewards = result
             path, m, cfg = checkpoints[key]
             record["key"] = result_key(cfg, settings, pool_keys)
-            update_record(out_dir, *key, m=m, commit=commit, pools=record)
+            update_record(out_dir, *key, m=m, **stamp, pools=record)
             pools[key], samples[key] = record, rewards
             pools_done(*key)
         elif kind == "screen":
@@ -498,7 +598,7 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
         elif kind == "oracle":
             result["key"] = result_key(dict(first[(key[0], key[2])], algo="warm_start",
                                             warmstart_from=warm[(key[0], key[2])]), settings, pool_keys)
-            update_record(out_dir, *key, m=first[(key[0], key[2])]["answers_per_rollout"], commit=commit, pools=result)
+            update_record(out_dir, *key, m=first[(key[0], key[2])]["answers_per_rollout"], **stamp, pools=result)
         else:  # a search, one child per call or (search_set) a set policy's m
             path, m, cfg = checkpoints[key]
             result["key"] = dict(result_key(cfg, settings, search_keys),
