@@ -1,0 +1,97 @@
+"""
+Does a change move any result? Runs the one-minute smoke experiment (`python train.py --quick`) on
+an earlier commit and on the working tree, on this machine, and compares what they wrote.
+
+    python tools/same_results.py af9a526          # exit 0: the same results; 1: a list of what differs
+
+Compared byte for byte: every result file (results/*.json: pools, per-problem values, searches,
+training summaries), every run's metrics.jsonl, samples.jsonl and config.yaml, and the weights in
+every run's final.pt and every warm start. Left out, because they name the code or the clock, not
+the results: the commit and machine fields, a search's seconds, timing.jsonl and log.txt, and the hash in a warm start's
+file name (it follows the task's code, so it changes when that code moves between files).
+A refactor that keeps every number passes this; a seed reproduces bit for bit only on one machine,
+so both sides run here. Needs git (the earlier commit is checked out in a temporary worktree).
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join("out", "same_results")  # the same relative path on both sides: configs name it
+WARM_HASH = re.compile(r"warmstart-([a-z_]+)-[0-9a-f]{12}\.pt")
+
+
+def quick_run(tree):
+    """python train.py --quick in `tree` -> its output folder."""
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", PYTHONHASHSEED="0")
+    subprocess.run([sys.executable, "train.py", "--quick", "--set", f"out_dir={OUT}", "overwrite=true"], cwd=tree,
+                   env=env, check=True, stdout=subprocess.DEVNULL)
+    return os.path.join(tree, OUT)
+
+
+def comparable_text(path):
+    """A result file's text without what names the code or the machine, warm-start hashes masked."""
+    text = open(path).read()
+    if path.endswith(".json"):
+        record = json.loads(text)
+        for key in ("commit", "machine", "commits", "machines", "wall_s"):
+            record.pop(key, None)
+        for search in (record.get(kind, {}) for kind in ("search", "search_set")):
+            search.pop("seconds", None), search.pop("sampling_seconds", None)
+        text = json.dumps(record, sort_keys=True)
+    return WARM_HASH.sub(r"warmstart-\1-HASH.pt", text)
+
+
+def weights(path):
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    return state["model"]
+
+
+def differences(a, b):
+    """[what differs between output folders a and b]."""
+    texts = ["results/*.json", "runs/*/metrics.jsonl", "runs/*/samples.jsonl", "runs/*/config.yaml"]
+    checkpoints = ["runs/*/final.pt", "warmstart/*.pt"]
+    found = []
+    for pattern in texts + checkpoints:
+        names_a = {WARM_HASH.sub(r"\1", os.path.relpath(p, a)): p for p in glob.glob(os.path.join(a, pattern))}
+        names_b = {WARM_HASH.sub(r"\1", os.path.relpath(p, b)): p for p in glob.glob(os.path.join(b, pattern))}
+        found += [f"only on one side: {n}" for n in sorted(names_a.keys() ^ names_b.keys())]
+        for name in sorted(names_a.keys() & names_b.keys()):
+            pa, pb = names_a[name], names_b[name]
+            if pattern in checkpoints:
+                wa, wb = weights(pa), weights(pb)
+                same = wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+            else:
+                same = comparable_text(pa) == comparable_text(pb)
+            if not same:
+                found.append(f"differs: {name}")
+    return found
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
+    parser.add_argument("commit", help="the earlier commit to compare the working tree with")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = os.path.join(tmp, "before")
+        subprocess.run(["git", "worktree", "add", "--detach", tree, args.commit], cwd=ROOT, check=True,
+                       capture_output=True)
+        try:
+            found = differences(quick_run(tree), quick_run(ROOT))
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", tree], cwd=ROOT, capture_output=True)
+    print("\n".join(found) if found else f"the same results as {args.commit}: every result file, log of metrics "
+                                           f"and samples, config and weights")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
