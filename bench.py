@@ -11,7 +11,7 @@ not a test: nothing here asserts a speed.
 
 - sampling: engine.generate for P prompts x G samples; tokens/s counts sampled tokens (eos included).
 - RL step: train.rl_step exactly as training runs it (sampling and rewards, advantages, update).
-- SFT step: train.sft_step, one step of the warm start.
+- SFT step: warmstart.sft_step, one step of the warm start.
 - peak memory: ru_maxrss after sampling and RL steps (and max_memory_allocated on CUDA), then after SFT.
 --naive swaps engine.generate/score for versions without one optimisation each: "no shared prompt"
 (G prefills and G prompt forwards per prompt, no length buckets) and "naive" (model.py's plain
@@ -47,10 +47,11 @@ import torch
 import config
 import engine
 import train
+import warmstart
 from checkpoint import load_checkpoint, model_from_checkpoint
+from config import make_task
 from distributed import Scorer
 from model import GPT, Tokenizer, pad_left
-from rewards import make_task
 from rollouts import rollout_prompt
 
 TRL_CONFIG = ["task=persona", "task_options={num_personas: 22, answer_len: 46}", "algo=grpo", "kl_coef=0.0",
@@ -108,7 +109,7 @@ def timed(fn, device, warmup, repeats):
 def setup(cfg, device, checkpoint=None, seed=0):
     torch.manual_seed(seed)
     tok, task = Tokenizer(cfg["tokenizer"]), make_task(cfg["task"], **cfg["task_options"])
-    model = model_from_checkpoint(checkpoint, device)[0] if checkpoint else train.build_model(cfg, tok, device)
+    model = model_from_checkpoint(checkpoint, device)[0] if checkpoint else warmstart.build_model(cfg, tok, device)
     return model, tok, task
 
 
@@ -125,7 +126,7 @@ def measure(model, tok, task, cfg, device, warmup, repeats, seed=0):
     tokens = int(out["mask"].sum())
     r = {"sample_s": wall, "sample_cpu_s": cpu, "sample_tokens": tokens, "sample_tok_per_s": tokens / wall,
          "prompt_tokens": prompt.size(1), "completion_tokens": out["tokens"].size(1), "sample_walls": walls}
-    run = train.Run(cfg, task, tok, model, train.make_optimizer(model, cfg, device), Scorer(model),
+    run = train.Run(cfg, task, tok, model, warmstart.make_optimizer(model, cfg, device), Scorer(model),
                     rng=random.Random(seed), generator=torch.Generator(device=device).manual_seed(seed), device=device)
     steps = []
     wall, cpu, _, walls = timed(lambda: steps.append(train.rl_step(run)), device, warmup, repeats)
@@ -139,10 +140,10 @@ def measure(model, tok, task, cfg, device, warmup, repeats, seed=0):
 
 
 def measure_sft(model, tok, task, cfg, device, warmup, repeats, seed=0):
-    """train.sft_step on a copy of the model; tokens/s over all steps (formats alternate per batch)."""
+    """warmstart.sft_step on a copy of the model; tokens/s over all steps (formats alternate per batch)."""
     model = copy.deepcopy(model).train()
-    opt, rng, counted = train.make_optimizer(model, cfg, device, sft=True), random.Random(seed + 1000), []
-    wall, cpu, _, walls = timed(lambda: counted.append(train.sft_step(model, opt, task, tok, cfg, rng, device)[1]),
+    opt, rng, counted = warmstart.make_optimizer(model, cfg, device, sft=True), random.Random(seed + 1000), []
+    wall, cpu, _, walls = timed(lambda: counted.append(warmstart.sft_step(model, opt, task, tok, cfg, rng, device)[1]),
                                 device, warmup, repeats)
     return {"sft_s": wall, "sft_cpu_s": cpu, "sft_tok_per_s": sum(counted[warmup:]) / sum(walls)}
 

@@ -15,9 +15,6 @@ A student can skip this file: train.py calls it to save and resume, search.py to
 Deliberately left out: sharded or asynchronous checkpoints, keeping more than the last one.
 """
 
-import ast
-import hashlib
-import inspect
 import json
 import os
 import time
@@ -27,7 +24,7 @@ import yaml
 
 from config import ConfigError
 from model import GPT, GPTConfig, Tokenizer
-from rollouts import rollout_prompt, rollout_text
+from rollouts import rollout_prompt
 
 # keys that never change what a run computes: where it writes, how loudly, on what hardware
 RESULT_NEUTRAL_KEYS = ("resume", "overwrite", "quiet", "device", "threads", "peak_tflops", "out_dir", "warmstart_dir")
@@ -77,36 +74,6 @@ def model_from_checkpoint(path, device="cpu"):
     model = GPT(GPTConfig(**ckpt["model_config"])).to(device)
     model.load_state_dict(ckpt["model"])
     return model.eval(), Tokenizer(ckpt["config"]["tokenizer"]), ckpt["config"], ckpt.get("m", 1)
-
-
-WARMSTART_VERSION = 1  # change it when train.warm_start trains differently, so no stale cache is reused
-
-
-def code_without_prose(source):
-    """Python source -> its syntax tree as text, without comments and docstrings: what the code does,
-    so that rewording a docstring of rewards.py does not retrain (and orphan) every cached warm start."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
-                isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree)
-
-
-def warmstart_path(cfg):
-    """Where the warm start of cfg is cached: named by a hash of what shapes it, its settings and the
-    task's data code (rewards.py makes the demonstrations, rollouts.py formats them); not of the
-    trainer's text nor of rewards.py's comments and docstrings, so editing prose retrains nothing."""
-    shaping = {k: cfg[k] for k in ("task", "task_options", "seed", "model", "block_size", "tokenizer",
-                                   "sft_steps", "sft_batch", "sft_lr", "sft_parent_fraction", "sft_single_first",
-                                   "answers_per_rollout", "dtype")}
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "rewards.py")) as f:
-        shaping["rewards.py"] = hashlib.sha1(code_without_prose(f.read()).encode()).hexdigest()
-    shaping["formats"] = inspect.getsource(rollout_prompt) + inspect.getsource(rollout_text)
-    shaping["version"] = WARMSTART_VERSION
-    key = hashlib.sha1(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:12]
-    return os.path.join(cfg["warmstart_dir"], f"warmstart-{cfg['task']}-{key}.pt")
 
 
 def run_dir(cfg):

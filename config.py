@@ -17,7 +17,8 @@ import torch
 import yaml
 
 from model import PRESETS
-from rewards import make_task
+from codetask import CodeTask
+from rewards import PersonaTask
 
 
 class ConfigError(ValueError):
@@ -159,3 +160,14 @@ def validate(cfg, algos):
         make_task(cfg["task"], **cfg["task_options"])
     except (TypeError, ValueError) as e:
         raise ConfigError(f"task_options for task '{cfg['task']}': {e}") from None
+
+
+def make_task(name, **options):
+    """Build a task from its config name; options are that task's constructor arguments."""
+    if name == "persona":
+        return PersonaTask(**options)
+    if name == "persona_collinear":
+        return PersonaTask(**{"overlap": 0.9, **options})
+    if name == "code":
+        return CodeTask(**options)
+    raise ValueError(f"unknown task '{name}' (choose persona, persona_collinear or code)")

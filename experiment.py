@@ -49,10 +49,11 @@ import oracle
 import report
 import search
 import train
-from checkpoint import RESULT_NEUTRAL_KEYS, model_from_checkpoint, warmstart_path
-from config import ConfigError, parse_value
+import warmstart
+from checkpoint import RESULT_NEUTRAL_KEYS, model_from_checkpoint
+from config import ConfigError, make_task, parse_value
 from model import Tokenizer
-from rewards import make_task
+from warmstart import warmstart_path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TASKS = ["persona", "code", "persona_collinear"]  # each trains with configs/<task>.yaml
@@ -125,7 +126,7 @@ def _worker_init():
 
 def _warm_start_job(cfg):
     t0 = time.time()
-    _, path = train.warm_start(cfg, make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"]),
+    _, path = warmstart.warm_start(cfg, make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"]),
                                "cpu", lambda msg: None)
     return path, time.time() - t0
 

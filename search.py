@@ -39,10 +39,9 @@ import numpy as np
 import torch
 
 from checkpoint import model_from_checkpoint
-from config import parse_value
+from config import make_task, parse_value
 from metrics import (best_at_k_curve, distinct_count, pareto_fraction, pass_at_k_curve, reward_space_diversity,
                      scalarized_best_at_k)
-from rewards import make_task
 from rollouts import sample_rollouts
 from vpo import sample_weights, set_scores
 

@@ -16,7 +16,7 @@ import torch
 import search
 import train
 from checkpoint import model_from_checkpoint
-from rewards import make_task
+from config import make_task
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES = {os.path.splitext(os.path.basename(p))[0]: p for p in glob.glob(os.path.join(ROOT, "*.py"))}

@@ -10,7 +10,7 @@ import pytest
 import oracle
 from oracle import (best_at_1, best_at_k_ceiling, best_subset, code_oracle, gap_closed, greedy_path,
                     pass_ceiling, reward_tensor, set_score_ceiling, subset_value)
-from rewards import CodeTask
+from codetask import CodeTask
 
 # one threshold in (0, 4] on the domain 0..5, shown at 0 and 4: hidden tests 1, 2, 3, 5; answer u and
 # truth t disagree on exactly |t - u| tests (those in [min, max)), test 5 always passes

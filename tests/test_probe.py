@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from model import Tokenizer
-from rewards import CodeTask
+from codetask import CodeTask
 from train import resolve_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))

@@ -10,7 +10,9 @@ from hypothesis import given, settings, strategies as st
 
 import lang
 from model import Tokenizer
-from rewards import CodeTask, PersonaTask, make_task
+from codetask import CodeTask
+from config import make_task
+from rewards import PersonaTask
 from rollouts import rollout_prompt, rollout_text, score_answers
 
 persona = PersonaTask(num_personas=4, answer_len=12)

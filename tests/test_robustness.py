@@ -28,10 +28,11 @@ import grpo
 import lang
 import rollouts
 import train as trainer
+import warmstart
 import vpo
 from checkpoint import load_checkpoint
 from model import Tokenizer
-from rewards import make_task
+from config import make_task
 from rollouts import score_answers
 from train import ConfigError, resolve_config, train
 
@@ -622,7 +623,7 @@ def test_rl_step_keeps_weights_finite(monkeypatch, task_name, mode):
         cfg = resolve_config(TINY, ["quiet=true", f"algo={algo}", f"task={task_name}"])
         task, tok = make_task(task_name), Tokenizer()
         torch.manual_seed(0)
-        model = trainer.build_model(cfg, tok, "cpu")
+        model = warmstart.build_model(cfg, tok, "cpu")
         opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"],
                                 betas=(0.9, 0.99))
         before = {k: v.clone() for k, v in model.state_dict().items()}

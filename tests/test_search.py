@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from model import GPT, GPTConfig, PRESETS, Tokenizer
-from rewards import CodeTask, PersonaTask
+from codetask import CodeTask
+from rewards import PersonaTask
 from search import SETTINGS, Island, evolve, evolve_many, k_grid, pool_metrics, run_searches, sampling_control, solved_curve
 from train import resolve_config
 
@@ -283,7 +284,7 @@ def test_settings_table_drives_the_defaults(monkeypatch):
 
 
 def test_search_problems_refuse_a_size_the_family_never_reaches():
-    from rewards import CodeTask
+    from codetask import CodeTask
     from search import search_problems
     small = CodeTask()  # at most 7 x 8 = 56 plausible programs
     with pytest.raises(ValueError, match="evo_min_plausible"):

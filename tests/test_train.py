@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+import warmstart
 from checkpoint import model_from_checkpoint
 from train import ADVANTAGES, ConfigError, resolve_config, train
 
@@ -83,8 +84,8 @@ def test_warm_start_depends_on_its_seed_not_on_the_process_history(tmp_path):
     """A worker of the headline experiment runs several jobs in turn: whatever it drew before must
     not change the warm start it trains (it once did: the initial weights came from the global RNG)."""
     from model import Tokenizer
-    from rewards import make_task
-    from train import warm_start
+    from config import make_task
+    from warmstart import warm_start
     tok, task = Tokenizer(), make_task("persona")
 
     def weights(seed, name, history):
@@ -117,8 +118,8 @@ def test_single_answer_curriculum_batches():
     """The warm start's first phase shows only the plain 1-answer format; later phases mix in m."""
     import random
     from model import Tokenizer
-    from rewards import make_task
-    from train import demo_batch
+    from config import make_task
+    from warmstart import demo_batch
     tok, task = Tokenizer(), make_task("code")
     cfg = resolve_config(overrides=["task=code", "sft_parent_fraction=1.0"])
     rng = random.Random(0)
@@ -180,7 +181,7 @@ def test_warm_start_key_follows_settings_and_task_code_not_trainer_text(tmp_path
                 dst.write(src.read())
 
     def key(*overrides):
-        code = f"import checkpoint, train; print(checkpoint.warmstart_path(train.resolve_config(overrides={list(overrides)!r})))"
+        code = f"import train, warmstart; print(warmstart.warmstart_path(train.resolve_config(overrides={list(overrides)!r})))"
         return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                               check=True).stdout.strip()
     before = key()
@@ -226,7 +227,7 @@ def _rl_step_with_flat_groups(tmp_path, monkeypatch, flat, *overrides):
     cfg = tiny(tmp_path, *overrides)
     task, tok = trainer.make_task(cfg["task"]), trainer.Tokenizer()
     torch.manual_seed(0)
-    model = trainer.build_model(cfg, tok, "cpu")
+    model = warmstart.build_model(cfg, tok, "cpu")
     calls, trained = [], []
 
     def score(task, problem, answers, m, as_written=False):
@@ -300,7 +301,7 @@ def test_dynamic_sampling_keeps_the_share_of_mutation_groups(tmp_path, monkeypat
     cfg = tiny(tmp_path, "dynamic_sampling=3", "algo=grpo", "task=code", "mutation_share=0.5")
     task, tok = trainer.make_task("code"), trainer.Tokenizer()
     torch.manual_seed(0)
-    model = trainer.build_model(cfg, tok, "cpu")
+    model = warmstart.build_model(cfg, tok, "cpu")
     calls = []
 
     def spread_everywhere(task, problem, answers, m, as_written=False):
@@ -325,7 +326,7 @@ def test_parent_replay_adds_the_warm_starts_loss_on_parent_prompts(tmp_path):
                 "max_grad_norm=1e9")  # no clipping: the gradient is compared as it is
     task, tok = trainer.make_task("code"), trainer.Tokenizer()
     torch.manual_seed(0)
-    model = trainer.build_model(cfg, tok, "cpu")
+    model = warmstart.build_model(cfg, tok, "cpu")
     run = trainer.Run(cfg, task, tok, model, torch.optim.SGD(model.parameters(), lr=0.0),
                       trainer.distributed.Scorer(model), rng=random.Random(1), generator=torch.Generator().manual_seed(0))
     batch = trainer.sample_rollouts(model, tok, task, task.problems("train", 2, random.Random(0)), 1,

@@ -41,7 +41,7 @@ import lang  # noqa: E402
 from checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
 from metrics import best_at_k_curve, pass_at_k_curve  # noqa: E402
 from oracle import gap_closed, mean_oracle  # noqa: E402
-from rewards import make_task  # noqa: E402
+from config import make_task  # noqa: E402
 from search import k_grid, sample_pools  # noqa: E402
 from vpo import sample_weights, set_scores  # noqa: E402
 

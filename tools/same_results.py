@@ -18,6 +18,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,7 +26,8 @@ import tempfile
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUT = os.path.join("out", "same_results")  # the same relative path on both sides: configs name it
+# the same relative path on both sides (configs name it), one per process (two checks may run at once)
+OUT = os.path.join("out", f"same_results_{os.getpid()}")
 WARM_HASH = re.compile(r"warmstart-([a-z_]+)-[0-9a-f]{12}\.pt")
 
 
@@ -87,6 +89,7 @@ def main(argv=None):
         try:
             found = differences(quick_run(tree), quick_run(ROOT))
         finally:
+            shutil.rmtree(os.path.join(ROOT, OUT), ignore_errors=True)
             subprocess.run(["git", "worktree", "remove", "--force", tree], cwd=ROOT, capture_output=True)
     print("\n".join(found) if found else f"the same results as {args.commit}: every result file, log of metrics "
                                            f"and samples, config and weights")

@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import search  # noqa: E402
-from rewards import make_task  # noqa: E402
+from config import make_task  # noqa: E402
 from train import resolve_config  # noqa: E402
 
 
