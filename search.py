@@ -341,15 +341,6 @@ def run_searches(model, tok, task, problems, m, cfg, settings, seed, children_pe
             "seconds": seconds, "sampling_seconds": time.time() - t0, "runs": runs}
 
 
-def evolve(model, tok, task, problem, m, cfg, budget=SETTINGS["evo_budget"], num_islands=SETTINGS["evo_islands"],
-           seed=0, device="cpu", children_per_call=SETTINGS["evo_children_per_call"]):
-    """One search with SETTINGS (experiment.py's per-problem call): evolve_many on one problem."""
-    if children_per_call not in (1, m):
-        raise ValueError(f"children_per_call must be 1 or the policy's m={m}, got {children_per_call}")
-    settings = dict(SETTINGS, evo_budget=budget, evo_islands=num_islands)
-    return evolve_many(model, tok, task, [problem], cfg, settings, seed, children_per_call, device)[0]
-
-
 def solved_curve(results, budget):
     """Fraction of searches solved after b candidates, for b = 1..budget."""
     curve = np.zeros(budget)

@@ -9,7 +9,7 @@ import torch
 from model import GPT, GPTConfig, PRESETS, Tokenizer
 from codetask import CodeTask
 from rewards import PersonaTask
-from search import SETTINGS, Island, evolve, evolve_many, k_grid, pool_metrics, run_searches, sampling_control, solved_curve
+from search import SETTINGS, Island, evolve_many, k_grid, pool_metrics, run_searches, sampling_control, solved_curve
 from train import resolve_config
 
 
@@ -47,6 +47,12 @@ def test_island_keeps_one_program_per_behaviour_and_the_best():
     assert parents == [("(if (< x 3) 1 2)", 0.5), ("(if (< x 4) 1 2)", 1.0)]  # worst to best, with scores
 
 
+def evolve(model, tok, task, problem, cfg, budget, num_islands, seed=0, children_per_call=1):
+    """One search: evolve_many on one problem, with SETTINGS but this budget and these islands."""
+    settings = dict(SETTINGS, evo_budget=budget, evo_islands=num_islands)
+    return evolve_many(model, tok, task, [problem], cfg, settings, seed, children_per_call)[0]
+
+
 def test_evolve_respects_the_budget_and_reports():
     torch.manual_seed(0)
     tok = Tokenizer()
@@ -54,7 +60,7 @@ def test_evolve_respects_the_budget_and_reports():
     task = CodeTask()
     cfg = resolve_config(overrides=["task=code"])
     problem = task.problems("heldout", 1, random.Random(0))[0]
-    result = evolve(model, tok, task, problem, 3, cfg, budget=10, num_islands=2, seed=0, children_per_call=3)
+    result = evolve(model, tok, task, problem, cfg, budget=10, num_islands=2, seed=0, children_per_call=3)
     assert result["solved_at"] is None and result["candidates"] == 10  # an untrained model solves nothing
 
 
@@ -146,7 +152,7 @@ def test_evolve_counts_invalid_and_improving_children(monkeypatch):
     calls = iter(rounds)
     monkeypatch.setattr(engine, "generate", lambda *a, **k: next(calls)(*a, **k))
     cfg = resolve_config(overrides=["task=code"])
-    result = evolve(None, tok, task, PROBLEM, 3, cfg, budget=12, num_islands=2, seed=0, children_per_call=3)
+    result = evolve(None, tok, task, PROBLEM, cfg, budget=12, num_islands=2, seed=0, children_per_call=3)
     # round 1: no parents, 6 candidates; round 2, island 1: invalid, better than WORSE, the truth (solved);
     # island 2's children are never counted: the search stopped at its solution
     assert result["mutations"] == {"children": 3, "invalid": 1, "improved": 2}
@@ -161,7 +167,7 @@ def test_a_childs_prompt_shows_its_parents_with_their_scores(monkeypatch):
     calls = iter(rounds)
     monkeypatch.setattr(engine, "generate", lambda *a, **k: next(calls)(*a, **k))
     cfg = resolve_config(overrides=["task=code"])
-    evolve(None, tok, task, PROBLEM, 1, cfg, budget=6, num_islands=2, seed=0)
+    evolve(None, tok, task, PROBLEM, cfg, budget=6, num_islands=2, seed=0)
     # both islands hold WORSE (10 of 13 hidden tests) and BETTER (12): shown worst to best, with scores
     assert rounds[2].prompts == [f"<|bos|>1|2->2 7->1 12->0 from {WORSE} :10 ; {BETTER} :12<|answer|>"] * 2
 
@@ -189,7 +195,7 @@ def test_an_edit_naming_no_threshold_of_the_parent_is_an_invalid_child(monkeypat
     calls = iter(rounds)
     monkeypatch.setattr(engine, "generate", lambda *a, **k: next(calls)(*a, **k))
     cfg = resolve_config(overrides=["task=code"])
-    result = evolve(None, tok, task, PROBLEM, 1, cfg, budget=3, num_islands=1, seed=0)
+    result = evolve(None, tok, task, PROBLEM, cfg, budget=3, num_islands=1, seed=0)
     # WORSE has no third threshold: the child stays "3-1", which is no program; a whole program is
     # still read as itself
     assert result["mutations"] == {"children": 2, "invalid": 1, "improved": 1} and result["solved_at"] == 3
@@ -201,7 +207,7 @@ def test_a_search_stops_counting_at_the_budget(monkeypatch):
     fake = Scripted(tok, [WORSE, "Z!", BETTER])
     monkeypatch.setattr(engine, "generate", fake)
     cfg = resolve_config(overrides=["task=code"])
-    result = evolve(None, tok, task, PROBLEM, 3, cfg, budget=10, num_islands=2, seed=0, children_per_call=3)
+    result = evolve(None, tok, task, PROBLEM, cfg, budget=10, num_islands=2, seed=0, children_per_call=3)
     # 2 rounds of 2 islands x 3 children = 12 written; the 11th and 12th are not counted
     assert len(fake.prompts) == 4 and result["candidates"] == 10 and result["solved_at"] is None
     # round 2 (parents: BETTER, the best of round 1): island 1 writes WORSE, Z!, BETTER, island 2 only WORSE
@@ -264,8 +270,6 @@ def test_settings_table_drives_the_defaults(monkeypatch):
     edited = types.ModuleType("edited_search")
     exec(compile(ast.fix_missing_locations(tree), search.__file__, "exec"), edited.__dict__)
     assert edited.SETTINGS["evo_budget"] == 1200 and edited.SETTINGS["heldout_weightings"] == 1064
-    defaults = {k: p.default for k, p in inspect.signature(edited.evolve).parameters.items()}
-    assert (defaults["budget"], defaults["num_islands"], defaults["children_per_call"]) == (1200, 1005, 1001)
     assert inspect.signature(edited.evaluate_checkpoint).parameters["num_heldout_weights"].default == 1064
 
     class Parsed(Exception):
