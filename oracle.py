@@ -23,7 +23,7 @@ pass@k with distinct pass patterns (each answer passes under its own truth only)
 either way: min(1, k / H).
 
 `code_oracle(task, problem, ks, weights)` builds R when H (the number of plausible programs) is small.
-For the count family with more thresholds (thresholds=4, domain=40: up to several thousand programs,
+For problems with more thresholds (thresholds=4, domain=40: up to several thousand programs,
 and R would hold H^2 D numbers) it never builds R: a hidden test between the shown inputs x_i and
 x_{i+1} depends on threshold i alone, and passes iff it does not lie in [min(t_i, a_i), max(t_i, a_i)).
 So w . R[t, a] = (weight of the tests outside every gap) + sum_i M_i[t_i, a_i], a sum of small
@@ -166,7 +166,7 @@ def reward_tensor(task, problem):
 
 
 def _gap_tables(task, problem, weights):
-    """count family: per gap i, M_i (N, g_i, g_i) with M_i[n, t, u] = weight of the gap's hidden tests
+    """Per gap i, M_i (N, g_i, g_i) with M_i[n, t, u] = weight of the gap's hidden tests
     that truth threshold t and answer threshold u get right, and the weight of the tests outside every
     gap (N,), which every plausible program passes."""
     shown, tests = task.shown(problem), task.tests(problem)
@@ -199,7 +199,7 @@ def _relaxed_upper(tables, const, k, exact_limit):
 
 
 def _separable_ceiling(task, problem, weights, k, budget, exact_limit, rng):
-    """count family without R: greedy over every plausible program on at most `budget` // H scenarios
+    """Without R: greedy over every plausible program on at most `budget` // H scenarios
     (all (truth, weighting) pairs when they fit, else a fixed random sample), each prefix of the greedy
     set then scored exactly on every scenario -> (values (k,), uppers (k,))."""
     tables, const = _gap_tables(task, problem, weights)
@@ -224,7 +224,7 @@ def code_oracle(task, problem, ks, weights, m=3, exact_limit=50_000, max_tensor=
 
     ks: k values for pass@k and best@k; weights (N, D): the weightings of VPO's set score; m: its set
     size. With H <= max_tensor plausible programs it builds R: exact where C(H, k) <= exact_limit, else
-    greedy. Beyond, count family only, it never builds R: best@1 and pass@k exact, best@k and the set
+    greedy. Beyond, it never builds R: best@1 and pass@k exact, best@k and the set
     score greedy on at most `budget` scores (a fixed sample of scenarios when all do not fit, seeded by
     `seed`), the greedy sets scored exactly. Returns a dict: hypotheses, best_at_1, pass_at_k {k: value},
     best_at_k {k: value}, best_at_k_upper {k: certified bound}, set_score, set_score_upper.
@@ -237,7 +237,7 @@ def code_oracle(task, problem, ks, weights, m=3, exact_limit=50_000, max_tensor=
         at_k = {k: best_at_k_ceiling(R, k, exact_limit) for k in ks}
         best_k, best_k_upper = {k: v[0] for k, v in at_k.items()}, {k: v[2] for k, v in at_k.items()}
         set_value, _, set_upper = set_score_ceiling(R, weights, m, exact_limit)
-    elif task.family == "count":
+    else:
         rng = np.random.default_rng(seed)
         uniform = np.full((1, task.dim), 1.0 / task.dim)
         tables, const = _gap_tables(task, problem, uniform)
@@ -248,8 +248,6 @@ def code_oracle(task, problem, ks, weights, m=3, exact_limit=50_000, max_tensor=
         best_k_upper = {k: float(uppers[min(k, H) - 1]) for k in ks}
         values, uppers = _separable_ceiling(task, problem, weights, m, budget, exact_limit, rng)
         set_value, set_upper = float(values[-1]), float(uppers[-1])
-    else:
-        raise ValueError(f"{H} plausible programs and no per-gap shortcut for family {task.family!r}")
     return {"hypotheses": H, "best_at_1": best1, "pass_at_k": passes, "best_at_k": best_k,
             "best_at_k_upper": best_k_upper, "set_score": set_value, "set_score_upper": set_upper}
 

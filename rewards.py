@@ -1,47 +1,26 @@
 """
-The toy tasks. Every answer gets a reward VECTOR in [0,1]^D; each task also fixes a scalarisation
-(the mean of the components) that GRPO trains on and best@k reports.
+The persona tasks, and what every task offers (the code task, in codetask.py, offers the same).
 
-1. PersonaTask — D personas each have a favourite letter, given in the prompt ("likes qxmz").
-   An answer is a word of at most L lowercase letters. Persona d's score is
-       r_d = sqrt( (c_d + overlap * sum_{e != d} c_e) / L )
-   where c_d counts the letters persona d likes. Letters are a shared budget, so the personas
-   conflict: no word pleases all. The square root is diminishing returns; it bends the Pareto
-   front outwards, so every mix of letter counts is the best answer for SOME weighting of the
-   personas (with linear scores only the D pure words would matter, and one 3-answer set would
-   cover most of them). `overlap` near 1 makes the personas nearly collinear: the control task on
-   which VPO should not help.
+Every answer gets a reward VECTOR in [0,1]^D; each task also fixes a scalarisation (the mean of the
+components) that GRPO trains on and best@k reports.
 
-2. CodeTask — write a program in lang.py's tiny language from a few input->output examples; the
-   other inputs of the domain are the hidden tests, one reward component each, and "solved" means
-   every test passes. The default family ("count") is f(x) = (+ (< x t1) (< x t2)) on x in 0..15:
-   2 below t1, 1 from t1 to t2 - 1, 0 from t2. The prompt shows one example in each of the three
-   regions ("3->2 8->1 12->0"), which leaves t1 anywhere in (x1, x2] and t2 anywhere in (x2, x3]:
-   up to 7 x 8 = 56 plausible programs, each passing a different subset of the D = 13 hidden
-   tests, and (the examples are drawn first) each equally likely to be the truth. So a set of
-   different guesses is worth more than one guess repeated, and wide gaps make problems no pool
-   of 30 answers solves. A program that contradicts an example scores zero: the examples are
-   public tests. The demonstrations favour one guess per threshold (right after the example
-   before it), like a pretrained model with a habit, so the warm start does not cover the other
-   thresholds by chance. family="easy" is the earlier family, (if (< x t) a b) on 0..9 from two
-   examples: at most 9 plausible programs, and pools of 30 answers solved nearly every held-out
-   problem; it stays for quick experiments and for comparison.
-   Those are the constructor's defaults (the tests' small family). configs/code.yaml makes it larger
-   for search: `thresholds` and `domain` (3 thresholds on 0..63: 60 hidden tests, up to ~9,000
-   plausible programs), and `window_share` draws that share of the problems' examples from a narrow
-   window of random width, so some problems are pinned down (pools solve them) and others leave
-   thousands of programs (only a search does). Its score leads toward the answer: a consistent
-   program fails exactly sum_i |t_i - t_i*| hidden tests, so a child that moves one threshold
-   closer passes more. With `edits`, a child written from parents is an edit of the best parent,
-   "2-5" (its second threshold moves down by 5), instead of the whole program.
+PersonaTask: D personas each have a favourite letter, given in the prompt ("likes qxmz"). An answer
+is a word of at most L lowercase letters. Persona d's score is
+    r_d = sqrt( (c_d + overlap * sum_{e != d} c_e) / L )
+where c_d counts the letters persona d likes. Letters are a shared budget, so the personas
+conflict: no word pleases all. The square root is diminishing returns; it bends the Pareto
+front outwards, so every mix of letter counts is the best answer for SOME weighting of the
+personas (with linear scores only the D pure words would matter, and one 3-answer set would
+cover most of them). `overlap` near 1 makes the personas nearly collinear: the control task
+(persona_collinear) on which VPO should not help.
 
-Each task offers: problems(split, n, rng) for a train/held-out split (a fixed hash of the problem,
-so the split never changes), prompt(problem, parents, goal), reward(problem, answer) -> (D,),
-scalarize(r), demonstration(problem, m, rng) for the supervised warm start, answer_key() for
-deduplication and valid() for answers that can earn anything at all. The code task's prompt can
-also carry parent programs with their scores, so the policy can serve as the mutation operator of
-search.py's evolutionary search; its demonstrations teach that edit (demo_parents, demonstration
-with parents), and num_plausible(problem) says how many programs a search would sift through.
+Each task offers: problems(split, n, rng) for a train/held-out split (`heldout`: a fixed hash of
+the problem, so the split never changes), prompt(problem, parents, goal) (a goal-conditioned prompt
+ends with its weighting, written by `format_goal`), reward(problem, answer) -> (D,), scalarize(r),
+demonstration(problem, m, rng) for the supervised warm start, answer_key() for deduplication and
+valid() for answers that can earn anything at all. Only the code task uses parents: its prompt can
+show parent programs with their scores, so the policy can serve as the mutation operator of
+search.py's evolutionary search.
 
 Warm-start demonstrations are deliberately imperfect (noise letters, programs that ignore the
 examples): the warm start must be diverse but must not already sit on the Pareto front, otherwise
@@ -131,8 +110,3 @@ class PersonaTask:
 
     def demonstration(self, problem, m, rng, parents=None):
         return [self._one_demo(problem, rng) for _ in range(m)]
-
-
-# ----------------------------------------------------------------------------------------------
-
-

@@ -88,7 +88,8 @@ def test_gap_closed():
     assert np.isnan(gap_closed(float("nan"), 0.5, 1.0)) and np.isnan(gap_closed(0.7, 0.5, float("nan")))
 
 
-@pytest.mark.parametrize("task", [CodeTask(), CodeTask(family="easy")], ids=["count", "easy"])
+@pytest.mark.parametrize("task", [CodeTask(), CodeTask(thresholds=3, domain=14, window_share=0.5)],
+                         ids=["default", "k3-window"])
 def test_reward_tensor_is_the_task_reward_under_each_truth(task):
     for problem in task.problems("train", 3, random.Random(2)):
         R, hyps = reward_tensor(task, problem)

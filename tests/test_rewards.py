@@ -17,11 +17,9 @@ from rollouts import rollout_prompt, rollout_text, score_answers
 
 persona = PersonaTask(num_personas=4, answer_len=12)
 code = CodeTask()  # the default family: f = (+ (< x t1) (< x t2)) on 0..15 from three examples
-easy = CodeTask(family="easy")  # the earlier family: (if (< x t) a b) on 0..9 from two examples
-# configs/code_search.yaml's family: four thresholds on 0..39, half the problems' examples in a narrow window
+# a larger family: four thresholds on 0..39, half the problems' examples in a narrow window
 wide = CodeTask(thresholds=4, domain=40, window_share=0.5)
 FAVS = ("a", "b", "c", "d")
-EASY = (4, ("const", 7), ("const", 3), 1, 6)  # f = (if (< x 4) 7 3), shown at 1 and 6
 
 
 def test_persona_exact_values():
@@ -77,35 +75,22 @@ def test_code_programs_that_contradict_the_examples_score_zero_and_are_invalid()
     assert (code.reward(problem, "(+ (< x 4) (< x 13))") == 0).all()
     assert not code.valid(problem, "(+ (< x 2) (< x 9))") and not code.valid(problem, "(+ x")
     assert code.valid(problem, "(+ (< x 4) (< x 8))")  # consistent, even if it fails some hidden tests
-    # the easy family keeps its original rule (hidden tests only)
-    assert (easy.reward((6, ("const", 1), ("const", 2), 1, 6), "(if (< x 7) 1 2)") == 1).all()
 
 
-def test_easy_code_reward_per_test():
-    assert easy.tests(EASY) == [0, 2, 3, 4, 5, 7, 8, 9] and easy.prompt(EASY) == "1->7 6->3"
-    assert (easy.reward(EASY, "(if (< x 4) 7 3)") == 1).all()
-    assert easy.reward(EASY, "(if (< x 5) 7 3)").tolist() == [1, 1, 1, 0, 1, 1, 1, 1]  # only x=4 differs
-    assert easy.reward(EASY, "3").tolist() == [0, 0, 0, 1, 1, 1, 1, 1]
-    assert (easy.reward(EASY, "(/ 1 0)") == 0).all()
-
-
-@pytest.mark.parametrize("task", [code, easy], ids=["count", "easy"])
-def test_code_hypotheses_agree_with_the_examples_and_include_the_truth(task):
-    from lang import run
-    for problem in task.problems("train", 100, random.Random(0)):
-        shown, hyps = task.shown(problem), task.hypotheses(problem)
-        assert problem[:len(problem) - len(shown)] in hyps
-        if task is code:  # every threshold anywhere in its gap
-            assert len(hyps) == np.prod(np.diff(shown))
-        texts = [task.program_text(h) for h in hyps]
+def test_code_hypotheses_agree_with_the_examples_and_include_the_truth():
+    for problem in code.problems("train", 100, random.Random(0)):
+        shown, hyps = code.shown(problem), code.hypotheses(problem)
+        assert problem[:code.k] in hyps
+        assert len(hyps) == np.prod(np.diff(shown))  # every threshold anywhere in its gap
+        texts = [code.program_text(h) for h in hyps]
         assert len(set(texts)) == len(texts)
         for text in texts:
-            assert run(text, list(shown)) == [task.target(problem, x) for x in shown]
+            assert lang.run(text, list(shown)) == [code.target(problem, x) for x in shown]
 
 
 def test_code_hypotheses_have_many_distinct_pass_patterns():
     """The examples leave many plausible programs, and each passes a different subset of the hidden
-    tests: far more corners than a set of m = 3 answers can cover (the easy family has at most 9)."""
+    tests: far more corners than a set of m = 3 answers can cover."""
     counts = []
     for problem in code.problems("heldout", 300, random.Random(0)):
         patterns = {tuple(code.reward(problem, code.program_text(h))) for h in code.hypotheses(problem)}
@@ -113,11 +98,9 @@ def test_code_hypotheses_have_many_distinct_pass_patterns():
         counts.append(len(patterns))
     counts = np.array(counts)
     assert counts.max() >= 42 and counts.mean() > 12 and (counts >= 30).mean() > 0.1
-    assert max(len(easy.hypotheses(p)) for p in easy.problems("heldout", 300, random.Random(0))) <= 9
 
 
 def test_code_demonstrations_parse_agree_with_the_examples_and_mutate_the_best_parent():
-    from lang import parse
     clean, rng = CodeTask(noise=0.0), random.Random(0)
     for problem in code.problems("train", 50, rng):
         hyps = {clean.program_text(h) for h in clean.hypotheses(problem)}
@@ -127,7 +110,7 @@ def test_code_demonstrations_parse_agree_with_the_examples_and_mutate_the_best_p
         for child in clean.demonstration(problem, 3, rng, parents=parents):  # a one-part mutation
             assert child in hyps and (child != clean.program_text(parents[-1]) or len(hyps) == 1)
         for answer in code.demonstration(problem, 6, rng):  # noisy ones included: all parse and fit
-            parse(answer)
+            lang.parse(answer)
             assert len(answer) + 1 <= code.max_answer_tokens
 
 
@@ -154,7 +137,7 @@ def test_parent_prompts_show_each_parents_score_as_hidden_tests_passed():
 
 
 def test_splits_are_disjoint_and_fixed():
-    for task in (persona, code, easy, wide):
+    for task in (persona, code, wide):
         train = set(task.problems("train", 300, random.Random(0)))
         held = set(task.problems("heldout", 100, random.Random(1)))
         assert train and held and not train & held
@@ -173,8 +156,7 @@ def test_demonstrations_are_valid_format():
     """Every demonstration passes task.valid (noise off: a noisy code demonstration ignores the examples
     on purpose), and task.valid turns down answers out of format."""
     rng = random.Random(0)
-    for task in (persona, CodeTask(noise=0.0), CodeTask(family="easy", noise=0.0),
-                 CodeTask(thresholds=4, domain=40, window_share=0.5, noise=0.0)):
+    for task in (persona, CodeTask(noise=0.0), CodeTask(thresholds=4, domain=40, window_share=0.5, noise=0.0)):
         for problem in task.problems("train", 20, rng):
             for answer in task.demonstration(problem, 3, rng):
                 assert task.valid(problem, answer), (problem, answer)
@@ -189,8 +171,6 @@ def test_demonstrations_are_valid_format():
     # not a program, or one that contradicts an example (13 > 12: 12->1), or the bare edit the search applies
     for answer in ("", "(+ (< x 4) (< x 9)", "(+ (< x 4) (< x 9)))", "(+ (< x 4) (< x 13))", "(< x 9)", "x", "2-5"):
         assert not code.valid(problem, answer), answer
-    # the easy family only asks for a program (its reward never checked the examples)
-    assert easy.valid(EASY, "(if (< x 4) 3 7)") and not easy.valid(EASY, "(if (< x 4) 7 3")
     problem = code.problems("train", 1, rng)[0]
     parents = code.demo_parents(problem, rng)
     scores = [code.reward(problem, code.program_text(p)).mean() for p in parents]
@@ -202,9 +182,9 @@ def test_score_answers_drops_duplicates_and_missing():
     assert np.allclose(rows, [persona.reward(FAVS, "aaaa"), [0] * 4, persona.reward(FAVS, "bb")])
     rows = score_answers(persona, FAVS, ["aaaa"], 3)
     assert (rows[1:] == 0).all()
-    # the same program spaced differently is a duplicate
-    rows = score_answers(easy, EASY, ["(if (< x 4) 7 3)", "(if  (< x 4)\n7 3)"], 2)
-    assert rows[0].sum() == 8 and rows[1].sum() == 0
+    # the same program spaced differently, or with a leading zero, is a duplicate
+    rows = score_answers(code, (4, 9, 2, 7, 12), ["(+ (< x 4) (< x 9))", "(+  (< x 4)\n(< x 09))"], 2)
+    assert rows[0].sum() == 13 and rows[1].sum() == 0
 
 
 def test_prompt_and_completion_formats():
@@ -222,7 +202,7 @@ def test_any_rollout_bytes_give_valid_rewards(raw, m):
     """Whatever the policy writes (any token ids), parsing and scoring never fail."""
     ids = list(raw) + [tok.sep, tok.eos][: raw[0] % 3 if raw else 0]
     answers = tok.split_answers(ids)
-    for task, problem in ((persona, FAVS), (easy, EASY), (code, (4, 9, 2, 7, 12))):
+    for task, problem in ((persona, FAVS), (code, (4, 9, 2, 7, 12)), (wide, (3, 12, 25, 39, 0, 5, 20, 30, 39))):
         rows = score_answers(task, problem, answers, m)
         assert rows.shape == (m, task.dim) and np.isfinite(rows).all()
         assert ((rows >= 0) & (rows <= 1)).all()
@@ -233,17 +213,18 @@ def test_make_task_rejects_unknown():
         make_task("chess")
     with pytest.raises(TypeError):
         make_task("persona", colour=3)
+    with pytest.raises(TypeError):  # the earlier (if (< x t) a b) family is gone (commit b5f2386 has it)
+        make_task("code", family="easy")
 
 
-@pytest.mark.parametrize("family", ["count", "easy"])
-def test_code_demonstrations_have_the_habit_they_are_asked_for(family):
-    problem = CodeTask(family=family).problems("train", 1, random.Random(5))[0]
-    habit = CodeTask(family=family, noise=0.0, early_switch=1.0)
+def test_code_demonstrations_have_the_habit_they_are_asked_for():
+    problem = code.problems("train", 1, random.Random(5))[0]
+    habit = CodeTask(noise=0.0, early_switch=1.0)
     shown, hyps = habit.shown(problem), habit.hypotheses(problem)
     early = {habit.program_text(h) for h in hyps if all(h[i] == shown[i] + 1 for i in range(habit.k))}
     rng = random.Random(0)
     assert {habit.demonstration(problem, 1, rng)[0] for _ in range(50)} == early
-    open_minded = CodeTask(family=family, noise=0.0, early_switch=0.0)
+    open_minded = CodeTask(noise=0.0, early_switch=0.0)
     seen = {open_minded.demonstration(problem, 1, rng)[0] for _ in range(40 * len(hyps))}
     assert seen == {open_minded.program_text(h) for h in hyps}
 
@@ -267,29 +248,29 @@ def test_one_scalarisation_for_numpy_and_torch(name):
     r = np.arange(2 * 3 * task.dim, dtype=np.float32).reshape(2, 3, task.dim) / (6 * task.dim)
     assert np.allclose(task.scalarize(r), r.mean(-1))
     assert torch.allclose(task.scalarize(torch.from_numpy(r)), torch.from_numpy(r).mean(-1))
-@pytest.mark.parametrize("family, problems_crc, rewards_crc", [("count", 2567656675, 2661656996),
-                                                                ("easy", 3385073680, 1611210180)])
-def test_old_code_families_draw_the_same_problems_and_rewards_as_before(family, problems_crc, rewards_crc):
+
+
+def test_the_default_code_family_draws_the_same_problems_and_rewards_as_before():
     """Checksums taken from the code before window_share, scored parents and num_plausible existed: old
     configs keep their problems and rewards."""
     import zlib
-    task = CodeTask(family=family)
+    task = CodeTask()
     ps = task.problems("train", 200, random.Random(0)) + task.problems("heldout", 100, random.Random(1))
     rows = [task.reward(p, task.program_text(h)) for p in ps[:100] for h in task.hypotheses(p)[:5]]
     rows += [task.reward(p, a) for p in ps for a in ("(+ (< x 5) (< x 9))", "(if (< x 4) 7 3)", "3")]
-    assert zlib.crc32(repr(ps).encode()) == problems_crc
-    assert zlib.crc32(np.stack(rows).astype(np.float32).tobytes()) == rewards_crc
+    assert zlib.crc32(repr(ps).encode()) == 2567656675
+    assert zlib.crc32(np.stack(rows).astype(np.float32).tobytes()) == 2661656996
 
 
-@pytest.mark.parametrize("task", [code, easy, CodeTask(thresholds=3, domain=14, window_share=0.5),
-                                  CodeTask(thresholds=4, domain=12)], ids=["count", "easy", "k3-window", "k4"])
+@pytest.mark.parametrize("task", [code, CodeTask(thresholds=3, domain=14, window_share=0.5),
+                                  CodeTask(thresholds=4, domain=12)], ids=["count", "k3-window", "k4"])
 def test_num_plausible_counts_the_hypotheses_and_they_agree_with_the_examples(task):
-    from lang import run
     sizes = []
     for problem in task.problems("train", 60, random.Random(1)):
         hyps, shown = task.hypotheses(problem), task.shown(problem)
         assert task.num_plausible(problem) == len(hyps) and problem[:len(problem) - len(shown)] in hyps
-        assert all(run(task.program_text(h), list(shown)) == [task.target(problem, x) for x in shown] for h in hyps)
+        assert all(lang.run(task.program_text(h), list(shown)) == [task.target(problem, x) for x in shown]
+                   for h in hyps)
         sizes.append(len(hyps))
     assert len(set(sizes)) > 3  # problems of many sizes, not one
 
@@ -307,7 +288,7 @@ def test_window_share_mixes_pinned_down_and_wide_open_problems():
 
 
 def test_code_task_refuses_a_bad_window_share():
-    for options in ({"window_share": 1.5}, {"window_share": -0.1}, {"family": "easy", "window_share": 0.5}):
+    for options in ({"window_share": 1.5}, {"window_share": -0.1}):
         with pytest.raises(ValueError, match="window_share"):
             CodeTask(**options)
 
@@ -330,7 +311,7 @@ def test_mutation_demonstrations_move_one_threshold_no_farther_than_the_tests_it
         assert len(set(children)) == len(children) or clean_wide.num_plausible(problem) <= 3
         for child in children:
             assert clean_wide.valid(problem, child)
-            moved = [(a, b) for a, b in zip(best, parse_thresholds(child)) if a != b]
+            moved = [(a, b) for a, b in zip(best, clean_wide.thresholds(child)) if a != b]
             assert len(moved) == 1 and abs(moved[0][0] - moved[0][1]) <= max(1, failed) or \
                 clean_wide.num_plausible(problem) == 1
 
@@ -357,7 +338,7 @@ def test_edit_demonstrations_stand_for_one_threshold_moves_of_the_best_parent():
         for edit in clean.demonstration(problem, 3, rng, parents=parents):
             i, step = int(edit[0]) - 1, int(edit[1:])  # '2-5': the second threshold down by 5
             child = clean.child_program(edit, shown)
-            moved = [(a, b) for a, b in zip(parents[-1], parse_thresholds(child)) if a != b]
+            moved = [(a, b) for a, b in zip(parents[-1], clean.thresholds(child)) if a != b]
             assert clean.valid(problem, child) and moved == [(parents[-1][i], parents[-1][i] + step)] \
                 and 1 <= abs(step) <= max(1, failed) or clean.num_plausible(problem) == 1
 
@@ -371,14 +352,6 @@ def test_child_program_applies_an_edit_to_the_best_parent_or_leaves_the_answer_a
         assert edits.child_program(answer, parents) == answer                     # off the domain 0..15, ...
     assert edits.child_program("2-2", None) == "2-2" and whole.child_program("2-2", parents) == "2-2"
     assert edits.reward((4, 9, 2, 7, 12), "2-2").sum() == 0  # unresolved, an edit scores as no program
-    with pytest.raises(ValueError, match="edits"):
-        CodeTask(family="easy", edits=True)
-
-
-def parse_thresholds(text):
-    """'(+ (< x 3) (+ (< x 7) ...))' -> (3, 7, ...)"""
-    import re
-    return tuple(int(t) for t in re.findall(r"\(< x (\d+)\)", text))
 
 
 def test_fixed_width_programs_have_one_length_and_mean_what_they_did():
@@ -392,7 +365,6 @@ def test_fixed_width_programs_have_one_length_and_mean_what_they_did():
     for p in programs:
         assert (padded.reward(problem, padded.program_text(p)) == plain.reward(problem, plain.program_text(p))).all()
         assert padded.answer_key(padded.program_text(p)) == plain.answer_key(plain.program_text(p))
-    assert CodeTask(family="easy", fixed_width=True).program_text((4, ("const", 7), ("const", 3))) == "(if (< x 4) 7 3)"
     for p in programs:  # thresholds() reads back what program_text wrote, padded or not
         assert padded.thresholds(padded.program_text(p)) == plain.thresholds(plain.program_text(p)) == list(p)
     assert padded.thresholds("(+ (< x 03)") == [3]  # also off a program that does not parse
