@@ -22,6 +22,7 @@ to 46 letters; no rollout ends early). TRL is never a dependency: it runs if imp
 process with its own memory.
 Random weights rarely sample <|eos|>, so without --checkpoint rollouts run to max_new_tokens. On a
 shared machine the CPU time of this process is the steadier number; the load average is printed.
+Deliberately left out: timing under torchrun, per-kernel profiles (torch.profiler's job), search.py.
 """
 
 import os
@@ -32,6 +33,7 @@ import argparse
 import contextlib
 import copy
 import functools
+import importlib.util
 import json
 import platform
 import random
@@ -50,7 +52,6 @@ import train
 import warmstart
 from checkpoint import load_checkpoint, model_from_checkpoint
 from config import make_task
-from distributed import Scorer
 from model import GPT, Tokenizer, pad_left
 from rollouts import rollout_prompt
 
@@ -106,19 +107,20 @@ def timed(fn, device, warmup, repeats):
     return statistics.median(walls), statistics.median(cpus), out, walls
 
 
-def setup(cfg, device, checkpoint=None, seed=0):
-    torch.manual_seed(seed)
+def setup(cfg, device, checkpoint=None):
+    """(model, tokenizer, task): trained weights from `checkpoint`, else random ones of a fixed seed."""
+    torch.manual_seed(0)
     tok, task = Tokenizer(cfg["tokenizer"]), make_task(cfg["task"], **cfg["task_options"])
     model = model_from_checkpoint(checkpoint, device)[0] if checkpoint else warmstart.build_model(cfg, tok, device)
     return model, tok, task
 
 
-def measure(model, tok, task, cfg, device, warmup, repeats, seed=0):
-    """Sampling alone, then train.rl_step (which trains `model`)."""
+def measure(model, tok, task, cfg, device, warmup, repeats):
+    """Sampling alone, then train.rl_step on a run made as training makes it (the steps train `model`)."""
     m = train.answers_per_rollout(cfg)
-    problems = task.problems("train", cfg["prompts_per_step"], random.Random(seed))
+    problems = task.problems("train", cfg["prompts_per_step"], random.Random(0))
     prompt, prompt_mask = pad_left([tok.encode(rollout_prompt(task, p, m)) for p in problems], tok.eos, device)
-    generator = torch.Generator(device=device).manual_seed(seed)
+    generator = torch.Generator(device=device).manual_seed(0)
     model.eval()
     wall, cpu, out, walls = timed(lambda: engine.generate(
         model, prompt, prompt_mask, cfg["group_size"], m * task.max_answer_tokens + 1, tok.eos,
@@ -126,8 +128,7 @@ def measure(model, tok, task, cfg, device, warmup, repeats, seed=0):
     tokens = int(out["mask"].sum())
     r = {"sample_s": wall, "sample_cpu_s": cpu, "sample_tokens": tokens, "sample_tok_per_s": tokens / wall,
          "prompt_tokens": prompt.size(1), "completion_tokens": out["tokens"].size(1), "sample_walls": walls}
-    run = train.Run(cfg, task, tok, model, warmstart.make_optimizer(model, cfg, device), Scorer(model),
-                    rng=random.Random(seed), generator=torch.Generator(device=device).manual_seed(seed), device=device)
+    run = train.make_run(cfg, task, tok, model, device)
     steps = []
     wall, cpu, _, walls = timed(lambda: steps.append(train.rl_step(run)), device, warmup, repeats)
     steps = [(metrics, batch["completion"].size(1)) for metrics, batch in steps[warmup:]]
@@ -139,17 +140,16 @@ def measure(model, tok, task, cfg, device, warmup, repeats, seed=0):
     return r
 
 
-def measure_sft(model, tok, task, cfg, device, warmup, repeats, seed=0):
+def measure_sft(model, tok, task, cfg, device, warmup, repeats):
     """warmstart.sft_step on a copy of the model; tokens/s over all steps (formats alternate per batch)."""
     model = copy.deepcopy(model).train()
-    opt, rng, counted = warmstart.make_optimizer(model, cfg, device, sft=True), random.Random(seed + 1000), []
+    opt, rng, counted = warmstart.sft_optimizer(model, cfg), random.Random(1000), []
     wall, cpu, _, walls = timed(lambda: counted.append(warmstart.sft_step(model, opt, task, tok, cfg, rng, device)[1]),
                                 device, warmup, repeats)
     return {"sft_s": wall, "sft_cpu_s": cpu, "sft_tok_per_s": sum(counted[warmup:]) / sum(walls)}
 
 
-def progress(msg):
-    print(msg, file=sys.stderr, flush=True)
+progress = functools.partial(print, file=sys.stderr, flush=True)
 
 
 def run_ours(cfg, device, variants, warmup, repeats, checkpoint=None, force_length=False, sft=True, log=progress):
@@ -178,10 +178,7 @@ def run_ours(cfg, device, variants, warmup, repeats, checkpoint=None, force_leng
 # TRL's GRPOTrainer on the same shape, in a child process (its own memory, its own imports)
 
 def trl_available():
-    try:
-        return __import__("importlib.util").util.find_spec("trl") is not None
-    except (ImportError, ValueError):
-        return False
+    return importlib.util.find_spec("trl") is not None
 
 
 def trl_worker(spec):
@@ -283,7 +280,7 @@ def table(results, variants, trl=None):
     return "\n".join(lines)
 
 
-def main(argv=None):
+def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
     parser.add_argument("--config", help="YAML file of overrides to train.py's DEFAULTS")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override config keys")
@@ -299,47 +296,40 @@ def main(argv=None):
     parser.add_argument("--json", help="write every figure to this JSON file")
     parser.add_argument("--trl-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.trl_worker:  # the child process of --trl
-        print("TRL_RESULT " + json.dumps(trl_worker(json.loads(args.trl_worker))), flush=True)
-        return
     args.trl_config = args.trl_config or args.trl
+    return args
+
+
+def bench_config(args):
+    """The command line -> (train.py config, device); a config or device that cannot work exits with one line."""
     overrides = list(TRL_CONFIG if args.trl_config else []) + list(args.set)
     try:
         device = config.pick_device(args.device)
         if device == "cuda" and not any(o.startswith("dtype=") for o in overrides):
             overrides.append("dtype=bfloat16")  # autocast on CUDA, as a CUDA training run would use
-        base = None
-        if args.checkpoint:  # that run's config, so the task and sizes match the weights
-            saved = load_checkpoint(args.checkpoint)["config"]
-            base = {k: saved.get(k, v) for k, v in train.DEFAULTS.items()}
-        cfg = train.resolve_config(args.config, overrides, base=base)
+        saved = load_checkpoint(args.checkpoint)["config"] if args.checkpoint else None  # sizes match the weights
+        base = {k: saved.get(k, v) for k, v in train.DEFAULTS.items()} if saved else None
+        return train.resolve_config(args.config, overrides, base=base), device
     except (train.ConfigError, FileNotFoundError, RuntimeError) as e:
         hint = f" (this torch is {torch.__version__}; run with --device cpu)" if "CUDA is not available" in str(e) else ""
         print(f"error: {e}{hint}", file=sys.stderr)
         sys.exit(2)
-    torch.set_num_threads(args.threads or cfg["threads"] or torch.get_num_threads())
-    variants = list(VARIANTS) if args.naive else ["ours"]
-    machine = {"device": device, "threads": torch.get_num_threads(), "torch": torch.__version__,
-               "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
-               "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
-               "gpu": torch.cuda.get_device_name() if device == "cuda" else None}
-    m, task = train.answers_per_rollout(cfg), make_task(cfg["task"], **cfg["task_options"])
-    print(f"bench: task={cfg['task']} algo={cfg['algo']} model={cfg['model']} P={cfg['prompts_per_step']} "
-          f"G={cfg['group_size']} m={m} max_new_tokens={m * task.max_answer_tokens + 1} kl_coef={cfg['kl_coef']} "
-          f"dtype={cfg['dtype']}" + (" (TRL comparison shape)" if args.trl_config else ""))
-    print(f"machine: {machine}; load average at start {load()}")
-    results = run_ours(cfg, device, variants, args.warmup, args.repeats, args.checkpoint,
-                       force_length=args.trl_config, sft=not args.no_sft)
-    params, ours, trl = results.pop("_params"), results["ours"], None
-    if args.trl:
-        if device not in ("cpu", "cuda"):
-            trl = {"error": f"TRL comparison runs on cpu or cuda, not {device}"}
-        elif not trl_available():
-            trl = {"error": "TRL is not installed (pip install trl to compare; it is not a dependency)"}
-        else:
-            trl = run_trl({"P": cfg["prompts_per_step"], "G": cfg["group_size"], "prompt_tokens": TRL_PROMPT_TOKENS,
-                           "completion_tokens": TRL_COMPLETION_TOKENS, "threads": torch.get_num_threads(),
-                           "device": device, "warmup": args.warmup, "repeats": args.repeats})
+
+
+def time_trl(cfg, device, args):
+    """TRL's GRPOTrainer at cfg's shape -> its results, or {"error": why it did not run}."""
+    if device not in ("cpu", "cuda"):
+        return {"error": f"TRL comparison runs on cpu or cuda, not {device}"}
+    if not trl_available():
+        return {"error": "TRL is not installed (pip install trl to compare; it is not a dependency)"}
+    return run_trl({"P": cfg["prompts_per_step"], "G": cfg["group_size"], "prompt_tokens": TRL_PROMPT_TOKENS,
+                    "completion_tokens": TRL_COMPLETION_TOKENS, "threads": torch.get_num_threads(),
+                    "device": device, "warmup": args.warmup, "repeats": args.repeats})
+
+
+def report(results, variants, params, trl, args):
+    """The table of every figure, and what to read it with: shapes, load, the ratios to TRL's."""
+    ours = results["ours"]
     print(f"\nmodel: {params / 1e6:.2f}M parameters; prompts {ours['prompt_tokens']} tokens, completions "
           f"{ours['completion_tokens']} tokens wide; medians of {args.repeats} after {args.warmup} warm-up")
     print(table(results, variants, trl))
@@ -355,6 +345,30 @@ def main(argv=None):
         print(f"ratio: TRL step / our step = {trl['step_s'] / ours['step_s']:.2f}x wall "
               f"({trl['step_cpu_s'] / ours['step_cpu_s']:.2f}x CPU time); "
               f"HF generate / our sampling = {trl['generate_s'] / ours['sample_s']:.2f}x")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.trl_worker:  # the child process of --trl
+        print("TRL_RESULT " + json.dumps(trl_worker(json.loads(args.trl_worker))), flush=True)
+        return
+    cfg, device = bench_config(args)
+    torch.set_num_threads(args.threads or cfg["threads"] or torch.get_num_threads())
+    variants = list(VARIANTS) if args.naive else ["ours"]
+    machine = {"device": device, "threads": torch.get_num_threads(), "torch": torch.__version__,
+               "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+               "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+               "gpu": torch.cuda.get_device_name() if device == "cuda" else None}
+    m, task = train.answers_per_rollout(cfg), make_task(cfg["task"], **cfg["task_options"])
+    print(f"bench: task={cfg['task']} algo={cfg['algo']} model={cfg['model']} P={cfg['prompts_per_step']} "
+          f"G={cfg['group_size']} m={m} max_new_tokens={m * task.max_answer_tokens + 1} kl_coef={cfg['kl_coef']} "
+          f"dtype={cfg['dtype']}" + (" (TRL comparison shape)" if args.trl_config else ""))
+    print(f"machine: {machine}; load average at start {load()}")
+    results = run_ours(cfg, device, variants, args.warmup, args.repeats, args.checkpoint,
+                       force_length=args.trl_config, sft=not args.no_sft)
+    params = results.pop("_params")
+    trl = time_trl(cfg, device, args) if args.trl else None
+    report(results, variants, params, trl, args)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"config": cfg, "machine": machine, "params": params, "warmup": args.warmup,

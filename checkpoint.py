@@ -157,7 +157,7 @@ class RunFiles:
     checkpoint was taken."""
 
     def __init__(self, cfg, lead=True):
-        self.cfg, self.lead, self.quiet = cfg, lead, cfg["quiet"]
+        self.lead, self.quiet = lead, cfg["quiet"]
         self.out_dir = prepare_out_dir(cfg) if lead else run_dir(cfg)
         self.resume = resume_point(cfg, self.out_dir) if cfg["resume"] else None
         self.mode = "a" if self.resume else "w"

@@ -16,7 +16,7 @@ that training and search use (a KV cache, each prompt run once for its G samples
 dropped, length-bucketed scoring), and tests/test_engine.py holds those to these.
 
 Deliberately left out: dropout at RL time (sampled log-probs must match the scoring forward),
-rotary embeddings, mixed-precision tricks (train.py owns autocast), pretrained weights (nothing
+rotary embeddings, mixed-precision tricks (warmstart.py owns autocast), pretrained weights (nothing
 may come from a hub: every model here is trained from scratch on generated data).
 """
 

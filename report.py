@@ -1,20 +1,20 @@
 """
-The experiment's report: one table per task, the paper's claims with this run's verdicts, and the
-figures, all computed from result files alone.
+The result files and what they say. experiment.py stores one small JSON file per task, method and seed
+(results/<task>-<method>-s<seed>.json: its pool metrics with per-problem values, a summary of its
+training, its search) through update_record, so that seeds can run in different sessions; this file
+reads them back, merges them over seeds and decides the paper's claims, from those files alone.
+tables.py writes the merged results as summary.md, results.json and the figures.
 
     python experiment.py --report out/headline                 # reprint and rewrite one experiment
     python experiment.py --report out/seed0 out/seed1 out/seed2 --out out/merged   # merge seeds
-
-experiment.py writes one small JSON file per task, method and seed (results/<task>-<method>-s<seed>.json:
-its pool metrics with per-problem values, a summary of its training, its search), so that seeds
-can run in different sessions and be merged here. Every number in summary.md comes from those files.
 
 Differences between methods come with a 95% interval from a paired bootstrap over problems and
 seeds (metrics.paired_bootstrap_interval): the same held-out problems for every method of a seed.
 Every verdict follows one rule, stated once above `verdict` below: an interval, never a point
 estimate, decides "yes", "no" or "within noise".
 
-Deliberately left out: significance tests beyond the bootstrap, multiple-comparison corrections.
+Deliberately left out: significance tests beyond the bootstrap, multiple-comparison corrections;
+tables and figures (tables.py, plots.py).
 """
 
 import glob
@@ -24,7 +24,6 @@ import os
 import numpy as np
 
 import oracle
-import plots
 from metrics import paired_bootstrap_interval
 
 CURVES = ("best_at_k", "heldout_weight_best_at_k", "pass_at_k")
@@ -32,8 +31,31 @@ SCALARS = ("diversity", "distinct_answers", "pareto_fraction", "entropy", "waste
            "tokens_generated", "mean_scalar", "set_score", "valid")
 
 
+# ----------------------------------------------------------------------------------------------
+# The result files
+
 def record_path(out_dir, task, method, seed):
     return os.path.join(out_dir, "results", f"{task}-{method}-s{seed}.json")
+
+
+def read_record(out_dir, task, method, seed):
+    """The stored record of one task, method and seed; None when there is none yet."""
+    try:
+        with open(record_path(out_dir, task, method, seed)) as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def update_record(out_dir, task, method, seed, **fields):
+    """Merge fields into results/<task>-<method>-s<seed>.json (written whole, then renamed)."""
+    path = record_path(out_dir, task, method, seed)
+    record = read_record(out_dir, task, method, seed) or {"task": task, "method": method, "seed": seed}
+    record.update(fields)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(record, f)
+    os.replace(path + ".tmp", path)
 
 
 def load_records(dirs):
@@ -45,6 +67,19 @@ def load_records(dirs):
                 record = json.load(f)
             found[(record["task"], record["method"], record["seed"])] = record
     return list(found.values())
+
+
+def training_summary(rows):
+    """A run's metrics.jsonl rows -> what the tables and figures need: held-out evaluations, the first
+    and last 10 steps' means, and a curve of at most ~100 points."""
+    evals = [r for r in rows if r["kind"] == "eval"]
+    steps = [r for r in rows if r["kind"] == "train"]
+    keys = ("reward_scalar", "set_score", "entropy", "distinct_first_answers", "valid_answers")
+    every = max(1, len(steps) // 100)
+    return {"heldout_scalar": [evals[0]["heldout_scalar"], evals[-1]["heldout_scalar"]] if evals else [],
+            "first10": {k: float(np.mean([r[k] for r in steps[:10]])) for k in keys if steps and k in steps[0]},
+            "last10": {k: float(np.mean([r[k] for r in steps[-10:]])) for k in keys if steps and k in steps[0]},
+            "curve": {k: [round(r[k], 4) for r in steps[::every]] for k in ("step",) + keys if steps and k in steps[0]}}
 
 
 def merge(records, task_order=()):
@@ -230,6 +265,26 @@ def paired_diversity(results, task, a, b):
     return paired_bootstrap_interval(va, vb), f"{len(seeds)} seeds only"
 
 
+SET_SEARCH_SUFFIX = " (m per call)"  # a set policy's search writing its m children per call
+
+
+def named_searches(per_method):
+    """{name: merged search} of every search of a task: a set policy's search writing its m children per
+    call is one of its own."""
+    return {m + suffix: e[kind] for m, e in per_method.items()
+            for kind, suffix in (("evolution", ""), ("evolution_set", SET_SEARCH_SUFFIX)) if kind in e}
+
+
+def paired_search(per_problem_a, per_problem_b):
+    """The interval of the difference in solved share between two searches, paired on the seeds
+    both searched with the very same problems; None when there are none."""
+    seeds = [s for s in per_problem_a if s in per_problem_b and per_problem_a[s][0] == per_problem_b[s][0]]
+    if not seeds or len({len(per_problem_a[s][0]) for s in seeds}) != 1:
+        return None  # the bootstrap needs a (seeds, problems) array
+    return paired_bootstrap_interval(np.array([per_problem_a[s][1] for s in seeds], dtype=float),
+                                     np.array([per_problem_b[s][1] for s in seeds], dtype=float))
+
+
 def claim_best_at_k(results):
     tasks, out = results["tasks"], []
     for task, key, metric, what in (("code", "best", "best_at_k", "code best@k"),
@@ -271,8 +326,7 @@ def claim_pass_at_k(results):
 
 
 def claim_search(results):
-    searches = {m + suffix: e[kind] for m, e in results["tasks"].get("code", {}).items()
-                for kind, suffix in (("evolution", ""), ("evolution_set", SET_SEARCH_SUFFIX)) if kind in e}
+    searches = named_searches(results["tasks"].get("code", {}))
     if not searches:
         return []
     code = results["tasks"]["code"]
@@ -333,198 +387,3 @@ def claims(results):
     """The paper's claims one by one, with this run's verdict and the numbers behind it."""
     return [f"**{claim}**\n" + "\n".join(f"   - {line}" for line in (decide(results) or ["not measured in this run"]))
             for claim, decide in CLAIMS]
-
-
-# ----------------------------------------------------------------------------------------------
-# Tables
-
-def summary_markdown(results):
-    lines = [f"Seeds {results['seeds']}, commit(s) {', '.join(results['commits'])}"
-             + (f", wall time {results['wall_s']:.0f} s" if results.get("wall_s") else "")
-             + f". Machine(s): {' | '.join(results.get('machines', []))} (a seed reproduces bit for bit only on"
-             " the machine that ran it). Held-out problems; k counts answers.", ""]
-    multi = len(results["seeds"]) > 1
-    for t, per_method in results["tasks"].items():
-        pooled = {m: e for m, e in per_method.items() if "ks" in e}
-        if not pooled:
-            continue
-        ks = next(iter(pooled.values()))["ks"]
-        show = [i for i, k in enumerate(ks) if k in (1, ks[len(ks) // 2], ks[-1])]
-        lines.append(f"### {t}")
-        head = ["method"] + [f"best@{ks[i]}" for i in show] + [f"w-best@{ks[i]}" for i in show]
-        if t == "code":
-            head += [f"pass@{ks[i]}" for i in show] + ["evo solved"]
-        head += ["diversity", "distinct", "wasted"]
-        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for a, e in pooled.items():
-            def fmt(metric, i):
-                if metric not in e:
-                    return "-"
-                return f"{e[metric][i]:.3f}" + (f" ±{e[metric + '_spread'][i] / 2:.3f}" if multi else "")
-            row = [a + (UNTRAINED if did_not_train(e) else "")] + [fmt("best_at_k", i) for i in show] + [fmt("heldout_weight_best_at_k", i) for i in show]
-            if t == "code":
-                row += [fmt("pass_at_k", i) for i in show]
-                ev = e.get("evolution")
-                per_seed = f" ({' '.join(map(str, ev['solved_per_seed']))})" if ev and multi else ""
-                row.append(f"{ev['solved']}/{ev['searches']}{per_seed}" if ev else "-")
-            row += [f"{e[k]:.{d}f}" if np.isfinite(e[k]) else "-" for k, d in
-                    (("diversity", 3), ("distinct_answers", 1), ("wasted", 2))]
-            lines.append("| " + " | ".join(row) + " |")
-        lines.append("")
-    lines.append("best@k: fixed scalarisation (mean of components); w-best@k: averaged over held-out random "
-                 "weightings; ± is half the spread (max - min) over seeds; diversity: mean pairwise L1 between "
-                 "the pool's reward vectors, every answer scored as written; distinct: distinct answers in a "
-                 "pool; wasted: share of a pool's answers that repeat an earlier answer of their own rollout or "
-                 "are invalid; evo solved: searches that found a program passing every test within the budget, "
-                 "on problems no checkpoint's pool solved (per seed in brackets).")
-    lines += ["", "## The paper's claims, this run's verdicts", ""] + claims(results) + [""]
-    lines += ["## Leaderboard", ""] + leaderboard_table(results)
-    return "\n".join(lines + mutation_table(results) + training_table(results)) + "\n"
-
-
-# What each task's leaderboards rank by, at the largest k: (per-problem key, curve, name). Code has
-# three: best@k (how good the best program of a pool is), pass@k (whether a pool holds one passing
-# every test; on the search family even the optimum's is low) and the evolutionary search the
-# pools are for (key "search": the share of hard problems solved within the budget).
-LEADERBOARDS = {"persona": [("w_best", "heldout_weight_best_at_k", "w-best")],
-                "code": [("best", "best_at_k", "best"), ("pass", "pass_at_k", "pass"), ("search", None, "search")],
-                "persona_collinear": [("w_best", "heldout_weight_best_at_k", "w-best")]}
-SET_SEARCH_SUFFIX = " (m per call)"  # a set policy's search writing its m children per call
-
-
-def search_rows(per_method):
-    """[(method, {seed: (problems, solved 0/1 per problem)})] of every search of a task: a set policy's
-    search writing m children per call is its own row."""
-    rows = []
-    for method, e in per_method.items():
-        for name, suffix in (("evolution", ""), ("evolution_set", SET_SEARCH_SUFFIX)):
-            if name in e and "per_problem" in e[name]:
-                rows.append((method + suffix, e[name]["per_problem"]))
-    return rows
-
-
-def paired_search(per_problem_a, per_problem_b):
-    """The interval of the difference in solved share between two searches, paired on the seeds
-    both searched with the very same problems; None when there are none."""
-    seeds = [s for s in per_problem_a if s in per_problem_b and per_problem_a[s][0] == per_problem_b[s][0]]
-    if not seeds or len({len(per_problem_a[s][0]) for s in seeds}) != 1:
-        return None  # the bootstrap needs a (seeds, problems) array
-    return paired_bootstrap_interval(np.array([per_problem_a[s][1] for s in seeds], dtype=float),
-                                     np.array([per_problem_b[s][1] for s in seeds], dtype=float))
-
-
-def leaderboards(results):
-    """[(title, [(method, [value per seed], - VPO interval, - GRPO interval)])], one board per task and
-    metric of LEADERBOARDS, methods unranked: the intervals are paired bootstraps over problems and
-    seeds (None against itself or where the per-problem values are missing)."""
-    boards = []
-    for task, per_method in results["tasks"].items():
-        untrained = {m for m, e in per_method.items() if did_not_train(e)}
-        def label(m):  # a method that did not train is named so wherever it is shown
-            return m + UNTRAINED if m.split(" (")[0] in untrained else m
-        for key, curve, name in LEADERBOARDS.get(task, [("best", "best_at_k", "best")]):
-            if key == "search":
-                searched = dict(search_rows(per_method))
-                rows = [(label(m), [float(np.mean(solved)) for _, solved in pp.values()],
-                         *(paired_search(pp, searched[o]) if o in searched and o != m else None
-                           for o in ("vpo", "grpo")))
-                        for m, pp in searched.items()]
-                if rows:
-                    n = sorted({len(p) for pp in searched.values() for p, _ in pp.values()})
-                    boards.append((f"{task}: search, share of {'/'.join(map(str, n))} hard problems solved", rows))
-                continue
-            entries = [(m, e) for m, e in per_method.items() if curve + "_per_seed" in e]
-            if not entries:
-                continue
-            k = entries[0][1]["ks"][-1]
-            rows = [(label(m), [v[-1] for v in e[curve + "_per_seed"]],
-                     *(paired(results, task, m, o, key) if o != m else None for o in ("vpo", "grpo")))
-                    for m, e in entries]
-            boards.append((f"{task}: {name}@{k}", rows))
-    return boards
-
-
-def leaderboard_rows(results):
-    """{board title: [(method, [value per seed]), ...]}: what the leaderboard figure draws."""
-    return {title: [(m, values) for m, values, *_ in rows] for title, rows in leaderboards(results)}
-
-
-def leaderboard_table(results):
-    """Every board's methods ranked, with each one's difference from VPO and from GRPO and their 95%
-    paired bootstrap intervals over problems and seeds: a gap whose interval holds 0 is not a gap.
-    Methods that did not train come last, unranked."""
-    lines = []
-    for title, rows in leaderboards(results):
-        lines += [f"#### {title}, ranked", "", "| method | mean (per seed) | - VPO [95%] | - GRPO [95%] |",
-                  "|---|---|---|---|"]
-        for method, values, vs_vpo, vs_grpo in sorted(rows, key=lambda r: (r[0].endswith(UNTRAINED), -np.mean(r[1]))):
-            cells = [fmt_interval(iv) if iv else "" for iv in (vs_vpo, vs_grpo)]
-            lines.append(f"| {method} | {np.mean(values):.3f} ({' '.join(f'{v:.3f}' for v in values)}) | "
-                         + " | ".join(cells) + " |")
-        lines.append("")
-    return lines
-
-
-def mutation_table(results):
-    """The policy as a mutation operator: what share of the children it wrote from parents were invalid
-    and what share beat their best parent (summed over every search of a checkpoint)."""
-    rows = [(a, e["evolution"]["mutations"]) for a, e in results["tasks"].get("code", {}).items()
-            if "mutations" in e.get("evolution", {})]
-    if not rows:
-        return []
-    lines = ["Evolutionary search, the policy as mutation operator (children written from parents):", "",
-             "| method | children | invalid | better than their best parent |", "|---|---|---|---|"]
-    for a, mu in rows:
-        n = max(1, mu["children"])
-        lines.append(f"| {a} | {mu['children']} | {mu['invalid'] / n:.2f} | {mu['improved'] / n:.3f} |")
-    return lines + [""]
-
-
-def training_summary(rows):
-    """A run's metrics.jsonl rows -> what the tables and figures need: held-out evaluations, the first
-    and last 10 steps' means, and a curve of at most ~100 points."""
-    evals = [r for r in rows if r["kind"] == "eval"]
-    steps = [r for r in rows if r["kind"] == "train"]
-    keys = ("reward_scalar", "set_score", "entropy", "distinct_first_answers", "valid_answers")
-    every = max(1, len(steps) // 100)
-    return {"heldout_scalar": [evals[0]["heldout_scalar"], evals[-1]["heldout_scalar"]] if evals else [],
-            "first10": {k: float(np.mean([r[k] for r in steps[:10]])) for k in keys if steps and k in steps[0]},
-            "last10": {k: float(np.mean([r[k] for r in steps[-10:]])) for k in keys if steps and k in steps[0]},
-            "curve": {k: [round(r[k], 4) for r in steps[::every]] for k in ("step",) + keys if steps and k in steps[0]}}
-
-
-def training_table(results):
-    """Per-seed training dynamics (seeds separated by ' / ')."""
-    lines = ["Training, per seed: held-out scalar = mean fixed reward of valid answers on the held-out "
-             "problems of train.evaluate_heldout (warm start -> end); entropy, distinct first answers per "
-             "group and set score averaged over the first and last 10 RL steps.", "",
-             "| task | method | held-out scalar | token entropy | distinct first answers | set score |",
-             "|---|---|---|---|---|---|"]
-    for t, per_method in results["tasks"].items():
-        for a, e in per_method.items():
-            runs = [r for r in e.get("training", []) if r.get("first10")]
-            if not runs:
-                continue
-            cells = [" / ".join(f"{r['heldout_scalar'][0]:.2f}" for r in runs) + " -> " +
-                     " / ".join(f"{r['heldout_scalar'][1]:.2f}" for r in runs)]
-            for k in ("entropy", "distinct_first_answers", "set_score"):
-                cells.append(" / ".join(f"{r['first10'][k]:.2f}" for r in runs) + " -> " +
-                             " / ".join(f"{r['last10'][k]:.2f}" for r in runs))
-            lines.append(f"| {t} | {a} | " + " | ".join(cells) + " |")
-    return lines
-
-
-def write_report(out_dir, results, samples=None):
-    """results.json, summary.md and the figures into out_dir -> the paths written."""
-    os.makedirs(out_dir, exist_ok=True)
-    paths = [os.path.join(out_dir, "results.json"), os.path.join(out_dir, "summary.md")]
-    with open(paths[0], "w") as f:
-        json.dump(results, f, indent=1)
-    with open(paths[1], "w") as f:
-        f.write(summary_markdown(results))
-    paths += plots.make_all(out_dir, results, samples or {})
-    rows = leaderboard_rows(results)
-    if rows:
-        paths.append(os.path.join(out_dir, "leaderboard.png"))
-        plots.leaderboard_figure(rows, paths[-1])
-    return paths

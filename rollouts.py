@@ -19,7 +19,6 @@ Deliberately left out: chat templates, system prompts, stop strings other than <
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 import engine
 from model import pad_left
@@ -89,26 +88,3 @@ def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, d
                 completion=out["tokens"], completion_mask=out["mask"], old_logprobs=out["logprobs"],
                 entropy=out["entropy"], rewards=torch.from_numpy(rewards), answers=answers,
                 num_tokens=int(mask.sum()))
-
-
-def select_groups(batch, groups, G):
-    """The batch restricted to some prompt groups (indices into P), for DAPO's dynamic sampling."""
-    rows = torch.tensor([g * G + i for g in groups for i in range(G)], device=batch["completion"].device)
-    out = {k: v[rows] for k, v in batch.items() if isinstance(v, torch.Tensor) and k != "rewards"}
-    return dict(out, problems=[batch["problems"][g] for g in groups], answers=[batch["answers"][g] for g in groups],
-                rewards=batch["rewards"][groups], num_tokens=int(out["completion_mask"].sum()))
-
-
-def concat_groups(batches, pad_id):
-    """Batches of prompt groups from several sampling rounds -> one batch of all their groups, for
-    DAPO's dynamic sampling. Prompts stay left-padded and completions right-padded (with pad_id and
-    zero log-probs), to the widest round: padding is masked, so no score changes."""
-    def cat(key, value, left=False):
-        width = max(b[key].size(1) for b in batches)
-        return torch.cat([F.pad(b[key], (width - b[key].size(1), 0) if left else (0, width - b[key].size(1)), value=value)
-                          for b in batches])
-    return dict(problems=[p for b in batches for p in b["problems"]], answers=[a for b in batches for a in b["answers"]],
-                prompt=cat("prompt", pad_id, left=True), prompt_mask=cat("prompt_mask", False, left=True),
-                completion=cat("completion", pad_id), completion_mask=cat("completion_mask", False),
-                old_logprobs=cat("old_logprobs", 0.0), entropy=cat("entropy", 0.0),
-                rewards=torch.cat([b["rewards"] for b in batches]), num_tokens=sum(b["num_tokens"] for b in batches))

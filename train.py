@@ -5,14 +5,13 @@ Train a small GPT policy with GRPO, VPO or one of the baselines, on a vector-rew
     python train.py                      # no --config: the headline experiment (experiment.py)
 
 Read top to bottom: the hyperparameters (every one visible below, with a comment), the algorithm
-table, the supervised warm start, one RL step, the training loop.
+table, one RL step, DAPO's dynamic sampling (an option, off by default), the training loop.
 
-Phase 1, warm start: supervised training on the task's demonstrations, in the single-answer format
-(the prompt says "1|") and the m-answer format ("3|"). It is cached under a hash of everything that
-shapes it, so GRPO and VPO runs of the same task and seed start from the SAME weights.
-Phase 2, RL: each step samples `prompts_per_step` training problems, G rollouts each, scores every
-answer with the task's reward vector, turns the rewards into one advantage per rollout with the
-chosen algorithm (ADVANTAGES below), and takes `epochs_per_batch` clipped policy-gradient steps.
+A run starts from the supervised warm start (warmstart.py: the task's demonstrations in every
+format, cached, so GRPO and VPO runs of the same task and seed start from the SAME weights). Each
+RL step then samples `prompts_per_step` training problems, G rollouts each, scores every answer
+with the task's reward vector, turns the rewards into one advantage per rollout with the chosen
+algorithm (ADVANTAGES below), and takes `epochs_per_batch` clipped policy-gradient steps.
 With `parent_replay` > 0 (code) each of those steps also pulls the policy towards the warm start's
 demonstrations of the search's parent format, which RL's plain prompts would otherwise erase.
 
@@ -26,8 +25,9 @@ What we simplified, and why:
 - The "old" log-probs are those recorded while sampling (at temperature 1 without top-k/top-p
   they are exactly the policy's); with other sampling settings the ratio is off-policy by design.
 - Problems are generated each step from a seeded RNG rather than read from a dataset.
-Machinery a student can skip lives in config.py (checking settings), checkpoint.py (saving,
-loading, resuming) and distributed.py (torchrun); the fast sampler and scorer in engine.py.
+Machinery a student can skip lives in config.py (checking settings), warmstart.py (the supervised
+warm start), checkpoint.py (saving, loading, resuming) and distributed.py (torchrun); the fast
+sampler and scorer in engine.py.
 """
 
 import os
@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 import baselines
 import checkpoint
@@ -53,8 +54,8 @@ import grpo
 import vpo
 from config import ConfigError, make_task
 from model import GPT, Tokenizer
-from rollouts import concat_groups, max_completion_tokens, sample_rollouts, select_groups
-from warmstart import autocast, demo_nll, make_optimizer, padded_demos, warm_start
+from rollouts import max_completion_tokens, sample_rollouts
+from warmstart import autocast, demo_nll, padded_demos, warm_start
 
 # ----------------------------------------------------------------------------------------------
 # Hyperparameters: what every run uses unless its task file (configs/<task>.yaml) changes the key.
@@ -69,7 +70,7 @@ DEFAULTS = dict(
     model="cpu",               # size preset from model.PRESETS
     block_size=192,            # longest prompt + completion, in tokens
     tokenizer="bytes",         # bytes | numbers (bytes + one token per 2-digit number; both offline) | a tiktoken name
-    # warm start (supervised)
+    # warm start (supervised, warmstart.py)
     sft_steps=300,
     sft_batch=64,
     sft_lr=3e-3,
@@ -159,15 +160,7 @@ def resolve_config(path=None, overrides=(), base=None):
 
 
 # ----------------------------------------------------------------------------------------------
-# Setup
-
-
-# ----------------------------------------------------------------------------------------------
-# Phase 1: supervised warm start
-
-
-# ----------------------------------------------------------------------------------------------
-# Phase 2: RL
+# One RL step
 
 @dataclass
 class Run:
@@ -195,13 +188,16 @@ def rl_step(run):
     Returns (metrics, batch)."""
     cfg = run.cfg
     t0 = time.time()
-    batch, weights, sampling = sample_groups(run)  # DAPO's dynamic sampling draws again inside
+    if cfg["dynamic_sampling"]:  # DAPO: groups whose rollouts all score alike teach nothing; draw others
+        batch, weights, sampling = sample_spread_groups(run)
+    else:
+        batch, weights, _ = sample_round(run)
+        sampling = {}
     t_sample = time.time() - t0
 
     rewards = batch["rewards"]  # (P, G, m, D)
     scalar = run.task.scalarize(rewards)  # (P, G, m): the fixed scalarisation of every answer
-    # on the groups that are trained, never on groups dropped: a batch-normalised advantage (gdpo)
-    # would otherwise be normalised over groups that are not there
+    # on the groups trained, never on groups DAPO dropped (gdpo would normalise over groups not there)
     adv = ADVANTAGES[cfg["algo"]][0](rewards, scalar, weights, cfg)  # (P, G)
     if cfg["format_coef"]:
         adv = adv + cfg["format_coef"] * grpo.format_advantages(rewards, std_norm=cfg["std_norm"])
@@ -229,40 +225,6 @@ def sample_round(run):
     batch = sample_rollouts(run.model, run.tok, task, problems, run.m, cfg["group_size"], cfg, run.generator,
                             run.device, parents=parents, goals=goals)
     return batch, weights, [p is not None for p in parents]
-
-
-def sample_groups(run):
-    """The step's groups -> (batch, weightings, sampling metrics). With dynamic_sampling (DAPO), rounds
-    of P fresh groups are drawn until P groups spread (the algorithm's advantage is not all zero
-    in them), at most dynamic_sampling rounds; flat groups fill in only if the rounds run out.
-    The kept groups show parents in the configured share, like every other step (without that the
-    search's mutation skill went untrained: measured, every child it wrote was invalid). Under
-    torchrun each rank draws again on its own, so the ranks' problem streams part after a redraw."""
-    cfg = run.cfg
-    batch, weights, mutating = sample_round(run)
-    if not cfg["dynamic_sampling"]:
-        return batch, weights, {}
-    P = len(batch["problems"])
-    need = {True: round(cfg["mutation_share"] * P)}  # groups with parents -> how many to keep
-    need[False] = P - need[True]
-    found = {kind: ([], []) for kind in need}  # kind -> (spread, flat) groups, as indices into all rounds
-    rounds = []
-    while True:
-        adv = ADVANTAGES[cfg["algo"]][0](batch["rewards"], run.task.scalarize(batch["rewards"]), weights, cfg)
-        for i, (kind, spread) in enumerate(zip(mutating, (adv.abs().sum(1) > 0).tolist())):
-            found[kind][0 if spread else 1].append(len(rounds) * P + i)
-        rounds.append((batch, weights))
-        if len(rounds) == cfg["dynamic_sampling"] or all(len(found[k][0]) >= need[k] for k in need):
-            break
-        batch, weights, mutating = sample_round(run)
-    ranked = {kind: spread + flat for kind, (spread, flat) in found.items()}  # spread groups first
-    keep = ranked[False][:need[False]] + ranked[True][:need[True]]
-    keep += [g for g in ranked[False] + ranked[True] if g not in keep][:P - len(keep)]  # a rank short of a kind
-    flat = len(set(keep) & set(found[False][1] + found[True][1]))
-    keep = sorted(keep)  # in the order drawn
-    batch = select_groups(concat_groups([b for b, _ in rounds], run.tok.eos), keep, cfg["group_size"])
-    weights = torch.cat([w for _, w in rounds])[keep]
-    return batch, weights, {"sampling_rounds": len(rounds), "flat_groups_kept": flat}
 
 
 def policy_update(run, batch, adv):
@@ -357,24 +319,55 @@ def step_metrics(run, batch, rewards, scalar, weights, adv):
     }
 
 
-def evaluate_heldout(run, seed=12345):
-    """A quick held-out look during training: two rollouts per problem, mean fixed scalar reward.
-    The same problems (and random numbers) at every evaluation and in every run."""
-    problems = run.task.problems("heldout", run.cfg["eval_problems"], random.Random(seed))
-    run.model.eval()
-    batch = sample_rollouts(run.model, run.tok, run.task, problems, run.m, 2, run.cfg,
-                            torch.Generator(device=run.device).manual_seed(seed), run.device)
-    r = batch["rewards"]  # (P, 2, m, D)
-    valid = r.sum(-1) > 0
-    scalar = run.task.scalarize(r)
-    return {"heldout_scalar": float(scalar[valid].mean()) if valid.any() else 0.0,
-            "heldout_best_in_rollout": float(scalar.max(-1).values.mean()),
-            "heldout_valid": float(valid.float().mean())}
+# ----------------------------------------------------------------------------------------------
+# DAPO's dynamic sampling (dynamic_sampling > 0; off by default)
+
+def sample_spread_groups(run):
+    """DAPO's dynamic sampling -> (batch, weightings, sampling metrics): keep the groups whose advantage
+    has spread, refill from the next round, until P have spread or dynamic_sampling rounds are drawn;
+    then flat groups fill the gaps, the earliest first. Groups with parents keep their configured share,
+    as in every step (without it the search's mutation skill went untrained: measured, every child it
+    wrote was invalid). Under torchrun each rank draws again on its own: the ranks' problem streams part."""
+    cfg, P = run.cfg, run.cfg["prompts_per_step"] // run.world
+    parents_wanted = round(cfg["mutation_share"] * P)  # of the P groups kept, those showing parents
+    rounds, spread, shows_parents, keep = [], [], [], []  # spread, shows_parents: per group, across rounds
+    while len(rounds) < cfg["dynamic_sampling"] and not (len(keep) == P and all(spread[g] for g in keep)):
+        batch, weights, shown = sample_round(run)
+        adv = ADVANTAGES[cfg["algo"]][0](batch["rewards"], run.task.scalarize(batch["rewards"]), weights, cfg)
+        rounds.append((batch, weights))
+        spread += (adv.abs().sum(1) > 0).tolist()
+        shows_parents += shown
+        ranked = sorted(range(len(spread)), key=lambda g: not spread[g])  # spread first, each in the order drawn
+        plain, mutating = [g for g in ranked if not shows_parents[g]], [g for g in ranked if shows_parents[g]]
+        keep = plain[:P - parents_wanted] + mutating[:parents_wanted]
+    # a rank short of one kind (torchrun can split the kinds unevenly): the other kind fills in
+    keep = sorted(keep + (plain[P - parents_wanted:] + mutating[parents_wanted:])[:P - len(keep)])
+    batch = pick_groups([b for b, _ in rounds], keep, run.tok.eos, cfg["group_size"])
+    weights = torch.cat([w for _, w in rounds])[keep]
+    return batch, weights, {"sampling_rounds": len(rounds), "flat_groups_kept": sum(not spread[g] for g in keep)}
+
+
+def pick_groups(batches, groups, pad_id, G):
+    """Batches of several sampling rounds -> one batch of the prompt groups `groups` (numbered across
+    the rounds). Prompts stay left-padded and completions right-padded (with pad_id and zero
+    log-probs), to the widest round: padding is masked, so no score changes."""
+    rows = torch.tensor([g * G + i for g in groups for i in range(G)], device=batches[0]["completion"].device)
+
+    def cat(key, value, left=False):
+        width = max(b[key].size(1) for b in batches)
+        return torch.cat([F.pad(b[key], (width - b[key].size(1), 0) if left else (0, width - b[key].size(1)),
+                                value=value) for b in batches])[rows]
+    problems, answers = [p for b in batches for p in b["problems"]], [a for b in batches for a in b["answers"]]
+    completion_mask = cat("completion_mask", False)
+    return dict(problems=[problems[g] for g in groups], answers=[answers[g] for g in groups],
+                prompt=cat("prompt", pad_id, left=True), prompt_mask=cat("prompt_mask", False, left=True),
+                completion=cat("completion", pad_id), completion_mask=completion_mask,
+                old_logprobs=cat("old_logprobs", 0.0), entropy=cat("entropy", 0.0),
+                rewards=torch.cat([b["rewards"] for b in batches])[groups], num_tokens=int(completion_mask.sum()))
 
 
 # ----------------------------------------------------------------------------------------------
 # The training loop
-
 
 def start_process(cfg):
     """Device, torchrun rank and world, threads and seeds -> (device, rank, world)."""
@@ -393,23 +386,33 @@ def start_process(cfg):
     return device, rank, world
 
 
-def make_run(cfg, task, tok, model, device, rank, world):
+def make_run(cfg, task, tok, model, device, rank=0, world=1):
     """The policy's optimizer, its scorer (DDP-wrapped under torchrun), the frozen reference for the
-    KL, and the two random streams, seeded from cfg["seed"]."""
+    KL, and the two random streams, seeded from cfg["seed"]. bench.py times exactly this."""
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"],
+                            betas=(0.9, 0.99), fused=device.startswith("cuda"))  # fused: one kernel on GPUs
     scorer = distributed.wrap(distributed.Scorer(model), world)
     if cfg["compile"]:
         scorer = torch.compile(scorer)
     ref_model = copy.deepcopy(model).eval().requires_grad_(False) if cfg["kl_coef"] > 0 else None  # the warm start
-    return Run(cfg, task, tok, model, make_optimizer(model, cfg, device), scorer, ref_model, random.Random(cfg["seed"]),
+    return Run(cfg, task, tok, model, opt, scorer, ref_model, random.Random(cfg["seed"]),
                torch.Generator(device=device).manual_seed(cfg["seed"]), device, rank, world)
 
 
-def evaluate(run, files, step):
-    """The held-out look of evaluate_heldout, written to metrics.jsonl and the log (rank 0 only: no
-    collective calls inside it)."""
+def evaluate_heldout(run, files, step, seed=12345):
+    """A quick held-out look, written to metrics.jsonl and the log: two rollouts per problem, mean fixed
+    scalar reward. The same problems (and random numbers) at every evaluation and in every run. Rank 0
+    only (no collective calls inside)."""
     if run.rank:
         return {"heldout_scalar": float("nan")}
-    ev = evaluate_heldout(run)
+    problems = run.task.problems("heldout", run.cfg["eval_problems"], random.Random(seed))
+    run.model.eval()
+    batch = sample_rollouts(run.model, run.tok, run.task, problems, run.m, 2, run.cfg,
+                            torch.Generator(device=run.device).manual_seed(seed), run.device)
+    valid = batch["rewards"].sum(-1) > 0  # (P, 2, m)
+    scalar = run.task.scalarize(batch["rewards"])
+    ev = {"heldout_scalar": float(scalar[valid].mean()) if valid.any() else 0.0,
+          "heldout_best_in_rollout": float(scalar.max(-1).values.mean()), "heldout_valid": float(valid.float().mean())}
     files.write("metrics.jsonl", {"kind": "eval", "step": step, **ev})
     files.log(f"eval @ {step}: held-out scalar {ev['heldout_scalar']:.3f}, best-in-rollout "
               f"{ev['heldout_best_in_rollout']:.3f}, valid {ev['heldout_valid']:.2f}")
@@ -429,15 +432,15 @@ def train(cfg):
     files.log(f"model: {model.num_params() / 1e6:.2f}M parameters")
     run = make_run(cfg, task, tok, model, device, rank, world)
     if not files.resume:
-        evaluate(run, files, 0)
+        evaluate_heldout(run, files, 0)
     for step in range(files.restore(run), cfg["steps"] + 1):
         metrics, batch = rl_step(run)
         files.log_step(run, step, metrics, batch)
         if cfg["eval_every"] and step % cfg["eval_every"] == 0 and step != cfg["steps"]:
-            evaluate(run, files, step)
+            evaluate_heldout(run, files, step)
         if cfg["ckpt_every"] and step % cfg["ckpt_every"] == 0:
             files.save("ckpt.pt", checkpoint.run_state(run, step))
-    last_eval = evaluate(run, files, cfg["steps"])
+    last_eval = evaluate_heldout(run, files, cfg["steps"])
     if world > 1:
         files.log("ranks in sync: %s (parameter checksum %.6f)" % distributed.replicas_in_sync(model, world, device))
     files.save("final.pt", {**checkpoint.run_state(run, cfg["steps"]), "warm_start": warm_path})

@@ -1,8 +1,16 @@
 """
-The supervised warm start: demonstrations in every format the policy will meet, cross-entropy on
-the completion tokens, and a cache keyed by everything that shapes the weights.
+The supervised warm start: the policy every RL run of a task and seed starts from.
+A student can skip this file on first reading: train.py calls `warm_start` and gets a model.
 
-PLACEHOLDER: docstring to be rewritten.
+It trains on demonstrations in every format RL and search show the policy (one answer "1|", m
+answers "3|", on the code task parents to edit), with cross-entropy on the completion tokens; the
+first `sft_single_first` of the steps show the single-answer format alone. The weights are cached
+under a hash of everything that shapes them, so GRPO and VPO runs of the same task and seed start
+from the SAME weights. train.py's `parent_replay` reuses the demonstrations and the loss during RL.
+Read top to bottom: helpers both phases use, demonstrations, one step, the cache key, `warm_start`.
+
+Deliberately left out: pretrained weights (all is trained from scratch on generated data), packing
+several demonstrations into a row, a validation loss (each RL run evaluates its start at step 0).
 """
 
 import ast
@@ -23,22 +31,21 @@ from rollouts import rollout_prompt, rollout_text
 
 
 def build_model(cfg, tok, device):
+    """A freshly initialised GPT of cfg's size preset, on `device`."""
     mcfg = GPTConfig(vocab_size=tok.vocab_size, block_size=cfg["block_size"], **PRESETS[cfg["model"]])
     return GPT(mcfg).to(device)
 
 
 def autocast(cfg, device):
+    """bf16 autocast if cfg asks for it, else a context that changes nothing (one `with` for both)."""
     if cfg["dtype"] == "bfloat16":
         return torch.autocast(device_type="cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16)
     return torch.autocast(device_type="cpu", enabled=False)
 
 
-def make_optimizer(model, cfg, device, sft=False):
-    """AdamW for the warm start (sft) or for RL; bench.py times exactly these."""
-    if sft:
-        return torch.optim.AdamW(model.parameters(), lr=cfg["sft_lr"], weight_decay=0.0)
-    return torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"],
-                             betas=(0.9, 0.99), fused=device.startswith("cuda"))  # fused: one kernel on GPUs
+def sft_optimizer(model, cfg):
+    """The warm start's AdamW (its learning rate is set at every step); bench.py times exactly this."""
+    return torch.optim.AdamW(model.parameters(), lr=cfg["sft_lr"], weight_decay=0.0)
 
 
 def demo_batch(task, tok, cfg, rng, batch, single_only=False, parents_only=False):
@@ -82,6 +89,37 @@ def sft_step(model, opt, task, tok, cfg, rng, device, single_only=False):
     return loss, int(cm.sum())
 
 
+WARMSTART_VERSION = 1  # change it when warm_start trains differently, so no stale cache is reused
+
+
+def code_without_prose(source):
+    """Python source -> its syntax tree as text, without comments and docstrings: what the code does,
+    so that rewording a docstring of a task's file does not retrain (and orphan) every cached warm start."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
+                isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def warmstart_path(cfg):
+    """Where the warm start of cfg is cached: named by a hash of what shapes it, its settings and the
+    task's data code (the file that defines the task makes the demonstrations, rollouts.py formats
+    them); by that code's content, not the file's name, and not of this file's or train.py's text nor of
+    comments and docstrings, so editing prose retrains nothing."""
+    shaping = {k: cfg[k] for k in ("task", "task_options", "seed", "model", "block_size", "tokenizer",
+                                   "sft_steps", "sft_batch", "sft_lr", "sft_parent_fraction", "sft_single_first",
+                                   "answers_per_rollout", "dtype")}
+    with open(inspect.getsourcefile(type(make_task(cfg["task"], **cfg["task_options"])))) as f:
+        shaping["task code"] = hashlib.sha1(code_without_prose(f.read()).encode()).hexdigest()
+    shaping["formats"] = inspect.getsource(rollout_prompt) + inspect.getsource(rollout_text)
+    shaping["version"] = WARMSTART_VERSION
+    key = hashlib.sha1(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:12]
+    return os.path.join(cfg["warmstart_dir"], f"warmstart-{cfg['task']}-{key}.pt")
+
+
 def warm_start(cfg, task, tok, device, log):
     """The warm-start model: loaded from warmstart_from or the cache, else trained and cached."""
     path = cfg["warmstart_from"] or warmstart_path(cfg)
@@ -94,7 +132,7 @@ def warm_start(cfg, task, tok, device, log):
         log(f"warm start: loaded cached {path}")
         return model, path
     rng = random.Random(cfg["seed"] + 1000)
-    opt = make_optimizer(model, cfg, device, sft=True)
+    opt = sft_optimizer(model, cfg)
     model.train()
     t0, tokens = time.time(), 0
     for step in range(cfg["sft_steps"]):
@@ -118,34 +156,3 @@ def warm_start(cfg, task, tok, device, log):
     os.makedirs(cfg["warmstart_dir"], exist_ok=True)
     checkpoint.atomic_save({"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg}, path)
     return model, path
-
-
-WARMSTART_VERSION = 1  # change it when warm_start trains differently, so no stale cache is reused
-
-
-def code_without_prose(source):
-    """Python source -> its syntax tree as text, without comments and docstrings: what the code does,
-    so that rewording a docstring of a task's file does not retrain (and orphan) every cached warm start."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
-                isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree)
-
-
-def warmstart_path(cfg):
-    """Where the warm start of cfg is cached: named by a hash of what shapes it, its settings and the
-    task's data code (the file that defines the task makes the demonstrations, rollouts.py formats
-    them); by that code's content, not the file's name, and not of the trainer's text nor of comments
-    and docstrings, so editing prose retrains nothing."""
-    shaping = {k: cfg[k] for k in ("task", "task_options", "seed", "model", "block_size", "tokenizer",
-                                   "sft_steps", "sft_batch", "sft_lr", "sft_parent_fraction", "sft_single_first",
-                                   "answers_per_rollout", "dtype")}
-    with open(inspect.getsourcefile(type(make_task(cfg["task"], **cfg["task_options"])))) as f:
-        shaping["task code"] = hashlib.sha1(code_without_prose(f.read()).encode()).hexdigest()
-    shaping["formats"] = inspect.getsource(rollout_prompt) + inspect.getsource(rollout_text)
-    shaping["version"] = WARMSTART_VERSION
-    key = hashlib.sha1(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:12]
-    return os.path.join(cfg["warmstart_dir"], f"warmstart-{cfg['task']}-{key}.pt")

@@ -1,14 +1,15 @@
-"""experiment.py's ETA (issue 31): the progress line's minutes left, replayed on a recorded run, and the
+"""workers.py's ETA (issue 31): the progress line's minutes left, replayed on a recorded run, and the
 list schedule behind it on small cases worked out by hand."""
 import json
 import os
 
 import pytest
 
-from experiment import EXPECTED_S, Progress, job_left, schedule_left
+from experiment import SHARED_WARMSTART
+from workers import EXPECTED_S, Progress, job_left, schedule_left, steps_logged
 
 # The default experiment (python train.py: seed 0; persona, code and persona_collinear; GRPO and VPO) on a
-# 2-core VM with two workers, in the order experiment.py's loop runs it: the warm starts side by side,
+# 2-core VM with two workers, in the order workers.run_jobs runs it: the warm starts side by side,
 # the persona runs (VPO first) and pools on the second worker while the code warm start trains (396 s),
 # then the two code runs at once (GRPO 318 s, VPO 1,059 s for 1,600 steps each), the oracle and the
 # pools, then, after VPO's pools, the screen and the searches: done at 1,485 s. The old ETA said "6.0 min
@@ -49,7 +50,7 @@ def replay(tmp_path, times):
     """The ETA in seconds that the progress line would print at each of `times` (seconds into the run):
     every job planned up front at its EXPECTED_S seconds, the finished ones reported to finish(), the
     running ones' steps written to their timing.jsonl as train.py writes them."""
-    progress, cfgs = Progress(workers=2, quick=False), {}
+    progress, cfgs = Progress(workers=2, quick=False, shared_warmstart=SHARED_WARMSTART), {}
     for kind, key, _, _, steps in TRACE:
         if kind == "train":
             cfgs[key] = {"algo": key[1], "steps": steps, "prompts_per_step": 16 if key[0] == "code" else 8,
@@ -116,15 +117,14 @@ def test_job_left_uses_the_rate_a_run_has_shown_else_its_expected_time():
 
 
 def test_steps_logged_reads_the_last_complete_line(tmp_path):
-    from experiment import _steps_logged
-    assert _steps_logged(str(tmp_path)) == 0
+    assert steps_logged(str(tmp_path)) == 0
     with open(tmp_path / "timing.jsonl", "w") as f:
         f.write("".join(json.dumps({"step": s}) + "\n" for s in range(1, 200)) + json.dumps({"step": 26}) + "\n"
                 + '{"step": 2')  # a resumed run appends from its checkpoint; a line half written
-    assert _steps_logged(str(tmp_path)) == 26
+    assert steps_logged(str(tmp_path)) == 26
 
 
 def test_persona_collinear_is_expected_at_persona_cost():
-    progress = Progress(workers=2, quick=False)
+    progress = Progress(workers=2, quick=False, shared_warmstart=SHARED_WARMSTART)
     cfg = {"algo": "grpo", "steps": 250, "prompts_per_step": 8}
     assert progress.expected("train", ("persona_collinear", "grpo", 0), cfg) == EXPECTED_S[("train", "persona")]

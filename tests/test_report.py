@@ -1,4 +1,4 @@
-"""report.py: result files merged over seeds, the tables, and the claims' verdicts from intervals."""
+"""report.py and tables.py: result files merged over seeds, the tables, and the claims' verdicts from intervals."""
 import json
 import os
 
@@ -7,6 +7,7 @@ import pytest
 import experiment
 import plots
 import report
+import tables
 
 
 def _record(task, method, seed, best, passed=None, diversity=1.0, m=1, per_problem_diversity=None):
@@ -62,7 +63,7 @@ def test_claim_verdicts_follow_the_interval():
 def test_report_merges_seeds_run_in_different_folders(tmp_path, capsys):
     for seed in (0, 1):
         for method, best in (("vpo", [0.9, 0.8]), ("grpo", [0.5, 0.4])):
-            experiment.update_record(str(tmp_path / f"s{seed}"), "persona", method, seed,
+            report.update_record(str(tmp_path / f"s{seed}"), "persona", method, seed,
                                      **{k: v for k, v in _record("persona", method, seed, best).items()
                                         if k not in ("task", "method", "seed")})
     experiment.main(["--report", str(tmp_path / "s0"), str(tmp_path / "s1"), "--out", str(tmp_path / "all")])
@@ -85,7 +86,7 @@ def test_training_table_reads_each_seed():
         [{"kind": "eval", "step": 30, "heldout_scalar": end}]
     runs = [report.training_summary(rows(0.25, 0.5)), report.training_summary(rows(0.75, 1.0))]
     results = {"tasks": {"persona": {"warm_start": {}, "grpo": {"training": runs}}}}
-    assert report.training_table(results)[-1] == \
+    assert tables.training_table(results)[-1] == \
         "| persona | grpo | 0.25 / 0.75 -> 0.50 / 1.00 | 2.00 / 2.00 -> 1.00 / 1.00 | " \
         "1.00 / 1.00 -> 1.00 / 1.00 | 0.50 / 0.50 -> 0.50 / 0.50 |"
 
@@ -93,15 +94,15 @@ def test_training_table_reads_each_seed():
 def test_mutation_table_gives_shares_of_the_children():
     mu = {"children": 40, "invalid": 10, "improved": 2}
     results = {"tasks": {"code": {"vpo": {"evolution": {"mutations": mu}}, "grpo": {}}}}
-    lines = report.mutation_table(results)
+    lines = tables.mutation_table(results)
     assert lines[-2] == "| vpo | 40 | 0.25 | 0.050 |" and not any("grpo" in line for line in lines)
-    assert report.mutation_table({"tasks": {"persona": {}}}) == []
+    assert tables.mutation_table({"tasks": {"persona": {}}}) == []
 
 
 def test_leaderboard_ranks_methods_with_intervals_against_vpo_and_grpo():
     records = [_record("persona", m, s, best) for s in range(2) for m, best in
                (("vpo", [0.8, 0.9]), ("grpo", [0.5, 0.6]), ("max_at_k", [0.7, 0.7]))]
-    lines = report.leaderboard_table(report.merge(records))
+    lines = tables.leaderboard_table(report.merge(records))
     rows = [line for line in lines if line.startswith("| ") and "method" not in line]
     assert [r.split(" | ")[0] for r in rows] == ["| vpo", "| max_at_k", "| grpo"]
     assert rows[2].endswith("| -0.300 [-0.300, -0.300] |  |")  # grpo - vpo; nothing against itself
@@ -137,7 +138,7 @@ def test_search_leaderboard_ranks_solved_shares_and_pairs_the_same_problems():
     p = ["a", "b", "c", "d"]
     records = [record("vpo", 0, p, ["a", "b", "c"], m=3), record("grpo", 0, p, ["a"]),
                record("vpo", 1, p, ["a", "b"], m=3), record("grpo", 1, p, ["b"])]
-    (title, rows), = report.leaderboards(report.merge(records))
+    (title, rows), = tables.leaderboards(report.merge(records))
     assert title == "code: search, share of 4 hard problems solved"
     by_method = {m: (values, vs_vpo, vs_grpo) for m, values, vs_vpo, vs_grpo in rows}
     assert by_method["vpo"][0] == [0.75, 0.5] and by_method["grpo"][0] == [0.25, 0.25]
@@ -146,7 +147,7 @@ def test_search_leaderboard_ranks_solved_shares_and_pairs_the_same_problems():
     assert by_method["vpo"][1] is None and by_method["grpo"][2] is None  # nothing against itself
     # another seed's problems differ: no pairing with it, so no interval at all
     records[3] = record("grpo", 1, ["e", "f", "g", "h"], ["e"])
-    rows = dict((m, rest) for m, *rest in report.leaderboards(report.merge(records))[0][1])
+    rows = dict((m, rest) for m, *rest in tables.leaderboards(report.merge(records))[0][1])
     assert rows["vpo"][2][0] == pytest.approx(0.5)  # seed 0 alone: (3 - 1) / 4
 
 
@@ -266,12 +267,12 @@ def test_a_method_that_did_not_train_is_marked_and_ranked_apart(tmp_path):
     assert report.did_not_train(results["tasks"]["code"]["grpo"])
     assert not report.did_not_train(results["tasks"]["code"]["vpo"])
     assert "DID NOT TRAIN" in _claim(results, 0)[0]
-    table = report.leaderboard_table(results)
+    table = tables.leaderboard_table(results)
     start = table.index("#### code: best@30, ranked") + 4
     best = table[start:table.index("", start) + 1]
     # grpo's best@30 (1.0) ties the top, yet it comes last, named so
     assert best[-2].startswith("| grpo (did not train) | 1.000 ") and best[-1] == ""
     assert best[0].startswith("| ") and " | 1.000 " in best[0] and "grpo" not in best[0]
-    assert any(line.startswith("| grpo (did not train) ") for line in report.summary_markdown(results).splitlines())
-    order = plots.leaderboard_figure(report.leaderboard_rows(results), str(tmp_path / "lb.png"))
+    assert any(line.startswith("| grpo (did not train) ") for line in tables.summary_markdown(results).splitlines())
+    order = plots.leaderboard_figure(tables.leaderboard_rows(results), str(tmp_path / "lb.png"))
     assert order["code: best@30"][-1] == "grpo" + report.UNTRAINED

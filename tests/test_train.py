@@ -173,7 +173,8 @@ def test_logging_draws_nothing_from_the_training_stream(tmp_path, monkeypatch):
 
 
 def test_warm_start_key_follows_settings_and_task_code_not_trainer_text(tmp_path):
-    """Editing a comment in train.py must not retrain the warm start; editing the task's data code must."""
+    """Editing a comment in warmstart.py or train.py must not retrain the warm start; editing the task's
+    data code must."""
     root = os.path.dirname(TINY) + "/.."
     for name in os.listdir(root):
         if name.endswith(".py"):
@@ -186,8 +187,9 @@ def test_warm_start_key_follows_settings_and_task_code_not_trainer_text(tmp_path
                               check=True).stdout.strip()
     before = key()
     assert key("sft_steps=7") != before and key("seed=1") != before and key("lr=0.5") == before  # lr is RL's
-    with open(tmp_path / "train.py", "a") as f:  # e.g. a comment in warm_start
-        f.write("\n# a comment about warm_start\n")
+    for name in ("warmstart.py", "train.py"):  # e.g. a comment in warm_start
+        with open(tmp_path / name, "a") as f:
+            f.write("\n# a comment about warm_start\n")
     assert key() == before
     with open(tmp_path / "rewards.py") as f:  # rewording rewards.py's docstrings and comments neither
         source = f.read()

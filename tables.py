@@ -1,0 +1,175 @@
+"""
+The report an experiment writes into its folder: results.json, summary.md (a table per task, the
+paper's claims with this run's verdicts, the leaderboards, the search's mutations, the training
+dynamics) and the figures, from the results report.merge made of the result files.
+
+Deliberately left out: deciding anything (the intervals and verdicts are report.py's), drawing
+(plots.py), other output formats.
+"""
+
+import json
+import os
+
+import numpy as np
+
+import plots
+from report import UNTRAINED, claims, did_not_train, fmt_interval, named_searches, paired, paired_search
+
+
+def summary_markdown(results):
+    """summary.md: a table per task, the claims with their verdicts, the leaderboards, the search's mutations
+    and the training dynamics."""
+    lines = [f"Seeds {results['seeds']}, commit(s) {', '.join(results['commits'])}"
+             + (f", wall time {results['wall_s']:.0f} s" if results.get("wall_s") else "")
+             + f". Machine(s): {' | '.join(results.get('machines', []))} (a seed reproduces bit for bit only on"
+             " the machine that ran it). Held-out problems; k counts answers.", ""]
+    multi = len(results["seeds"]) > 1
+    for t, per_method in results["tasks"].items():
+        pooled = {m: e for m, e in per_method.items() if "ks" in e}
+        if not pooled:
+            continue
+        ks = next(iter(pooled.values()))["ks"]
+        show = [i for i, k in enumerate(ks) if k in (1, ks[len(ks) // 2], ks[-1])]
+        lines.append(f"### {t}")
+        head = ["method"] + [f"best@{ks[i]}" for i in show] + [f"w-best@{ks[i]}" for i in show]
+        if t == "code":
+            head += [f"pass@{ks[i]}" for i in show] + ["evo solved"]
+        head += ["diversity", "distinct", "wasted"]
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for a, e in pooled.items():
+            def fmt(metric, i):
+                if metric not in e:
+                    return "-"
+                return f"{e[metric][i]:.3f}" + (f" ±{e[metric + '_spread'][i] / 2:.3f}" if multi else "")
+            row = [a + (UNTRAINED if did_not_train(e) else "")] + [fmt("best_at_k", i) for i in show] + [fmt("heldout_weight_best_at_k", i) for i in show]
+            if t == "code":
+                row += [fmt("pass_at_k", i) for i in show]
+                ev = e.get("evolution")
+                per_seed = f" ({' '.join(map(str, ev['solved_per_seed']))})" if ev and multi else ""
+                row.append(f"{ev['solved']}/{ev['searches']}{per_seed}" if ev else "-")
+            row += [f"{e[k]:.{d}f}" if np.isfinite(e[k]) else "-" for k, d in
+                    (("diversity", 3), ("distinct_answers", 1), ("wasted", 2))]
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    lines.append("best@k: fixed scalarisation (mean of components); w-best@k: averaged over held-out random "
+                 "weightings; ± is half the spread (max - min) over seeds; diversity: mean pairwise L1 between "
+                 "the pool's reward vectors, every answer scored as written; distinct: distinct answers in a "
+                 "pool; wasted: share of a pool's answers that repeat an earlier answer of their own rollout or "
+                 "are invalid; evo solved: searches that found a program passing every test within the budget, "
+                 "on problems no checkpoint's pool solved (per seed in brackets).")
+    lines += ["", "## The paper's claims, this run's verdicts", ""] + claims(results) + [""]
+    lines += ["## Leaderboard", ""] + leaderboard_table(results)
+    return "\n".join(lines + mutation_table(results) + training_table(results)) + "\n"
+
+
+# What each task's leaderboards rank by, at the largest k: (per-problem key, curve, name). Code has
+# three: best@k (how good the best program of a pool is), pass@k (whether a pool holds one passing
+# every test; on the search family even the optimum's is low) and the evolutionary search the
+# pools are for (key "search": the share of hard problems solved within the budget).
+LEADERBOARDS = {"persona": [("w_best", "heldout_weight_best_at_k", "w-best")],
+                "code": [("best", "best_at_k", "best"), ("pass", "pass_at_k", "pass"), ("search", None, "search")],
+                "persona_collinear": [("w_best", "heldout_weight_best_at_k", "w-best")]}
+
+
+def leaderboards(results):
+    """[(title, [(method, [value per seed], - VPO interval, - GRPO interval)])], one board per task and
+    metric of LEADERBOARDS, methods unranked: the intervals are paired bootstraps over problems and
+    seeds (None against itself or where the per-problem values are missing)."""
+    boards = []
+    for task, per_method in results["tasks"].items():
+        untrained = {m for m, e in per_method.items() if did_not_train(e)}
+        def label(m):  # a method that did not train is named so wherever it is shown
+            return m + UNTRAINED if m.split(" (")[0] in untrained else m
+        for key, curve, name in LEADERBOARDS.get(task, [("best", "best_at_k", "best")]):
+            if key == "search":
+                searched = {m: s["per_problem"] for m, s in named_searches(per_method).items() if "per_problem" in s}
+                rows = [(label(m), [float(np.mean(solved)) for _, solved in pp.values()],
+                         *(paired_search(pp, searched[o]) if o in searched and o != m else None
+                           for o in ("vpo", "grpo")))
+                        for m, pp in searched.items()]
+                if rows:
+                    n = sorted({len(p) for pp in searched.values() for p, _ in pp.values()})
+                    boards.append((f"{task}: search, share of {'/'.join(map(str, n))} hard problems solved", rows))
+                continue
+            entries = [(m, e) for m, e in per_method.items() if curve + "_per_seed" in e]
+            if not entries:
+                continue
+            k = entries[0][1]["ks"][-1]
+            rows = [(label(m), [v[-1] for v in e[curve + "_per_seed"]],
+                     *(paired(results, task, m, o, key) if o != m else None for o in ("vpo", "grpo")))
+                    for m, e in entries]
+            boards.append((f"{task}: {name}@{k}", rows))
+    return boards
+
+
+def leaderboard_rows(results):
+    """{board title: [(method, [value per seed]), ...]}: what the leaderboard figure draws."""
+    return {title: [(m, values) for m, values, *_ in rows] for title, rows in leaderboards(results)}
+
+
+def leaderboard_table(results):
+    """Every board's methods ranked, with each one's difference from VPO and from GRPO and their 95%
+    paired bootstrap intervals over problems and seeds: a gap whose interval holds 0 is not a gap.
+    Methods that did not train come last, unranked."""
+    lines = []
+    for title, rows in leaderboards(results):
+        lines += [f"#### {title}, ranked", "", "| method | mean (per seed) | - VPO [95%] | - GRPO [95%] |",
+                  "|---|---|---|---|"]
+        for method, values, vs_vpo, vs_grpo in sorted(rows, key=lambda r: (r[0].endswith(UNTRAINED), -np.mean(r[1]))):
+            cells = [fmt_interval(iv) if iv else "" for iv in (vs_vpo, vs_grpo)]
+            lines.append(f"| {method} | {np.mean(values):.3f} ({' '.join(f'{v:.3f}' for v in values)}) | "
+                         + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
+def mutation_table(results):
+    """The policy as a mutation operator: what share of the children it wrote from parents were invalid
+    and what share beat their best parent (summed over every search of a checkpoint)."""
+    rows = [(a, e["evolution"]["mutations"]) for a, e in results["tasks"].get("code", {}).items()
+            if "mutations" in e.get("evolution", {})]
+    if not rows:
+        return []
+    lines = ["Evolutionary search, the policy as mutation operator (children written from parents):", "",
+             "| method | children | invalid | better than their best parent |", "|---|---|---|---|"]
+    for a, mu in rows:
+        n = max(1, mu["children"])
+        lines.append(f"| {a} | {mu['children']} | {mu['invalid'] / n:.2f} | {mu['improved'] / n:.3f} |")
+    return lines + [""]
+
+
+def training_table(results):
+    """Per-seed training dynamics (seeds separated by ' / ')."""
+    lines = ["Training, per seed: held-out scalar = mean fixed reward of valid answers on the held-out "
+             "problems of train.evaluate_heldout (warm start -> end); entropy, distinct first answers per "
+             "group and set score averaged over the first and last 10 RL steps.", "",
+             "| task | method | held-out scalar | token entropy | distinct first answers | set score |",
+             "|---|---|---|---|---|---|"]
+    for t, per_method in results["tasks"].items():
+        for a, e in per_method.items():
+            runs = [r for r in e.get("training", []) if r.get("first10")]
+            if not runs:
+                continue
+            cells = [" / ".join(f"{r['heldout_scalar'][0]:.2f}" for r in runs) + " -> " +
+                     " / ".join(f"{r['heldout_scalar'][1]:.2f}" for r in runs)]
+            for k in ("entropy", "distinct_first_answers", "set_score"):
+                cells.append(" / ".join(f"{r['first10'][k]:.2f}" for r in runs) + " -> " +
+                             " / ".join(f"{r['last10'][k]:.2f}" for r in runs))
+            lines.append(f"| {t} | {a} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def write_report(out_dir, results, samples=None):
+    """results.json, summary.md and the figures into out_dir -> the paths written."""
+    os.makedirs(out_dir, exist_ok=True)
+    paths = [os.path.join(out_dir, "results.json"), os.path.join(out_dir, "summary.md")]
+    with open(paths[0], "w") as f:
+        json.dump(results, f, indent=1)
+    with open(paths[1], "w") as f:
+        f.write(summary_markdown(results))
+    paths += plots.make_all(out_dir, results, samples or {})
+    rows = leaderboard_rows(results)
+    if rows:
+        paths.append(os.path.join(out_dir, "leaderboard.png"))
+        plots.leaderboard_figure(rows, paths[-1])
+    return paths

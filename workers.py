@@ -1,0 +1,312 @@
+"""
+How the headline experiment's jobs run: the jobs (each a function run in a worker process), the pool
+of worker processes that runs them (run_jobs), and the progress line with its ETA (Progress).
+experiment.py decides which jobs there are and what each finished one leads to.
+
+Workers are processes with one torch thread each: on a 2-core VM two 1-thread processes beat one
+2-thread process. A queued job starts as soon as a worker is free, longest first (longest_first).
+
+Deliberately left out: retrying a failed job (its error stops the experiment; the same command then
+reuses everything finished), more than one machine, a GPU.
+"""
+
+import heapq
+import json
+import os
+import random
+import signal
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from multiprocessing import get_context
+from typing import Callable, NamedTuple
+
+import numpy as np
+import torch
+
+import oracle
+import search
+import train
+import warmstart
+from checkpoint import model_from_checkpoint
+from config import make_task
+from model import Tokenizer
+
+
+# ----------------------------------------------------------------------------------------------
+# The jobs, each run in a worker process (a training run's job is train.train itself)
+
+def warm_start_job(cfg):
+    _, path = warmstart.warm_start(cfg, make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"]),
+                                   "cpu", lambda msg: None)
+    return path
+
+
+def pools_job(path, cfg, settings, seed, m):
+    """Pools of pool_n answers on the held-out problems of `seed` -> (record, rewards)."""
+    task = make_task(cfg["task"], **cfg["task_options"])
+    problems = task.problems("heldout", settings["pool_problems"], random.Random(seed))
+    result, rewards, answers = search.evaluate_checkpoint(path, problems, settings["pool_n"], seed=seed, m=m,
+                                                          task=task,
+                                                          num_heldout_weights=settings["heldout_weightings"])
+    result["problems"] = [repr(p) for p in problems]
+    return result, rewards
+
+
+def solved_job(path, cfg, problems, settings, seed, m):
+    """Which problems a checkpoint's pool solves (some answer passes every test)."""
+    _, rewards, _ = search.evaluate_checkpoint(path, problems, settings["pool_n"], seed=seed, m=m,
+                                               task=make_task(cfg["task"], **cfg["task_options"]))
+    return (rewards >= 1.0).all(-1).any(-1)  # (problems,)
+
+
+def search_job(path, cfg, problems, settings, seed, m, children_per_call):
+    """search.run_searches for one checkpoint: a search per problem and the same-budget sampling control."""
+    model, tok, _, _ = model_from_checkpoint(path)
+    task = make_task(cfg["task"], **cfg["task_options"])
+    return search.run_searches(model, tok, task, problems, m, cfg, settings, seed, children_per_call)
+
+
+def oracle_job(cfg, settings, seed, m):
+    """The best values any policy could reach on the pools' problems (oracle.code_oracle) -> a record
+    shaped like a pool's, for the "optimum" row and the gap-closed columns."""
+    task = make_task(cfg["task"], **cfg["task_options"])
+    problems = task.problems("heldout", settings["pool_problems"], random.Random(seed))
+    ks = search.k_grid(settings["pool_n"])
+    weights = search.heldout_weights(task.dim, settings["heldout_weightings"], seed)
+    best = oracle.mean_oracle(task, problems, ks, weights, m=m)
+    return {"ks": ks, "best_at_k": best["best_at_k"], "pass_at_k": best["pass_at_k"], "mean_scalar": best["best_at_1"],
+            "set_score": best["set_score"], "valid": 1.0, "set_score_upper": best["set_score_upper"],
+            "problems": [repr(p) for p in problems], "plausible": best["hypotheses"]}
+
+
+# ----------------------------------------------------------------------------------------------
+# The pool
+
+class Job(NamedTuple):
+    kind: str  # "warm", "train", "oracle", "pools", "screen", "search" or "search_set"
+    key: tuple  # (task, seed) of a warm start, else (task, method, seed)
+    fn: Callable  # runs in a worker: fn(*args)
+    args: tuple
+    done: Callable  # runs here with fn's result, and may queue the jobs that waited for it
+    cfg: dict = None  # a training run's config: the progress line reads its steps from its folder
+
+
+STAGES = {"warm": 0, "train": 1, "oracle": 2, "pools": 2, "screen": 3, "search": 4, "search_set": 5}
+
+
+def longest_first(job):
+    """The order queued jobs start in: by stage, then a set method's training run before a single-answer
+    one, then the code task's before the persona tasks' (each the longer)."""
+    return STAGES[job.kind], -(job.kind == "train" and job.cfg["algo"] in train.SET_ALGOS), -(job.key[0] == "code")
+
+
+def _worker_init():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
+    torch.set_num_threads(1)
+
+
+def run_jobs(ready, workers, progress):
+    """Run the queued jobs (ready: a list of Job) on `workers` processes until none is left or running. A
+    finished job's `done` may queue more in `ready`. Ctrl-C stops every worker at once, mid-job, and is
+    raised again."""
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_worker_init)
+    running = {}  # future -> (job, start time)
+    try:
+        while ready or running:
+            ready.sort(key=longest_first)
+            while ready and len(running) < workers:
+                job = ready.pop(0)
+                running[pool.submit(job.fn, *job.args)] = job, time.time()
+            finished, _ = wait(running, timeout=2.0, return_when=FIRST_COMPLETED)
+            for future in finished:
+                job, t0 = running.pop(future)
+                result = future.result()
+                progress.finish(job.kind, job.key, time.time() - t0)
+                job.done(result)
+            progress.tick([(job.kind, job.key, job.cfg, t0) for job, t0 in running.values()])
+    except KeyboardInterrupt:
+        for process in list(getattr(pool, "_processes", {}).values()):  # stop the workers now, mid-job
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+
+
+# ----------------------------------------------------------------------------------------------
+# Telling the user what is happening
+
+# Seconds one job took on the 2-core VM this was built on (one torch thread, two workers, other
+# processes sharing the machine: an upper side), for the first estimate: persona at configs/persona.yaml,
+# code at configs/code.yaml (the nano model; seed 0 of the code leaderboard at 400 RL steps, two workers:
+# GRPO-family 114-166 s, set methods 227-257 s; warm start 12,000 steps ~370 s beside a probe); training
+# jobs at each task file's steps x prompts_per_step, EXPECTED_STEPS. The progress lines then rescale by
+# how fast the finished jobs go.
+EXPECTED_S = {("warm", "persona"): 60, ("warm", "code"): 370, ("train", "persona"): 55,
+              ("train", "persona", "set"): 180, ("train", "code"): 120, ("train", "code", "set"): 240,
+              ("pools", "persona"): 2, ("pools", "code"): 3, ("screen", "code"): 10, ("search", "code"): 20,
+              ("search_set", "code"): 15, ("oracle", "code"): 60}
+EXPECTED_STEPS = {"persona": 250 * 8, "code": 400 * 16}  # steps x prompts_per_step behind EXPECTED_S
+QUICK_SCALE = 0.04  # a --quick job takes about this share of its headline time
+
+
+class Progress:
+    """The plan up front, a line with an ETA every `every` seconds. Every job the experiment will run
+    is in `pending` from the start (plan), at the seconds EXPECTED_S gives it. The ETA (seconds_left)
+    replays the rest of the run on the workers (schedule_left): a running training run goes on at the
+    step rate it has shown (job_left), every other job takes its expected seconds times how much
+    slower or faster the jobs of its kind have gone on this machine (speed). shared_warmstart:
+    experiment.SHARED_WARMSTART, which task's warm start another task's jobs wait for."""
+
+    def __init__(self, workers, quick, shared_warmstart, every=30.0):
+        self.t0, self.last, self.every, self.workers = time.time(), time.time(), every, workers
+        self.scale = QUICK_SCALE if quick else 1.0
+        self.shared_warmstart = shared_warmstart
+        self.pending, self.done, self.ratios, self.first_step = {}, [], {}, {}
+
+    def expected(self, kind, key, cfg=None):
+        family = _family(kind, key)[1]  # persona_collinear's prompts are persona's
+        uses_sets = kind == "train" and cfg and cfg["algo"] in train.SET_ALGOS
+        kind_key = (kind, family, "set") if uses_sets else (kind, family)
+        base = EXPECTED_S.get(kind_key, EXPECTED_S.get((kind, "code"), 10))
+        if kind == "train" and cfg:
+            base *= cfg["steps"] * cfg["prompts_per_step"] / EXPECTED_STEPS[family]
+        return base * self.scale
+
+    def plan(self, kind, key, cfg=None, steps_done=0):
+        """A job the experiment expects to run (steps_done: the steps of an unfinished run on disk)."""
+        share = steps_done / max(1, cfg["steps"]) if cfg else 0.0
+        self.pending[(kind, key)] = self.expected(kind, key, cfg) * (1 - share)
+        self.first_step[(kind, key)] = steps_done
+
+    def drop(self, kind, key):
+        """A planned job that will not run (its result was on disk)."""
+        self.pending.pop((kind, key), None)
+
+    def finish(self, kind, key, seconds):
+        """A job ended after `seconds`: its speed counts from now on; a warm start or a run says so."""
+        expected = self.pending.pop((kind, key), None)
+        if expected:
+            self.ratios.setdefault(_family(kind, key), []).append(seconds / expected)
+        self.done.append((kind, key))
+        if kind == "warm":
+            self.say(f"warm start {'/'.join(map(str, key))} ready ({seconds:.0f}s)")
+        elif kind == "train":
+            self.say(f"trained {'/'.join(map(str, key))} ({seconds:.0f}s)")
+
+    def speed(self, job, measured):
+        """How many times its expected seconds a job takes on this machine: the median over the finished
+        and `measured` (running) jobs of its kind and task family; failing those, over every job; else 1."""
+        same = self.ratios.get(_family(*job), []) + measured.get(_family(*job), [])
+        every = [r for ratios in (*self.ratios.values(), *measured.values()) for r in ratios]
+        return float(np.median(same or every or [1.0]))
+
+    def seconds_left(self, running=(), now=None):
+        """The ETA. running: (kind, key, cfg, start time) of the jobs in the workers now."""
+        now = time.time() if now is None else now
+        left, measured = {}, {}
+        for kind, key, cfg, t0 in running:  # training runs that have shown their pace first
+            if kind == "train" and (kind, key) in self.pending:
+                steps = steps_logged(cfg["out_dir"])
+                done = steps - self.first_step.get((kind, key), 0)
+                if job_shown_pace(now - t0, done):
+                    left[(kind, key)] = job_left(now - t0, done, cfg["steps"] - steps, 0.0)
+                    measured.setdefault(_family(kind, key), []).append(
+                        (now - t0 + left[(kind, key)]) / self.pending[(kind, key)])
+        for kind, key, cfg, t0 in running:  # the rest at their expected seconds, rescaled
+            if (kind, key) not in left:
+                left[(kind, key)] = job_left(now - t0, None, 0, self.pending.get((kind, key), 0.0) *
+                                             self.speed((kind, key), measured))
+        waiting = {job: (seconds * self.speed(job, measured),
+                         [o for o in self.pending if _waits_for(job, o, self.shared_warmstart)])
+                   for job, seconds in self.pending.items() if job not in left}
+        return schedule_left(left, waiting, self.workers)
+
+    def say(self, msg):
+        print(f"[{time.time() - self.t0:6.0f}s] {msg}", flush=True)
+
+    def tick(self, running, force=False):
+        """running: (kind, key, cfg, start time) of the jobs in the workers now."""
+        if not force and time.time() - self.last < self.every:
+            return
+        self.last = now = time.time()
+        parts = []
+        for kind, key, cfg, t0 in running:
+            name = "/".join(map(str, key))
+            if kind == "train":
+                parts.append(f"train {name} step {steps_logged(cfg['out_dir'])}/{cfg['steps']}")
+            else:
+                parts.append(f"{kind} {name} {now - t0:.0f}s of ~{self.pending.get((kind, key), 0.0):.0f}s planned")
+        self.say(f"{len(self.done)} jobs done, {len(self.pending) - len(running)} waiting; running: "
+                 f"{', '.join(parts) or '-'}; about {self.seconds_left(running, now) / 60:.1f} min left")
+
+
+MIN_PACE_S, MIN_PACE_STEPS = 30.0, 10  # a run's pace counts once it is this far past its start-up
+
+
+def job_shown_pace(seconds, steps):
+    """Has a training run shown its step rate: MIN_PACE_STEPS steps in at least MIN_PACE_S seconds, enough
+    that loading it and its first evaluation are a small part of its time so far?"""
+    return steps is not None and steps >= MIN_PACE_STEPS and seconds >= MIN_PACE_S
+
+
+def job_left(seconds, steps, steps_left, expected):
+    """Seconds a running job has left, `seconds` after it started. A training run that has shown its
+    pace (`steps` done in `seconds`) goes on at it for its `steps_left`; any other job takes `expected`
+    seconds in all, or, once past that, another tenth of its time so far."""
+    if job_shown_pace(seconds, steps):
+        return steps_left * seconds / steps
+    return max(expected - seconds, 0.1 * seconds)
+
+
+def schedule_left(running, waiting, workers):
+    """Seconds until the last job ends, if the workers go on as run_jobs has them: each running job
+    ends after the seconds it has left (running: {job: seconds}); a free worker takes the longest
+    waiting job whose prerequisites have ended (waiting: {job: (seconds, [jobs it waits for])}; one in
+    neither dict has ended already). This list schedule follows the critical path, a long run and what
+    waits for it while the other workers idle, which the seconds left over the workers miss."""
+    ends = dict(running)  # job -> when it ends, in seconds from now
+    free = list(running.values()) + [0.0] * max(0, workers - len(running))  # when each worker is free
+    heapq.heapify(free)
+    left = dict(waiting)
+    while left:
+        t = heapq.heappop(free)
+        ready = [job for job, (_, needs) in left.items() if not any(n in left or ends.get(n, 0.0) > t for n in needs)]
+        if not ready and any(end > t for end in ends.values()):
+            heapq.heappush(free, min(end for end in ends.values() if end > t))  # idle until the next job ends
+            continue
+        job = max(ready or left, key=lambda j: left[j][0])  # (ready is empty only on a cycle of prerequisites)
+        ends[job] = t + left.pop(job)[0]
+        heapq.heappush(free, ends[job])
+    return max(ends.values(), default=0.0)
+
+
+def _family(kind, key):
+    """The jobs whose speed on this machine a job's is read from: its kind on the code task or on persona's
+    prompts (GRPO's and VPO's code runs alike, the persona tasks alike)."""
+    return kind, "code" if key[0] == "code" else "persona"
+
+
+def _waits_for(job, other, shared_warmstart):
+    """Does job wait for other (both (kind, key))? The stages of one seed: its warm start (a task's own,
+    or the one shared_warmstart names) -> the runs from it, the oracle and the warm start's pools -> each
+    run's pools -> the screen of the code checkpoints (every code pool) -> the code searches (every screen)."""
+    (kind, key), (other_kind, other_key) = job, other
+    if key[-1] != other_key[-1]:  # another seed
+        return False
+    if other_kind == "warm":
+        return kind in ("train", "oracle", "pools") and shared_warmstart.get(key[0], key[0]) == other_key[0]
+    return (other_kind == "train" and kind == "pools" and key == other_key) or \
+        (other_kind == "pools" and kind == "screen" and other_key[0] == key[0]) or \
+        (other_kind == "screen" and kind in ("search", "search_set"))
+
+
+def steps_logged(run_dir):
+    """The last RL step a run has logged (timing.jsonl gets a line per step; a resumed run appends to
+    it, so its last line, not its length): 0 before the first."""
+    try:
+        with open(os.path.join(run_dir, "timing.jsonl"), "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            lines = f.read().split(b"\n")[:-1]  # a line still being written has no newline yet
+        return json.loads(lines[-1])["step"] if lines else 0
+    except (OSError, ValueError, KeyError):
+        return 0
