@@ -133,3 +133,35 @@ def test_every_random_draw_is_made_on_its_generators_device(tmp_path, draws, alg
         return a.type == b.type and (a.index or 0) == (b.index or 0)
     wrong = [(name, str(gen), str(made)) for name, gen, made in draws if not same(made, gen)]
     assert not wrong, f"draws whose tensor is not made on the generator's device: {sorted(set(wrong))}"
+
+
+def readme_reading():
+    """{file: its reading in the README's table: "1", "2", "skip" or "run"}."""
+    reading = {}
+    for line in open(os.path.join(ROOT, "README.md")):
+        cells = [c.strip() for c in line.split("|")]
+        if line.startswith("| `") and len(cells) > 3 and re.fullmatch(r"`[a-z_]+\.py`", cells[1]):
+            reading[cells[1].strip("`")[:-3]] = cells[2]
+    return reading
+
+
+def lines_of(names):
+    return sum(len(open(MODULES[n]).read().splitlines()) for n in names)
+
+
+def test_the_first_reading_and_the_students_path_stay_short():
+    """The README's promise: the whole idea in at most ~1,000 lines, what a student reads in ~2,200."""
+    reading = readme_reading()
+    assert set(reading) == set(MODULES) and set(reading.values()) <= {"1", "2", "skip", "run"}
+    first = [n for n in readme_order() if reading[n] == "1"]
+    assert first == ["grpo", "vpo", "rewards", "rollouts", "train"]
+    assert lines_of(first) <= 1000
+    assert lines_of([n for n in reading if reading[n] in ("1", "2")]) <= 2200
+
+
+def test_the_tour_visits_the_files_in_the_readme_order():
+    """docs/TOUR.md's stops ("## 3. rewards.py ...") name the files of readings 1 and 2 in the table's order."""
+    stops = re.findall(r"^## \d+\. `?([a-z_]+)\.py", open(os.path.join(ROOT, "docs", "TOUR.md")).read(), re.M)
+    reading = readme_reading()
+    assert stops == [n for n in readme_order() if reading[n] == "1"] + \
+        [n for n in readme_order() if reading[n] == "2"]
