@@ -242,8 +242,15 @@ def trl_worker(spec):
             "load_after": load()}
 
 
-def run_trl(spec, log=progress):
-    """trl_worker in a child process -> its result dict, or {"error": ...}."""
+def time_trl(cfg, device, args, log=progress):
+    """trl_worker at cfg's shape, in a child process -> its results, or {"error": why it did not run}."""
+    if device not in ("cpu", "cuda"):
+        return {"error": f"TRL comparison runs on cpu or cuda, not {device}"}
+    if not trl_available():
+        return {"error": "TRL is not installed (pip install trl to compare; it is not a dependency)"}
+    spec = {"P": cfg["prompts_per_step"], "G": cfg["group_size"], "prompt_tokens": TRL_PROMPT_TOKENS,
+            "completion_tokens": TRL_COMPLETION_TOKENS, "threads": torch.get_num_threads(), "device": device,
+            "warmup": args.warmup, "repeats": args.repeats}
     log("  TRL GRPOTrainer (child process) ...")
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--trl-worker", json.dumps(spec)],
                           capture_output=True, text=True)
@@ -314,17 +321,6 @@ def bench_config(args):
         hint = f" (this torch is {torch.__version__}; run with --device cpu)" if "CUDA is not available" in str(e) else ""
         print(f"error: {e}{hint}", file=sys.stderr)
         sys.exit(2)
-
-
-def time_trl(cfg, device, args):
-    """TRL's GRPOTrainer at cfg's shape -> its results, or {"error": why it did not run}."""
-    if device not in ("cpu", "cuda"):
-        return {"error": f"TRL comparison runs on cpu or cuda, not {device}"}
-    if not trl_available():
-        return {"error": "TRL is not installed (pip install trl to compare; it is not a dependency)"}
-    return run_trl({"P": cfg["prompts_per_step"], "G": cfg["group_size"], "prompt_tokens": TRL_PROMPT_TOKENS,
-                    "completion_tokens": TRL_COMPLETION_TOKENS, "threads": torch.get_num_threads(),
-                    "device": device, "warmup": args.warmup, "repeats": args.repeats})
 
 
 def report(results, variants, params, trl, args):

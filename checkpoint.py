@@ -33,8 +33,7 @@ RUN_ONLY_KEYS = RESULT_NEUTRAL_KEYS + ("steps",)
 
 
 def atomic_save(obj, path):
-    """Write to a temporary file, then rename. The temporary name is per process, so two runs
-    sharing a warm-start cache never mix writes."""
+    """torch.save via a per-process temporary file: two runs sharing a warm-start cache never mix writes."""
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(tmp, "wb") as f:

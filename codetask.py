@@ -138,8 +138,7 @@ class CodeTask:
         return np.array([float(o == self.target(problem, x)) for o, x in zip(outputs, tests)], dtype=np.float32)
 
     def scalarize(self, r):
-        """Reward vectors (..., D), numpy or torch -> (...): the fixed scalarisation GRPO trains on and
-        best@k reports (the mean of the components). Every caller goes through here."""
+        """The mean of the components, as PersonaTask.scalarize (every caller goes through here)."""
         return r.mean(-1)
 
     def valid(self, problem, answer):

@@ -107,8 +107,6 @@ def pick_device(name):
 # Algorithms whose advantage divides by no group std of the score, so std_norm=false (Dr. GRPO's
 # first half) has nothing to drop; said rather than silently ignored.
 NO_GROUP_STD = {
-    # GDPO's per-component std division is the method; without it the sum of centred components is
-    # Dr. GRPO on the summed reward
     "gdpo": "its per-component std division is the method (without it: dr_grpo, rescaled per batch)",
     "maxrl": "it divides by the group's mean, not its std",  # MaxRL's estimator
     "vpo_loo": "its leave-one-out baseline divides by nothing",
@@ -126,34 +124,27 @@ def validate(cfg, algos):
     need(cfg["algo"] in algos, f"algo must be one of {sorted(algos)}, got '{cfg['algo']}'")
     need(cfg["task"] in ("persona", "persona_collinear", "code"), f"unknown task '{cfg['task']}'")
     need(cfg["model"] in PRESETS, f"model must be one of {sorted(PRESETS)}, got '{cfg['model']}'")
-    for key in ("lr", "sft_lr"):
+    for key in ("lr", "sft_lr", "alpha", "clip", "max_grad_norm"):
         need(cfg[key] > 0, f"{key} must be > 0, got {cfg[key]}")
-    for key in ("steps", "sft_steps", "eval_every", "ckpt_every", "kl_coef", "weight_decay", "threads", "peak_tflops"):
+    for key in ("steps", "sft_steps", "eval_every", "ckpt_every", "kl_coef", "weight_decay", "threads", "peak_tflops",
+                "temperature", "clip_high", "entropy_coef", "format_coef", "dynamic_sampling", "parent_replay"):
         need(cfg[key] >= 0, f"{key} must be >= 0, got {cfg[key]}")
     for key in ("prompts_per_step", "sft_batch", "num_weights", "epochs_per_batch", "eval_problems", "block_size"):
         need(cfg[key] >= 1, f"{key} must be >= 1, got {cfg[key]}")
     need(cfg["group_size"] >= 2, f"group_size must be >= 2 for group-normalised advantages, got {cfg['group_size']}")
     need(cfg["answers_per_rollout"] >= 1, f"answers_per_rollout (m) must be >= 1, got {cfg['answers_per_rollout']}")
-    need(cfg["alpha"] > 0, f"alpha must be > 0, got {cfg['alpha']}")
     need(cfg["weight_sampler"] in ("dirichlet", "sobol"), "weight_sampler must be dirichlet or sobol")
     need(cfg["weight_sampler"] != "sobol" or cfg["alpha"] == 1.0, "weight_sampler=sobol needs alpha=1")
-    need(0 < cfg["clip"], f"clip must be > 0, got {cfg['clip']}")
-    need(cfg["temperature"] >= 0, "temperature must be >= 0")
     need(0 < cfg["top_p"] <= 1, "top_p must be in (0, 1]")
-    need(cfg["max_grad_norm"] > 0, "max_grad_norm must be > 0")
     need(1 <= cfg["max_k"] < cfg["group_size"] or cfg["algo"] != "max_at_k",  # k = G: one subset, every advantage 0
          f"max_k must be in 1..group_size-1={cfg['group_size'] - 1} for max_at_k, got {cfg['max_k']}")
     need(cfg["std_norm"] or cfg["algo"] not in NO_GROUP_STD,
          f"std_norm=false does not apply to {cfg['algo']}: {NO_GROUP_STD.get(cfg['algo'])}")
     need(cfg["loss_norm"] in ("tokens", "constant"), f"loss_norm must be tokens or constant, got '{cfg['loss_norm']}'")
-    for key in ("clip_high", "entropy_coef", "format_coef", "dynamic_sampling"):
-        need(cfg[key] >= 0, f"{key} must be >= 0, got {cfg[key]}")
-    need(0 <= cfg["mutation_share"] <= 1, "mutation_share must be in [0, 1]")
     need(cfg["mutation_share"] == 0 or cfg["task"] == "code", "mutation_share > 0 needs the code task (parents are programs)")
-    need(cfg["parent_replay"] >= 0, "parent_replay must be >= 0")
     need(cfg["parent_replay"] == 0 or cfg["task"] == "code", "parent_replay > 0 needs the code task (parents are programs)")
-    need(0 <= cfg["sft_parent_fraction"] <= 1, "sft_parent_fraction must be in [0, 1]")
-    need(0 <= cfg["sft_single_first"] <= 1, "sft_single_first must be in [0, 1]")
+    for key in ("mutation_share", "sft_parent_fraction", "sft_single_first"):
+        need(0 <= cfg[key] <= 1, f"{key} must be in [0, 1]")
     need(cfg["device"] in ("auto", "cpu", "cuda", "mps"), "device must be auto, cpu, cuda or mps")
     need(cfg["dtype"] in ("float32", "bfloat16"), "dtype must be float32 or bfloat16")
     try:

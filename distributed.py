@@ -52,20 +52,15 @@ def wrap(scorer, world):
     return torch.nn.parallel.DistributedDataParallel(scorer) if world > 1 else scorer
 
 
-def barrier(world):
-    if world > 1:
-        torch.distributed.barrier()
-
-
 @contextlib.contextmanager
 def lead_first(rank, world):
     """Rank 0 runs the block first (e.g. trains and caches the warm start); the others wait, then run
     it (and load what rank 0 cached)."""
     if rank:
-        barrier(world)
+        torch.distributed.barrier()
     yield
-    if not rank:
-        barrier(world)
+    if world > 1 and not rank:
+        torch.distributed.barrier()
 
 
 def token_share(num_tokens, world, device):

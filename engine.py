@@ -11,14 +11,13 @@ generate(model, ...):
 - rows that have ended leave the batch once a quarter of it has ended (code rollouts -35%);
 - a one-query decode step uses two batched matmuls instead of SDPA's per-row kernels (2-6%).
 score(model, ...):
-- each distinct prompt runs once and its keys/values serve every row that repeats it (the update
-  of P x G rollouts: -23% to -28% measured at P = G = 8);
+- each distinct prompt runs once and its keys/values serve every row that repeats it;
 - completions are scored in length buckets, each padded only to its own longest row, instead of
   every row padded to the longest rollout of the batch.
 Measured figures are in the README's speed section (`python bench.py --naive`).
 
-Deliberately left out: torch.compile of the decode step (measured on CPU: 2.7x slower than eager,
-after 40 s to 3 min of compiling), paged or quantised caches, speculative decoding.
+Deliberately left out: torch.compile of the decode step (slower on CPU: docs/RESULTS.md), paged or
+quantised caches, speculative decoding.
 """
 
 import math
@@ -109,9 +108,8 @@ def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, te
         if t == max_new_tokens - 1 or bool(done.all()):
             break  # stop as soon as every row has ended: no wasted decode steps
         if drop_finished and int(done.sum()) * 4 >= len(done):
-            # once a quarter of the batch has ended, drop those rows (measured on the code task,
-            # 3 answers: rollouts 35% faster; dropping at every single ending: 30%, as each
-            # drop copies the cache)
+            # once a quarter of the batch has ended, drop those rows (code, 3 answers: rollouts 35%
+            # faster; dropping at every single ending: 30%, as each drop copies the cache)
             keep = ~done
             rows, tok, done, key_mask, next_pos = rows[keep], tok[keep], done[keep], key_mask[keep], next_pos[keep]
             cache.keep_rows(keep)

@@ -59,11 +59,9 @@ TASKS = ["persona", "code", "persona_collinear"]  # each trains with configs/<ta
 SHARED_WARMSTART = {"persona_collinear": "persona"}
 ALGOS = ["grpo", "vpo"]
 # Methods that are an algorithm of train.ADVANTAGES run with other settings, each at the value its
-# paper gives (DAPO: clip-higher 0.28, dynamic sampling until P groups spread; the entropy bonus has
-# no paper default: 0.01, a common value, not tuned).
-# grpo_x3 is compute-matched GRPO: m times the task's prompts per step (run_config fills it in).
+# paper gives (DAPO's clip-higher 0.28; the entropy bonus has no paper default: 0.01, a common value).
 VARIANTS = {
-    "grpo_x3": ("grpo", {}),  # GRPO given m times the prompts per step: as many answers per step as VPO
+    "grpo_x3": ("grpo", {}),  # compute-matched GRPO: m times the prompts per step (run_config), as many answers as VPO
     "dr_grpo": ("grpo", {"std_norm": False, "loss_norm": "constant"}),  # both halves of Dr. GRPO
     # clipping acts only from a batch's second update on (the ratio is 1 at the first), so clip-higher
     # is compared with GRPO at the same two updates per batch, not with one-update GRPO
@@ -86,11 +84,9 @@ QUICK = dict(pool_n=6, pool_problems=6, evo_problems=2, evo_screen=6, evo_budget
 
 def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
     """The train.py config of one run of method `name` (an algorithm or one of VARIANTS)."""
-    files = [os.path.join(HERE, "configs", f"{task_name}.yaml")] + ([os.path.join(HERE, "configs", "tiny.yaml")]
-                                                                      if quick else [])
-    base = train.resolve_config(files[0])
-    for path in files[1:]:
-        base = train.resolve_config(path, base=base)
+    base = train.resolve_config(os.path.join(HERE, "configs", f"{task_name}.yaml"))
+    if quick:  # tiny.yaml's sizes over the task's file
+        base = train.resolve_config(os.path.join(HERE, "configs", "tiny.yaml"), base=base)
     algo, variant = VARIANTS.get(name, (name, {}))
     if name == "grpo_x3":
         variant = {"prompts_per_step": base["prompts_per_step"] * base["answers_per_rollout"]}
@@ -405,9 +401,10 @@ def main(argv=None):
                         help="train.py keys applied to every run, or search.SETTINGS keys (out_dir: the experiment's folder)")
     parser.add_argument("--quick", action="store_true", help="smoke-test size (numbers mean nothing)")
     parser.add_argument("--ablations", action="store_true", help=f"also run {', '.join(ABLATIONS)}")
-    parser.add_argument("--tasks", nargs="*", help=f"only these tasks (of {', '.join(TASKS)})")
+    parser.add_argument("--tasks", nargs="*", choices=TASKS, metavar="TASK", help=f"only these (of {', '.join(TASKS)})")
     parser.add_argument("--seeds", nargs="*", type=int, help="these seeds (mean and spread over them)")
-    parser.add_argument("--algos", nargs="*", help="these methods (default: grpo vpo)")
+    parser.add_argument("--algos", nargs="*", choices=sorted(train.ADVANTAGES) + sorted(VARIANTS), metavar="METHOD",
+                        help="these methods (default: grpo vpo; train.ADVANTAGES and VARIANTS)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes, one torch thread each")
     parser.add_argument("--report", nargs="+", metavar="DIR", help="rewrite the report from DIR/results/ (several "
                         "DIRs: merge their seeds)")
@@ -427,13 +424,6 @@ def main(argv=None):
             print(tables.summary_markdown(results))
             print("wrote " + ", ".join(paths))
             return
-        unknown = sorted(set(args.tasks or []) - set(TASKS))
-        if unknown:
-            raise ConfigError(f"unknown task(s) {unknown} for --tasks (choose from {TASKS})")
-        unknown = sorted(set(args.algos or []) - set(train.ADVANTAGES) - set(VARIANTS))
-        if unknown:
-            raise ConfigError(f"unknown method(s) {unknown} for --algos (choose from "
-                              f"{sorted(train.ADVANTAGES) + sorted(VARIANTS)})")
         overrides, settings = {}, {}
         for item in args.set:  # search settings, or train.py keys checked against DEFAULTS now
             key, value = (part.strip() for part in item.split("=", 1)) if "=" in item else (item, "")

@@ -1,10 +1,9 @@
 """A tiny integer language that the policy writes programs in.
 
-The program-synthesis toy task asks the model for a function of one integer
-`x`; we score an answer by running it on a few inputs. Model output is
-hostile (it is sampled, and RL will happily exploit any crash or hang), so
-this module parses and interprets it by hand under hard limits. Python's
-eval/exec/compile/ast are never used.
+The program-synthesis toy task asks the model for a function of one integer `x`; we score an
+answer by running it on a few inputs. Model output is hostile (it is sampled, and RL will happily
+exploit any crash or hang), so this module parses and interprets it by hand under hard limits.
+Python's eval/exec/compile/ast are never used.
 
 Grammar (s-expressions, every operator has fixed arity):
 
@@ -19,13 +18,13 @@ Grammar (s-expressions, every operator has fixed arity):
     < = > 1 if the comparison holds, else 0.
     if    (if c a b) is a when c != 0, else b; only that branch is evaluated.
 
-Tokens are separated by whitespace (space, tab, \\n, \\r) or parentheses; any
-other character, including non-ASCII, is a parse error. A run of characters
-must be a whole token, so "(+x 1)" and "12x" are errors rather than guesses.
+Tokens are separated by whitespace (space, tab, \\n, \\r) or parentheses; any other character,
+including non-ASCII, is a parse error. A run of characters must be a whole token, so "(+x 1)" and
+"12x" are errors rather than guesses.
 
-Deliberately left out: loops, recursion, variables other than x, negative
-literals, strings, floats. Without loops every program terminates; the step
-limit is kept anyway as a guard in case the language grows.
+Deliberately left out: loops, recursion, variables other than x, negative literals, strings,
+floats. Without loops every program terminates; the step limit is kept anyway as a guard in case
+the language grows.
 
 Public API: ProgramError, parse, evaluate, run, canonical, to_text.
 A node is an int literal, the string 'x', or a tuple (op, child, ...).
@@ -62,27 +61,16 @@ def _mod(a, b):
 def _pow(a, b):
     if b < 0:
         raise ProgramError("negative exponent")
-    # Decide before computing: with |a| >= 2, |a|**b >= 2**b, and
-    # 2**MAX_ABS.bit_length() > MAX_ABS, so larger exponents must overflow.
-    # Below that bound the result has under a thousand bits.
+    # Decide before computing: with |a| >= 2, |a|**b >= 2**b, and 2**MAX_ABS.bit_length() > MAX_ABS,
+    # so larger exponents must overflow. Below that bound the result has under a thousand bits.
     if abs(a) >= 2 and b >= MAX_ABS.bit_length():
         raise ProgramError("power too large")
     return a**b
 
 
-BINARY = {
-    "+": operator.add,
-    "-": operator.sub,
-    "*": operator.mul,
-    "/": _floordiv,
-    "%": _mod,
-    "min": min,
-    "max": max,
-    "^": _pow,
-    "<": lambda a, b: int(a < b),
-    "=": lambda a, b: int(a == b),
-    ">": lambda a, b: int(a > b),
-}
+BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": _floordiv, "%": _mod,
+          "min": min, "max": max, "^": _pow,
+          "<": lambda a, b: int(a < b), "=": lambda a, b: int(a == b), ">": lambda a, b: int(a > b)}
 ARITY = {**{op: 2 for op in BINARY}, "if": 3}
 
 
@@ -128,8 +116,7 @@ def parse(text):
     tokens = _tokenize(text)
     if not tokens:
         raise ProgramError("empty program")
-    pos = 0
-    nodes = 0
+    pos = nodes = 0
 
     def expr(depth):
         nonlocal pos, nodes
@@ -189,9 +176,7 @@ def evaluate(node, x):
         if type(n) is tuple and len(n) == 4 and n[0] == "if":
             return ev(n[2], depth + 1) if ev(n[1], depth + 1) != 0 else ev(n[3], depth + 1)
         if type(n) is tuple and len(n) == 3 and n[0] in BINARY:
-            a = ev(n[1], depth + 1)
-            b = ev(n[2], depth + 1)
-            return _check(BINARY[n[0]](a, b))
+            return _check(BINARY[n[0]](ev(n[1], depth + 1), ev(n[2], depth + 1)))
         raise ProgramError(f"malformed node {str(n)[:40]!r}")
 
     return ev(node, 0)
@@ -203,9 +188,8 @@ def _attempt(fn, *args):
         return fn(*args)
     except ProgramError:
         return None
-    except Exception as exc:  # Last line of defence: an interpreter bug must cost
-        # one reward, not a training run. Warn so tests (which turn this warning
-        # into an error) and logs still see it.
+    except Exception as exc:  # Last line of defence: an interpreter bug must cost one reward, not a
+        # training run. Warn so tests (which turn this warning into an error) and logs still see it.
         warnings.warn(f"lang internal error: {exc!r}", RuntimeWarning)
         return None
 

@@ -1,14 +1,12 @@
 """Evaluation metrics for test-time search over sets of answers.
 
-Everything here is a pure function of numbers or strings already in hand:
-pass@k and best@k (expected max of k draws), curves of them over k, and
-descriptions of a pool of reward vectors (diversity, Pareto fraction,
-best@k under held-out weightings of the reward).  Nothing here samples,
-calls a model or touches torch; drawing the candidates lives in search.py.
-Every estimator is exact (an expectation over all size-k subsets of the
-pool), not a Monte Carlo average, so tests can pin values to 1e-12.
-The one exception is paired_bootstrap_interval, a confidence interval for
-the gap between two methods: a bootstrap, seeded, so it is reproducible.
+Everything here is a pure function of numbers or strings already in hand: pass@k and best@k
+(expected max of k draws), curves of them over k, and descriptions of a pool of reward vectors
+(diversity, Pareto fraction, best@k under held-out weightings of the reward). Nothing here samples,
+calls a model or touches torch; drawing the candidates lives in search.py. Every estimator is exact
+(an expectation over all size-k subsets of the pool), not a Monte Carlo average, so tests can pin
+values to 1e-12. The one exception is paired_bootstrap_interval, a confidence interval for the gap
+between two methods: a bootstrap, seeded, so it is reproducible.
 Left out: significance tests and corrections for comparing many methods.
 """
 import math

@@ -163,8 +163,7 @@ class GPTConfig:
 
 
 # Size presets: "cpu" is what the default experiment trains on a laptop in minutes. Larger is not
-# always better at the same settings: on code, nano's warm start wrote as many valid answers as cpu's
-# and cpu_big's fewer (docs/RESULTS.md); the settings in configs/ were chosen on cpu.
+# always better at the same settings (the code task's warm start: docs/RESULTS.md).
 PRESETS = {
     "nano": dict(n_layer=2, n_head=2, n_embd=48),
     "cpu": dict(n_layer=4, n_head=4, n_embd=128),
@@ -209,10 +208,9 @@ class GPT(nn.Module):
             raise ValueError(f"sequence of {int(positions.max()) + 1} tokens exceeds block_size={self.cfg.block_size}")
         B, T = idx.shape
         start = cache.length if cache is not None else 0
-        # which keys each query sees, built once here rather than in every layer: causal within
-        # the new block, everything before it, never a padded key; every query also sees itself,
-        # so a padding query is not fully masked (that gives NaN, and a NaN value leaks through a
-        # zero attention weight into real rows)
+        # which keys each query sees, built once here rather than in every layer: causal within the new
+        # block, everything before it, never a padded key; every query also sees itself, so a padding
+        # query is not fully masked (that gives NaN, which leaks through a zero attention weight into real rows)
         query_pos = torch.arange(start, start + T, device=idx.device)[:, None]  # (T, 1)
         key_pos = torch.arange(start + T, device=idx.device)[None, :]  # (1, T_total)
         visible = ((key_pos <= query_pos) & key_mask[:, None, None, :start + T]) | (key_pos == query_pos)
@@ -234,8 +232,7 @@ class GPT(nn.Module):
         Returns a dict of (P*num_samples, T) tensors: tokens (eos-padded after the end), mask (True on
         sampled tokens including the eos), logprobs and entropy of the sampling distribution before
         temperature/top-k/top-p (i.e. of the policy itself: RL uses them as the "old" policy).
-        The plain way: each sample carries its own copy of the prompt and every new token re-runs
-        the whole sequence. engine.generate draws the same random numbers and samples the same tokens.
+        The plain way (the module docstring); engine.generate samples the same tokens.
         """
         idx = prompt.repeat_interleave(num_samples, 0)  # (B, Tp), B = P * num_samples
         key_mask = prompt_mask.repeat_interleave(num_samples, 0)
@@ -337,11 +334,7 @@ def pad_left(seqs, pad_id, device="cpu"):
 
 
 def pad_right(seqs, pad_id, device="cpu"):
-    """list of token lists -> (B, T) tensor right-padded with pad_id, and its mask."""
-    T = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
-    mask = torch.zeros(len(seqs), T, dtype=torch.bool)
-    for i, s in enumerate(seqs):
-        ids[i, :len(s)] = torch.tensor(s, dtype=torch.long)
-        mask[i, :len(s)] = True
-    return ids.to(device), mask.to(device)
+    """list of token lists -> (B, T) tensor right-padded with pad_id, and its mask: the reversed
+    sequences left-padded, flipped back."""
+    ids, mask = pad_left([s[::-1] for s in seqs], pad_id, device)
+    return ids.flip(1), mask.flip(1)

@@ -37,10 +37,7 @@ per-gap tables, and then
   certificate when every scenario was used, else the per-gap relaxation (every gap chooses its own
   best k thresholds: the max over a set of a sum <= the sum of per-gap maxima). The max over a set
   couples the thresholds, which is why no per-gap shortcut is exact there.
-Measured on one core of a busy 2-core VM (held-out problems, ks 1..30, 100 weightings, m = 3):
-thresholds=2, domain=16 (40 problems, H <= 56, R built) 0.29 s a problem, best@k exact up to k = 3 and the set
-score exact; thresholds=4, domain=40 (10 problems, H 128..7200) 2.7 s a problem; forced onto the per-gap path the
-thresholds=2 problems give the set score 0.948 against the exact 0.950 and best@2 0.902 against 0.911.
+Its speed, and how close the per-gap path comes to the exact values: docs/RESULTS.md ("oracle.py").
 
 Answers range over the plausible programs. A program outside the family cannot pass more truths
 (pass@k), nor beat best@1 (the per-test majority vote is itself a threshold program, the median
@@ -59,11 +56,6 @@ import math
 import numpy as np
 
 import lang
-
-
-def subset_value(scores, subset) -> float:
-    """scores (S, A) >= 0, subset: answer indices -> mean over scenarios of the best chosen score."""
-    return float(np.asarray(scores, dtype=float)[:, list(subset)].max(axis=1).mean())
 
 
 def greedy_path(scores, k, block=1 << 21):
@@ -223,11 +215,9 @@ def code_oracle(task, problem, ks, weights, m=3, exact_limit=50_000, max_tensor=
     """The best achievable values on one code problem, every plausible program equally likely the truth.
 
     ks: k values for pass@k and best@k; weights (N, D): the weightings of VPO's set score; m: its set
-    size. With H <= max_tensor plausible programs it builds R: exact where C(H, k) <= exact_limit, else
-    greedy. Beyond, it never builds R: best@1 and pass@k exact, best@k and the set
-    score greedy on at most `budget` scores (a fixed sample of scenarios when all do not fit, seeded by
-    `seed`), the greedy sets scored exactly. Returns a dict: hypotheses, best_at_1, pass_at_k {k: value},
-    best_at_k {k: value}, best_at_k_upper {k: certified bound}, set_score, set_score_upper.
+    size. R is built for H <= max_tensor plausible programs, else the per-gap path runs (the module
+    docstring; `seed` fixes its sample of scenarios). Returns a dict: hypotheses, best_at_1, pass_at_k
+    {k: value}, best_at_k {k: value}, best_at_k_upper {k: certified bound}, set_score, set_score_upper.
     """
     H = len(task.hypotheses(problem))
     if H <= max_tensor:

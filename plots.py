@@ -69,9 +69,7 @@ def pass_at_k(out_dir, results):
         if "pass_at_k" in e:
             _curve(ax, e["ks"], e["pass_at_k"], e["pass_at_k_spread"], a, e["m"])
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("k (answers)")
-    ax.set_ylabel("pass@k")
-    ax.set_title("code: pass@k (every hidden test passes)")
+    ax.set(xlabel="k (answers)", ylabel="pass@k", title="code: pass@k (every hidden test passes)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, out_dir, "pass_at_k.png")
@@ -100,8 +98,7 @@ def reward_vectors(out_dir, results, samples, problems_shown=3):
             ax.imshow(np.concatenate(blocks[:-1]), aspect="auto", cmap="viridis", vmin=0, vmax=1,
                       interpolation="nearest")
             ax.set_title(f"{t}: {a}", fontsize=9)
-            ax.set_xlabel("reward component")
-            ax.set_yticks([])
+            ax.set(xlabel="reward component", yticks=[])
         axes[row][0].set_ylabel(f"{problems_shown} problems x n answers")
     fig.suptitle("Reward vectors of sampled answers (rows) on held-out problems", fontsize=10)
     return _save(fig, out_dir, "reward_vectors.png")
@@ -146,8 +143,7 @@ def evolution(out_dir, results):
             if name == "evolution" and "sampling_curve" in ev:
                 ax.plot(range(1, len(curve) + 1), ev["sampling_curve"], "--", color=COLORS.get(a), lw=0.9,
                         label=f"{a}, sampling ({ev.get('sampling_solved', 0)}/{ev['searches']})")
-    ax.set_xlabel("candidates evaluated")
-    ax.set_ylabel("fraction of searches solved")
+    ax.set(xlabel="candidates evaluated", ylabel="fraction of searches solved")
     ax.set_title("Evolutionary search vs same-budget sampling, hard held-out code problems", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)

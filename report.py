@@ -13,8 +13,7 @@ seeds (metrics.paired_bootstrap_interval): the same held-out problems for every 
 Every verdict follows one rule, stated once above `verdict` below: an interval, never a point
 estimate, decides "yes", "no" or "within noise".
 
-Deliberately left out: significance tests beyond the bootstrap, multiple-comparison corrections;
-tables and figures (tables.py, plots.py).
+Deliberately left out: significance tests beyond the bootstrap, multiple-comparison corrections.
 """
 
 import glob
@@ -161,9 +160,8 @@ def merge_searches(seeded):
     if all("problems" in s.get("key", {}) for s in searches):
         out["per_problem"] = {seed: (s["key"]["problems"], [int(p in s["solved_problems"]) for p in s["key"]["problems"]])
                               for seed, s in seeded}
-    for key in ("sampling_solved",):
-        if all(key in s for s in searches):
-            out[key] = sum(s[key] for s in searches)
+    if all("sampling_solved" in s for s in searches):
+        out["sampling_solved"] = sum(s["sampling_solved"] for s in searches)
     weights = np.array([s["searches"] for s in searches], dtype=float)
     for curve in ("solved_curve", "sampling_curve"):
         if all(curve in s for s in searches):
@@ -186,12 +184,8 @@ def solved_only(a, b):
 def paired(results, task, a, b, key):
     """(mean difference a - b, low, high) of a per-problem value (key, e.g. "best", "pass") at the
     largest k, paired on the seeds both have; None when either method is missing."""
-    per_method = results["tasks"].get(task, {})
-    if a not in per_method or b not in per_method or "per_problem" not in per_method[a] \
-            or "per_problem" not in per_method[b]:
-        return None
-    pa, pb = per_method[a]["per_problem"], per_method[b]["per_problem"]
-    seeds = [s for s in pa if s in pb]
+    pa, pb = (results["tasks"].get(task, {}).get(method, {}).get("per_problem") for method in (a, b))
+    seeds = [s for s in pa if s in pb] if pa and pb else []
     if not seeds:
         return None
     return paired_bootstrap_interval(np.array([pa[s][key] for s in seeds]), np.array([pb[s][key] for s in seeds]))
@@ -247,10 +241,7 @@ def paired_diversity(results, task, a, b):
     """(interval of diversity a - b, what it resamples). Per-problem diversities when every seed's
     record has them (a paired bootstrap over problems and seeds); else each seed's pool mean, so the
     interval resamples seeds alone (records written before per-problem diversity was kept)."""
-    per_method = results["tasks"].get(task, {})
-    if a not in per_method or b not in per_method:
-        return None, ""
-    ea, eb = per_method[a], per_method[b]
+    ea, eb = (results["tasks"].get(task, {}).get(method, {}) for method in (a, b))
     seeds = [s for s in ea.get("seeds", []) if s in eb.get("seeds", [])]
     if not seeds:
         return None, ""

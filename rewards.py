@@ -59,10 +59,7 @@ class PersonaTask:
         self.dim = num_personas
         self.answer_len = answer_len
         self.overlap = overlap
-        # fraction of demonstration letters that please nobody. Measured (SFT, 300 steps, 2 seeds): at
-        # 0.25 the warm start learns to copy the favourite letters within ~100 steps; at 0.5 the
-        # signal is too weak and the warm start often never leaves the uniform-letter plateau
-        self.noise = noise
+        self.noise = noise  # share of demonstration letters that please nobody (why 0.25: docs/RESULTS.md)
         self.heldout_fraction = heldout_fraction
         self.max_answer_tokens = answer_len + 1  # room for one separator/end token
 

@@ -13,14 +13,11 @@ uses the policy as its mutation operator. Every setting of both is in SETTINGS b
    held-out random weightings w.r, pass@k (all components 1), the reward-space diversity of the
    pool, and the share of wasted answers (repeats within a rollout, invalid answers), the cost a
    set method pays. The metric functions live in metrics.py.
-2. `run_searches`: the OpenEvolve loop in miniature, one search per problem, all in lockstep (one
-   sampler call per round for every search's every island). A database of scored programs split
-   into islands; each round every island shows the policy a parent and an inspiration WITH their
-   scores (worst to best) and takes its children (one per call, or a set policy's m), scores each
-   once, keeps those consistent with the examples (one per pass pattern), and every so many
-   candidates each island receives its neighbour's best (ring migration). The budget counts
-   candidates evaluated, so every policy is compared at the same cost. Next to it, the same-budget
-   control: the best of `budget` plain samples. Search earns its keep only where it beats that.
+2. `run_searches`: the OpenEvolve loop in miniature (`evolve_many`: islands of scored programs; the
+   policy, shown a parent and an inspiration WITH their scores, writes the children; ring migration),
+   one search per problem, all in lockstep. The budget counts candidates evaluated, so every policy
+   is compared at the same cost. Next to it, the same-budget control: the best of `budget` plain
+   samples. Search earns its keep only where it beats that.
 
 A child is written whole, or (the code task's `edits` option, OpenEvolve's diff-based evolution in
 miniature) as an edit of its best parent, "2-5", which task.child_program applies: a small
@@ -72,21 +69,17 @@ SETTINGS = dict(
 )
 
 
-def checked_setting(key, value):
-    """A --set value for SETTINGS: the default's type and a positive count (ValueError in one line)."""
-    default = SETTINGS[key]
-    if not isinstance(value, type(default)) or isinstance(value, bool) or value < (0 if key.startswith("evo_") else 1):
-        raise ValueError(f"setting '{key}' must be a {'non-negative' if key.startswith('evo_') else 'positive'} "
-                         f"{type(default).__name__}, got {value!r}")
-    return value
-
-
 def parse_setting(item):
-    """'evo_budget=100' -> ("evo_budget", 100), checked against SETTINGS (ValueError in one line)."""
+    """'evo_budget=100' -> ("evo_budget", 100), checked against SETTINGS: the default's type, a positive
+    count (non-negative for evo_ keys); ValueError in one line."""
     key, _, text = (part.strip() for part in item.partition("="))
     if key not in SETTINGS:
         raise ValueError(f"unknown setting '{key}' (known: {', '.join(SETTINGS)})")
-    return key, checked_setting(key, parse_value(text))
+    value, default = parse_value(text), SETTINGS[key]
+    if not isinstance(value, type(default)) or isinstance(value, bool) or value < (0 if key.startswith("evo_") else 1):
+        raise ValueError(f"setting '{key}' must be a {'non-negative' if key.startswith('evo_') else 'positive'} "
+                         f"{type(default).__name__}, got {value!r}")
+    return key, value
 
 
 def k_grid(n):
@@ -138,7 +131,7 @@ def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None):
     scalar = task.scalarize(rewards)  # (P, n): the fixed scalarisation
     solved = (rewards >= 1.0).all(-1)  # (P, n): every test / component maxed
     diversity = [reward_space_diversity(rewards[i]) for i in range(P)]
-    out = {
+    return {
         "ks": ks,
         "best_at_k": np.mean([best_at_k_curve(scalar[i], ks) for i in range(P)], 0).tolist(),
         "heldout_weight_best_at_k": np.mean([scalarized_best_at_k(rewards[i], heldout_weights, ks)
@@ -156,7 +149,6 @@ def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None):
                         "w_best": (rewards @ heldout_weights.T).max(1).mean(1).round(4).tolist(),
                         "diversity": np.round(diversity, 4).tolist()},
     }
-    return out
 
 
 def heldout_weights(dim, n, seed):
@@ -165,8 +157,7 @@ def heldout_weights(dim, n, seed):
 
 
 def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=SETTINGS["heldout_weightings"], device="cpu",
-                        m=None, task=None,
-                        as_written=True):
+                        m=None, task=None, as_written=True):
     """Load a checkpoint and measure its pools on `problems`. m defaults to what it was trained with,
     task to the one it was trained on (a shared warm start is scored on the task given)."""
     model, tok, cfg, trained_m = model_from_checkpoint(path, device)
@@ -317,10 +308,8 @@ def run_searches(model, tok, task, problems, m, cfg, settings, seed, children_pe
     """The entry point for experiment.py: an evolutionary search per problem (evolve_many) and the
     same-budget sampling control, for one policy. m: the answers per rollout it was trained to write;
     children_per_call: 1 or m (a set policy may write its children together); settings: SETTINGS or
-    a copy. Returns searches, budget, children_per_call, solved, solved_problems (repr of each),
-    solved_curve (fraction solved after 1..budget candidates), sampling_solved, sampling_curve,
-    mutations (children written from parents, invalid ones, ones better than their best parent),
-    seconds, sampling_seconds and the per-problem runs (with sampling_solved_at)."""
+    a copy. Returns the dict below: a curve is the share solved after 1..budget candidates; mutations
+    counts the children written from parents, the invalid ones and those better than their best parent."""
     if children_per_call not in (1, m):
         raise ValueError(f"children_per_call must be 1 or the policy's m={m}, got {children_per_call}")
     t0 = time.time()
@@ -370,26 +359,22 @@ def main():
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="SETTINGS keys for the search, e.g. evo_min_plausible=2000 evo_problems=16")
     args = parser.parse_args()
+    rows, searches = [], {}
     try:
         settings = dict(SETTINGS, **dict(parse_setting(item) for item in args.set))
-    except ValueError as e:
-        raise SystemExit(f"error: {e}")
-    rows, searches = [], {}
-    for path in args.checkpoints:
-        try:
+        for path in args.checkpoints:
             model, tok, cfg, m = model_from_checkpoint(path)
-        except (FileNotFoundError, RuntimeError) as e:
-            raise SystemExit(f"error: {e}")
-        task = make_task(cfg["task"], **cfg["task_options"])
-        problems = task.problems(args.split, args.problems, random.Random(args.seed))
-        result, _, _ = evaluate_checkpoint(path, problems, args.n, args.seed, as_written=not args.zero_repeats)
-        rows.append((path, result))
-        if args.search:
-            hard = search_problems(task, args.split, settings["evo_problems"], settings["evo_min_plausible"], args.seed)
-            try:
-                searches[path] = run_searches(model, tok, task, hard, m, cfg, settings, args.seed, args.children_per_call)
-            except ValueError as e:
-                raise SystemExit(f"error: {e}")
+            task = make_task(cfg["task"], **cfg["task_options"])
+            problems = task.problems(args.split, args.problems, random.Random(args.seed))
+            result, _, _ = evaluate_checkpoint(path, problems, args.n, args.seed, as_written=not args.zero_repeats)
+            rows.append((path, result))
+            if args.search:
+                hard = search_problems(task, args.split, settings["evo_problems"], settings["evo_min_plausible"],
+                                       args.seed)
+                searches[path] = run_searches(model, tok, task, hard, m, cfg, settings, args.seed,
+                                              args.children_per_call)
+    except (ValueError, FileNotFoundError, RuntimeError) as e:  # a bad setting, checkpoint or search: one line
+        raise SystemExit(f"error: {e}")
     ks = rows[0][1]["ks"]
     print(f"{'checkpoint':40s} " + " ".join(f"best@{k:<3d}" for k in ks) + "  diversity  distinct  wasted")
     for path, r in rows:

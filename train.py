@@ -15,9 +15,8 @@ algorithm (ADVANTAGES below), and takes `epochs_per_batch` clipped policy-gradie
 With `parent_replay` > 0 (code) each of those steps also pulls the policy towards the warm start's
 demonstrations of the search's parent format, which RL's plain prompts would otherwise erase.
 
-Why the logged loss reads ~0: with one update per batch the ratio is exactly 1 and advantages are
-z-normalised per group, so the loss averages to about zero while its gradient is not zero. Read
-reward, grad norm and clip fraction instead.
+The logged loss reads ~0 while its gradient is not zero (grpo.py says why): read reward, grad norm
+and clip fraction instead.
 
 What we simplified, and why:
 - No value model, no GAE (group baselines need none).
@@ -91,9 +90,8 @@ DEFAULTS = dict(
     epochs_per_batch=1,        # policy updates per batch of rollouts (ratio != 1 after the first)
     max_grad_norm=1.0,
     mutation_share=0.0,        # code task: share of prompt groups that show parent programs to mutate
-    parent_replay=0.0,         # code task: weight of a supervised loss on warm-start demonstrations WITH parents
-                               # (the search's prompt) added to every RL update, against forgetting a skill
-                               # RL's plain prompts never exercise (InstructGPT's PPO-ptx); 0: off
+    parent_replay=0.0,         # code task: weight of the warm start's loss on demonstrations WITH parents (the
+                               # search's prompt) in every RL update, against forgetting (PPO-ptx; replay_loss); 0: off
     max_k=4,                   # k of the max_at_k baseline (best of k samples)
     # GRPO's own fixes against collapse (grpo.py), for every algorithm, off by default
     std_norm=True,             # divide advantages by the group's std (False: Dr. GRPO; refused where none is divided)
@@ -242,7 +240,9 @@ def policy_update(run, batch, adv):
     # rank's token mean is reweighted by its share of the tokens (1.0 in one process)
     share = distributed.token_share(batch["num_tokens"], run.world, run.device)
     normaliser = None
-    demos = replay_batch(run) if cfg["parent_replay"] else None
+    demos = None  # the replay's batch: warm-start demonstrations whose prompts show parents (the search's format)
+    if cfg["parent_replay"]:  # drawn from the run's problem stream
+        demos = padded_demos(run.task, run.tok, cfg, run.rng, run.device, parents_only=True)
     if cfg["loss_norm"] == "constant":  # Dr. GRPO: rollouts x the longest completion sampling allows;
         # a constant per rank, so DDP's mean over ranks is the global constant and no reweighting is needed
         normaliser, share = len(adv) * max_completion_tokens(run.task, run.m), 1.0
@@ -260,18 +260,11 @@ def policy_update(run, batch, adv):
     return loss.item(), stats, grad_norm
 
 
-def replay_batch(run):
-    """One batch of warm-start demonstrations whose prompts show parents (sft_batch of them, drawn from
-    the run's problem stream) -> padded (prompt, prompt mask, completion, completion mask)."""
-    return padded_demos(run.task, run.tok, run.cfg, run.rng, run.device, parents_only=True)
-
-
 def replay_loss(run, demos):
     """The warm start's cross-entropy on `demos`' completion tokens, under the current policy. Why: RL
     trains on plain prompts only (as the paper does), and a model this small forgets what no RL prompt
-    asks for; measured without it, 86-91% of the children an RL-trained policy wrote from parents were
-    invalid against 6% of the warm start's. Through the unwrapped model: under torchrun its gradient
-    adds to the DDP forward's in the same backward."""
+    asks for (docs/RESULTS.md: children written from parents went invalid). Through the unwrapped
+    model: under torchrun its gradient adds to the DDP forward's in the same backward."""
     prompt, prompt_mask, completion, completion_mask = demos
     with autocast(run.cfg, run.device):
         logp, _ = engine.score(run.model, prompt, prompt_mask, completion, completion_mask, share_prompt=False)
@@ -452,9 +445,8 @@ def train(cfg):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip(),
-                                     epilog="Without --config, the headline experiment runs: python experiment.py "
-                                            "--help lists its flags (--seeds, --tasks, --algos, --quick, ...).")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip(), epilog="Without --config, the "
+                                     "headline experiment runs: python experiment.py --help lists its flags.")
     parser.add_argument("--config", help="YAML file of overrides to the defaults at the top of train.py")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override config keys")
     args, rest = parser.parse_known_args(argv)

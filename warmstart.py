@@ -48,26 +48,21 @@ def sft_optimizer(model, cfg):
     return torch.optim.AdamW(model.parameters(), lr=cfg["sft_lr"], weight_decay=0.0)
 
 
-def demo_batch(task, tok, cfg, rng, batch, single_only=False, parents_only=False):
-    """A batch of demonstrations in one format: single answer (1|) or m answers (m|), with or
-    without parents (parents_only: always with). One format per batch keeps padding (wasted compute) small."""
+def padded_demos(task, tok, cfg, rng, device, single_only=False, parents_only=False):
+    """sft_batch demonstrations in one format: single answer (1|) or m answers (m|), with or without
+    parents (parents_only: always with); one format per batch keeps padding (wasted compute) small.
+    -> padded (prompt, prompt mask, completion, completion mask)."""
     m = 1 if single_only or rng.random() < 0.5 else cfg["answers_per_rollout"]
     with_parents = parents_only or (not single_only and hasattr(task, "demo_parents")
                                     and rng.random() < cfg["sft_parent_fraction"])
     prompts, completions = [], []
-    for _ in range(batch):
+    for _ in range(cfg["sft_batch"]):
         problem = task.problems("train", 1, rng)[0]
         parents = task.demo_parents(problem, rng) if with_parents else None
         answers = task.demonstration(problem, m, rng, parents=parents)
         shown = task.scored(problem, parents) if parents else None  # with their scores, as search shows them
         prompts.append(tok.encode(rollout_prompt(task, problem, m, parents=shown)))
         completions.append(tok.encode(rollout_text(answers)))
-    return prompts, completions
-
-
-def padded_demos(task, tok, cfg, rng, device, single_only=False, parents_only=False):
-    """demo_batch of sft_batch demonstrations -> padded (prompt, prompt mask, completion, completion mask)."""
-    prompts, completions = demo_batch(task, tok, cfg, rng, cfg["sft_batch"], single_only, parents_only)
     return (*pad_left(prompts, tok.eos, device), *pad_right(completions, tok.eos, device))
 
 
@@ -106,9 +101,8 @@ def code_without_prose(source):
 
 def warmstart_path(cfg):
     """Where the warm start of cfg is cached: named by a hash of what shapes it, its settings and the
-    task's data code (the file that defines the task makes the demonstrations, rollouts.py formats
-    them); by that code's content, not the file's name, and not of this file's or train.py's text nor of
-    comments and docstrings, so editing prose retrains nothing."""
+    code that makes its data (the file that defines the task, by content, not by name, without comments
+    and docstrings; rollouts.py's formats), not this file's or train.py's text: editing prose retrains nothing."""
     shaping = {k: cfg[k] for k in ("task", "task_options", "seed", "model", "block_size", "tokenizer",
                                    "sft_steps", "sft_batch", "sft_lr", "sft_parent_fraction", "sft_single_first",
                                    "answers_per_rollout", "dtype")}
@@ -140,8 +134,7 @@ def warm_start(cfg, task, tok, device, log):
         for group in opt.param_groups:
             group["lr"] = lr
         # a curriculum: the copy-from-the-prompt skill forms on the plain 1-answer format and then
-        # transfers; measured on code (450 steps, seed 0), mixing all formats from step 1 left 0-2% of
-        # sampled programs consistent with the examples, 30% single-format first gave 25-31%
+        # transfers (mixing all formats from step 1, it barely formed: docs/RESULTS.md)
         single_only = step < cfg["sft_single_first"] * cfg["sft_steps"]
         loss, n = sft_step(model, opt, task, tok, cfg, rng, device, single_only)
         tokens += n

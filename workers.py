@@ -45,9 +45,8 @@ def pools_job(path, cfg, settings, seed, m):
     """Pools of pool_n answers on the held-out problems of `seed` -> (record, rewards)."""
     task = make_task(cfg["task"], **cfg["task_options"])
     problems = task.problems("heldout", settings["pool_problems"], random.Random(seed))
-    result, rewards, answers = search.evaluate_checkpoint(path, problems, settings["pool_n"], seed=seed, m=m,
-                                                          task=task,
-                                                          num_heldout_weights=settings["heldout_weightings"])
+    result, rewards, _ = search.evaluate_checkpoint(path, problems, settings["pool_n"], seed=seed, m=m, task=task,
+                                                    num_heldout_weights=settings["heldout_weightings"])
     result["problems"] = [repr(p) for p in problems]
     return result, rewards
 
@@ -135,12 +134,10 @@ def run_jobs(ready, workers, progress):
 # ----------------------------------------------------------------------------------------------
 # Telling the user what is happening
 
-# Seconds one job took on the 2-core VM this was built on (one torch thread, two workers, other
-# processes sharing the machine: an upper side), for the first estimate: persona at configs/persona.yaml,
-# code at configs/code.yaml (the nano model; seed 0 of the code leaderboard at 400 RL steps, two workers:
-# GRPO-family 114-166 s, set methods 227-257 s; warm start 12,000 steps ~370 s beside a probe); training
-# jobs at each task file's steps x prompts_per_step, EXPECTED_STEPS. The progress lines then rescale by
-# how fast the finished jobs go.
+# Seconds one job took at configs/<task>.yaml on the 2-core VM this was built on (one torch thread, two
+# workers, other processes sharing it: an upper side; the runs behind them: docs/RESULTS.md), for the
+# first estimate; training jobs at EXPECTED_STEPS (steps x prompts_per_step). The progress lines then
+# rescale by how fast the finished jobs go.
 EXPECTED_S = {("warm", "persona"): 60, ("warm", "code"): 370, ("train", "persona"): 55,
               ("train", "persona", "set"): 180, ("train", "code"): 120, ("train", "code", "set"): 240,
               ("pools", "persona"): 2, ("pools", "code"): 3, ("screen", "code"): 10, ("search", "code"): 20,
@@ -224,9 +221,9 @@ class Progress:
     def say(self, msg):
         print(f"[{time.time() - self.t0:6.0f}s] {msg}", flush=True)
 
-    def tick(self, running, force=False):
+    def tick(self, running):
         """running: (kind, key, cfg, start time) of the jobs in the workers now."""
-        if not force and time.time() - self.last < self.every:
+        if time.time() - self.last < self.every:
             return
         self.last = now = time.time()
         parts = []

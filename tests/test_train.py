@@ -119,15 +119,17 @@ def test_single_answer_curriculum_batches():
     import random
     from model import Tokenizer
     from config import make_task
-    from warmstart import demo_batch
+    from warmstart import padded_demos
     tok, task = Tokenizer(), make_task("code")
     cfg = resolve_config(overrides=["task=code", "sft_parent_fraction=1.0"])
     rng = random.Random(0)
+
+    def prompts(n, **kwargs):  # the prompts of one batch of n demonstrations, as text
+        p, pm, _, _ = padded_demos(task, tok, dict(cfg, sft_batch=n), rng, "cpu", **kwargs)
+        return [tok.decode(row[mask].tolist()) for row, mask in zip(p, pm)]
     for _ in range(20):
-        prompts, _ = demo_batch(task, tok, cfg, rng, 4, single_only=True)
-        texts = [tok.decode(p) for p in prompts]
-        assert all(t.startswith("<|bos|>1|") and " from " not in t for t in texts)
-    mixed = [tok.decode(demo_batch(task, tok, cfg, rng, 1)[0][0]) for _ in range(40)]
+        assert all(t.startswith("<|bos|>1|") and " from " not in t for t in prompts(4, single_only=True))
+    mixed = [prompts(1)[0] for _ in range(40)]
     assert any(t.startswith("<|bos|>3|") for t in mixed) and all(" from " in t for t in mixed)
 
 
@@ -338,7 +340,7 @@ def test_parent_replay_adds_the_warm_starts_loss_on_parent_prompts(tmp_path):
     _, stats, _ = trainer.policy_update(run, batch, adv)
     grads = [p.grad.clone() for p in model.parameters()]
     run.rng.setstate(state)  # the same demonstrations again
-    demos = trainer.replay_batch(run)
+    demos = trainer.padded_demos(task, tok, cfg, run.rng, "cpu", parents_only=True)
     assert all(" from " in tok.decode(row[mask]) for row, mask in zip(demos[0], demos[1]))
     model.zero_grad()
     replay = trainer.replay_loss(run, demos)
