@@ -39,15 +39,14 @@ from functools import partial
 
 import numpy as np
 import torch
-import yaml
 
 import report
 import search
 import tables
 import train
-from checkpoint import RESULT_NEUTRAL_KEYS
 from config import ConfigError, make_task, parse_value
 from report import read_record, training_summary, update_record
+from stored import POOL_KEYS, SEARCH_KEYS, board_problems, check_against, load_board, result_key, run_status, same_key
 from warmstart import warmstart_path
 from workers import (Job, Progress, oracle_job, pools_job, run_jobs, search_job, solved_job, steps_logged,
                      warm_start_job)
@@ -97,54 +96,6 @@ def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
                                            for k, v in spec.items()], base=base)
 
 
-# ----------------------------------------------------------------------------------------------
-# What is already on disk
-
-def run_status(cfg):
-    """What cfg's run folder holds: "finished" (this very run, done), "unfinished" (this run, to
-    resume), "other" (a run with other settings: refuse to touch it), or "empty"."""
-    try:
-        with open(os.path.join(cfg["out_dir"], "config.yaml")) as f:
-            saved = yaml.safe_load(f)
-    except (OSError, yaml.YAMLError):
-        saved = None
-    if not isinstance(saved, dict):
-        return "empty"
-    saved = with_defaults(saved)  # a key added to DEFAULTS after that run reads as its default value
-    # a cached warm start's file name is the hash of everything that shaped it, so a run copied into
-    # another output folder (with its warm start) still counts as the same run
-    same = all(saved.get(k) == v for k, v in cfg.items() if k not in RESULT_NEUTRAL_KEYS + ("warmstart_from",)) and \
-        os.path.basename(str(saved.get("warmstart_from"))) == os.path.basename(str(cfg["warmstart_from"]))
-    if not same:
-        return "other"
-    return "finished" if os.path.exists(os.path.join(cfg["out_dir"], "final.pt")) else "unfinished"
-
-
-def result_key(cfg, settings, keys):
-    """What a stored evaluation depends on: the run's settings and the evaluation's."""
-    return {"run": {k: v for k, v in sorted(cfg.items()) if k not in RESULT_NEUTRAL_KEYS + ("warmstart_dir",)},
-            "settings": {k: settings[k] for k in keys}}
-
-
-def with_defaults(run_settings):
-    """A run's settings with every train.DEFAULTS key it lacks at its default: a key added to DEFAULTS
-    later, at its default, changes nothing that was run or evaluated."""
-    return {**train.DEFAULTS, **run_settings}
-
-
-# Settings that were removed, at the only value they ever took: a stored key holding one still matches.
-RETIRED_SETTINGS = {"evo_seeds": 1}  # searches per problem, never more than one
-
-
-def same_key(stored, key):
-    """A stored evaluation's key == `key`, a run setting missing from either reading as its default."""
-    if not isinstance(stored, dict) or not isinstance(stored.get("run"), dict):
-        return False
-    settings = {k: v for k, v in stored.get("settings", {}).items() if RETIRED_SETTINGS.get(k, object()) != v}
-    return {**stored, "run": with_defaults(stored["run"]), "settings": settings} == \
-        {**key, "run": with_defaults(key["run"])}
-
-
 def git_commit():
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -165,9 +116,6 @@ def machine():
 # ----------------------------------------------------------------------------------------------
 # The experiment
 
-POOL_KEYS = ("pool_n", "pool_problems", "heldout_weightings")  # the settings a stored pool was made with
-SEARCH_KEYS = ("evo_budget", "evo_islands", "evo_migrate_every", "evo_capacity", "evo_explore", "evo_temperature",
-               "evo_top_p")  # and a stored search
 
 
 class Headline:
@@ -177,9 +125,10 @@ class Headline:
     -> pools_scored -> problems_screened -> search_done (optimum_found beside them). What an earlier run
     of the same command left on disk is taken instead of running its job again."""
 
-    def __init__(self, tasks, methods, seeds, settings, out_dir, quick, overrides, progress):
+    def __init__(self, tasks, methods, seeds, settings, out_dir, quick, overrides, progress, against=None):
         self.tasks, self.methods, self.seeds, self.settings, self.out_dir = tasks, methods, seeds, settings, out_dir
         self.progress = progress
+        self.board = load_board(against, tasks, seeds) if against else None  # a committed board's records
         self.configs = {(t, a, s): run_config(t, a, s, out_dir, quick, overrides) for t in tasks for a in methods
                         for s in seeds if t == "code" or a not in CODE_ONLY}
         self.first = {(t, s): self.configs[(t, methods[0], s)] for t in tasks for s in seeds}  # a task's settings
@@ -187,6 +136,10 @@ class Headline:
             # what shaped it), so a run trained from another warm start is never taken for this one
             cfg["warmstart_from"] = warmstart_path(self.first[(SHARED_WARMSTART[t] if SHARED_WARMSTART.get(t) in tasks
                                                                else t, s)])
+        if self.board:  # a method's own keys may differ from the board's runs, nothing else
+            own = {a: set(VARIANTS.get(a, (a, {}))[1]) | ({"prompts_per_step"} if a == "grpo_x3" else set())
+                   for a in methods + ["grpo"]}
+            check_against(self.board, against, self.configs, settings, own)
         for cfg in self.configs.values():  # refuse before anything runs, not after an hour
             if run_status(cfg) == "other" and not cfg["overwrite"]:
                 raise ConfigError(f"{cfg['out_dir']} holds a run with other settings; choose another out_dir "
@@ -194,6 +147,8 @@ class Headline:
         os.makedirs(out_dir, exist_ok=True)
         self.stamp = {"commit": git_commit(), "machine": machine()}  # the code that runs, not what is checked out at the end
         self.code_search = "code" in tasks and settings["evo_problems"] > 0
+        if self.board:  # the board's evaluation: its warm starts' pools, its optimum, its search problems
+            self.code_search = self.code_search and "search" in self.board[("code", "grpo", seeds[0])]
         self.ready = []  # the jobs whose inputs are done, waiting for a worker
         self.checkpoints = {}  # (task, method, seed) -> (path, m, cfg): every checkpoint to evaluate
         self.pooled = set()  # the checkpoints whose pools are in their result files
@@ -215,7 +170,7 @@ class Headline:
                 if SHARED_WARMSTART.get(t) not in tasks and not os.path.exists(
                         warmstart_path(dict(self.first[(t, s)], warmstart_from=""))):
                     progress.plan("warm", (t, s))
-                for a in ["warm_start", "warm_start_m3"] + [a for a in methods if (t, a, s) in self.configs]:
+                for a in self.evaluated() + [a for a in methods if (t, a, s) in self.configs]:
                     progress.plan("pools", (t, a, s))
         for key, cfg in self.configs.items():
             status = run_status(cfg)
@@ -223,9 +178,11 @@ class Headline:
                 progress.plan("train", key, cfg, steps_logged(cfg["out_dir"]) if status == "unfinished" else 0)
         if self.code_search:
             for s in seeds:
-                progress.plan("oracle", ("code", "optimum", s))
-                for a in ["warm_start"] + methods:
-                    progress.plan("screen", ("code", a, s))
+                if not self.board:
+                    progress.plan("oracle", ("code", "optimum", s))
+                for a in self.evaluated()[:1] + methods:
+                    if not self.board:
+                        progress.plan("screen", ("code", a, s))
                     progress.plan("search", ("code", a, s))
                     if a != "warm_start" and train.answers_per_rollout(self.configs[("code", a, s)]) > 1:
                         progress.plan("search_set", ("code", a, s))
@@ -253,9 +210,9 @@ class Headline:
         for t in [task] + [u for u in self.tasks if SHARED_WARMSTART.get(u) == task]:
             warm_cfg = dict(self.first[(t, seed)], algo="warm_start", warmstart_from=path)
             m = warm_cfg["answers_per_rollout"]
-            self.checkpoint_ready((t, "warm_start", seed), path, 1, warm_cfg)
-            self.checkpoint_ready((t, "warm_start_m3", seed), path, m, warm_cfg)
-            if t == "code":  # the best any policy could reach on these problems
+            for name, answers in zip(self.evaluated(), (1, m)):
+                self.checkpoint_ready((t, name, seed), path, answers, warm_cfg)
+            if t == "code" and not self.board:  # the best any policy could reach on these problems
                 optimum = (t, "optimum", seed)
                 if not self.stored("oracle", optimum, "pools", result_key(warm_cfg, self.settings, POOL_KEYS)):
                     self.ready.append(Job("oracle", optimum, oracle_job, (warm_cfg, self.settings, seed, m),
@@ -271,6 +228,11 @@ class Headline:
                 if cfg["resume"]:
                     self.progress.say(f"resuming unfinished run {cfg['out_dir']}")
                 self.ready.append(Job("train", key, train.train, (cfg,), partial(self.run_trained, key), cfg))
+
+    def evaluated(self):
+        """The warm start's rows this experiment evaluates: asked for one answer and for m (where the set
+        methods start from); none against a board, which holds them."""
+        return [] if self.board else ["warm_start", "warm_start_m3"]
 
     def optimum_found(self, seed, warm_cfg, optimum):
         optimum["key"] = result_key(warm_cfg, self.settings, POOL_KEYS)
@@ -310,7 +272,9 @@ class Headline:
         solves, as the paper chose its problems."""
         self.pooled.add(key)
         task, _, seed = key
-        code = [("code", a, seed) for a in ["warm_start"] + self.methods]
+        if self.board and task == "code" and self.code_search:  # the board's problems: no screen
+            return self.queue_searches(key, board_problems(self.board, "code", seed, "search"))
+        code = [("code", a, seed) for a in self.evaluated()[:1] + self.methods]
         if task != "code" or not self.code_search or seed in self.screens or not self.pooled.issuperset(code):
             return
         cfg = self.first[("code", seed)]
@@ -338,16 +302,21 @@ class Headline:
                           f"{int(screen['solved'].sum())} of {len(screen['candidates'])} candidates were solved by "
                           f"some pool)")
         for key in [("code", a, seed) for a in ["warm_start"] + self.methods]:
-            path, m, cfg = self.checkpoints[key]
-            for kind, per_call in (("search", 1), ("search_set", m)) if m > 1 else (("search", 1),):
-                stored_key = dict(result_key(cfg, self.settings, SEARCH_KEYS), problems=[repr(p) for p in hard],
-                                  per_call=per_call)
-                if not hard:
-                    self.progress.drop(kind, key)
-                elif not self.stored(kind, key, kind, stored_key):
-                    self.ready.append(Job(kind, key, search_job, (path, self.first[("code", seed)], hard, self.settings,
-                                                                  seed, m, per_call),
-                                          partial(self.search_done, kind, key, stored_key)))
+            self.queue_searches(key, hard)
+
+    def queue_searches(self, key, hard):
+        """key's checkpoint searches the `hard` problems once writing one child per call and, a set
+        policy, once more writing its m; unless its result file holds that search with the same settings."""
+        path, m, cfg = self.checkpoints[key]
+        for kind, per_call in (("search", 1), ("search_set", m)) if m > 1 else (("search", 1),):
+            stored_key = dict(result_key(cfg, self.settings, SEARCH_KEYS), problems=[repr(p) for p in hard],
+                              per_call=per_call)
+            if not hard:
+                self.progress.drop(kind, key)
+            elif not self.stored(kind, key, kind, stored_key):
+                self.ready.append(Job(kind, key, search_job, (path, self.first[("code", key[2])], hard, self.settings,
+                                                              key[2], m, per_call),
+                                      partial(self.search_done, kind, key, stored_key)))
 
     def search_done(self, kind, key, stored_key, result):
         result["key"] = stored_key
@@ -371,7 +340,7 @@ class Headline:
 
 
 def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos=None, seeds=None, workers=2,
-                 settings_overrides=None):
+                 settings_overrides=None, against=None):
     """The experiment: its settings, every job planned, the jobs run on the workers, the report."""
     overrides = dict(overrides or {})
     settings = {**search.SETTINGS, **(QUICK if quick else {}), **(settings_overrides or {})}
@@ -380,15 +349,17 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
     out_dir = overrides.pop("out_dir", "") or ("out/quick" if quick else "out/headline")
     methods = list(algos or ALGOS) + (ABLATIONS if ablations else [])
     progress = Progress(workers, quick, SHARED_WARMSTART)
-    headline = Headline(tasks or list(TASKS), methods, seeds, settings, out_dir, quick, overrides, progress)
+    headline = Headline(tasks or list(TASKS), methods, seeds, settings, out_dir, quick, overrides, progress, against)
     headline.plan()
     try:
         run_jobs(headline.start(), workers, progress)
     except KeyboardInterrupt:
         headline.say_what_was_kept()
         raise
-    results = report.merge(report.load_records([out_dir]), TASKS)
+    results = report.merge(report.load_records([against, out_dir] if against else [out_dir]), TASKS)
     results.update(settings=settings, quick=quick, wall_s=round(time.time() - progress.t0, 1))
+    if against:  # the new methods' rows beside the board's, with their intervals and verdicts
+        results.update(against=against, new_methods=methods)
     paths = tables.write_report(out_dir, results, headline.samples)
     print("\n" + tables.summary_markdown(results))
     progress.say("wrote " + ", ".join(paths))
@@ -409,6 +380,8 @@ def main(argv=None):
     parser.add_argument("--report", nargs="+", metavar="DIR", help="rewrite the report from DIR/results/ (several "
                         "DIRs: merge their seeds)")
     parser.add_argument("--out", help="with --report: where the merged report goes (default: the first DIR)")
+    parser.add_argument("--against", metavar="DIR", help="train and evaluate only --algos, on DIR's problems and "
+                        "settings, and rank them among DIR's result files (a committed leaderboard)")
     parser.add_argument("--config", help=argparse.SUPPRESS)  # train.py's: one run, not the experiment
     args = parser.parse_args(argv)
     try:
@@ -439,8 +412,12 @@ def main(argv=None):
                 raise ConfigError(f"'{key}' is chosen by the experiment; use --tasks or --algos, "
                                   f"or python train.py --config for a single run")
             overrides[key] = parse_value(value)
+        if args.against and (not args.algos or args.ablations):
+            raise ConfigError("--against trains only the new methods: name them with --algos (no --ablations)")
+        if args.against:
+            overrides.setdefault("out_dir", "out/against")
         run_headline(overrides, quick=args.quick, ablations=args.ablations, tasks=args.tasks, algos=args.algos,
-                     seeds=args.seeds, workers=args.workers, settings_overrides=settings)
+                     seeds=args.seeds, workers=args.workers, settings_overrides=settings, against=args.against)
     except KeyboardInterrupt:
         sys.exit(130)
     except (ConfigError, FileNotFoundError, RuntimeError, FloatingPointError, ValueError) as e:

@@ -78,9 +78,10 @@ def pass_at_k(out_dir, results):
 def reward_vectors(out_dir, results, samples, problems_shown=3):
     """samples[(task, algo, seed)] = rewards (P, n, D) of a pool (only a run in this process has them)."""
     tasks = [t for t in results["tasks"] if any(k[0] == t for k in samples)]
+    drawn = sorted({k[1] for k in samples}, key=lambda a: (("warm_start", "grpo", "vpo") + (a,)).index(a))
+    algos = drawn[:4]  # warm start, GRPO, VPO first; whatever else this process sampled (a new method)
     if not tasks:
         return None
-    algos = [a for a in ("warm_start", "grpo", "vpo") if any(k[1] == a for k in samples)]
     fig, axes = plt.subplots(len(tasks), len(algos), figsize=(3.2 * len(algos), 3.4 * len(tasks)), squeeze=False)
     for row, t in enumerate(tasks):
         for col, a in enumerate(algos):

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 import plots
-from report import UNTRAINED, claims, did_not_train, fmt_interval, named_searches, paired, paired_search
+from report import UNTRAINED, claims, did_not_train, fmt_interval, named_searches, paired, paired_search, verdict
 
 
 def summary_markdown(results):
@@ -23,6 +23,7 @@ def summary_markdown(results):
              + (f", wall time {results['wall_s']:.0f} s" if results.get("wall_s") else "")
              + f". Machine(s): {' | '.join(results.get('machines', []))} (a seed reproduces bit for bit only on"
              " the machine that ran it). Held-out problems; k counts answers.", ""]
+    lines += against_table(results) if results.get("new_methods") else []
     multi = len(results["seeds"]) > 1
     for t, per_method in results["tasks"].items():
         pooled = {m: e for m, e in per_method.items() if "ks" in e}
@@ -41,7 +42,8 @@ def summary_markdown(results):
                 if metric not in e:
                     return "-"
                 return f"{e[metric][i]:.3f}" + (f" ±{e[metric + '_spread'][i] / 2:.3f}" if multi else "")
-            row = [a + (UNTRAINED if did_not_train(e) else "")] + [fmt("best_at_k", i) for i in show] + [fmt("heldout_weight_best_at_k", i) for i in show]
+            row = [a + (UNTRAINED if did_not_train(e) else "")] + [fmt("best_at_k", i) for i in show] \
+                + [fmt("heldout_weight_best_at_k", i) for i in show]
             if t == "code":
                 row += [fmt("pass_at_k", i) for i in show]
                 ev = e.get("evolution")
@@ -71,8 +73,8 @@ LEADERBOARDS = {"persona": [("w_best", "heldout_weight_best_at_k", "w-best")],
                 "persona_collinear": [("w_best", "heldout_weight_best_at_k", "w-best")]}
 
 
-def leaderboards(results):
-    """[(title, [(method, [value per seed], - VPO interval, - GRPO interval)])], one board per task and
+def leaderboards(results, others=("vpo", "grpo")):
+    """[(title, [(method, [value per seed], - interval per method of `others`)])], one board per task and
     metric of LEADERBOARDS, methods unranked: the intervals are paired bootstraps over problems and
     seeds (None against itself or where the per-problem values are missing)."""
     boards = []
@@ -85,7 +87,7 @@ def leaderboards(results):
                 searched = {m: s["per_problem"] for m, s in named_searches(per_method).items() if "per_problem" in s}
                 rows = [(label(m), [float(np.mean(solved)) for _, solved in pp.values()],
                          *(paired_search(pp, searched[o]) if o in searched and o != m else None
-                           for o in ("vpo", "grpo")))
+                           for o in others))
                         for m, pp in searched.items()]
                 if rows:
                     n = sorted({len(p) for pp in searched.values() for p, _ in pp.values()})
@@ -96,7 +98,7 @@ def leaderboards(results):
                 continue
             k = entries[0][1]["ks"][-1]
             rows = [(label(m), [v[-1] for v in e[curve + "_per_seed"]],
-                     *(paired(results, task, m, o, key) if o != m else None for o in ("vpo", "grpo")))
+                     *(paired(results, task, m, o, key) if o != m else None for o in others))
                     for m, e in entries]
             boards.append((f"{task}: {name}@{k}", rows))
     return boards
@@ -173,3 +175,21 @@ def write_report(out_dir, results, samples=None):
         paths.append(os.path.join(out_dir, "leaderboard.png"))
         plots.leaderboard_figure(rows, paths[-1])
     return paths
+
+
+def against_table(results):
+    """Each new method (results["new_methods"], run with --against) on every board of the committed
+    leaderboard it joined: its rank among the trained methods, and its difference from VPO, GRPO and the
+    warm start with the 95% paired interval and the verdict of the one rule (report.verdict)."""
+    new = results.get("new_methods", [])
+    lines = [f"## {', '.join(new)} against the board in {results.get('against')}", "",
+             "| board | method | rank | mean | - VPO [95%] | - GRPO [95%] | - warm start [95%] |",
+             "|---|---|---|---|---|---|---|"]
+    for title, rows in leaderboards(results, others=("vpo", "grpo", "warm_start")):
+        ranked = [r[0] for r in sorted(rows, key=lambda r: -np.mean(r[1])) if not r[0].endswith(UNTRAINED)]
+        for method, values, *intervals in rows:
+            if method.split(" (")[0] in new:
+                rank = f"{ranked.index(method) + 1} of {len(ranked)}" if method in ranked else "unranked"
+                cells = [f"{fmt_interval(iv)} {verdict(iv)}" if iv else "" for iv in intervals]
+                lines.append(f"| {title} | {method} | {rank} | {np.mean(values):.3f} | " + " | ".join(cells) + " |")
+    return lines + [""]

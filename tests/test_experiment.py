@@ -12,9 +12,10 @@ import yaml
 
 import experiment
 import search
+import stored
 import train
 from config import read_yaml
-from experiment import run_status
+from stored import run_status
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -180,18 +181,18 @@ def test_a_key_added_to_defaults_later_at_its_default_reuses_earlier_runs(tmp_pa
     _saved_run(run, older)
     assert run_status(cfg) == "finished"
     assert run_status(dict(cfg, parent_replay=0.5)) == "other"
-    stored = experiment.result_key(older, search.SETTINGS, ("pool_n",))
-    assert experiment.same_key(stored, experiment.result_key(cfg, search.SETTINGS, ("pool_n",)))
-    assert not experiment.same_key(stored, experiment.result_key(dict(cfg, parent_replay=0.5), search.SETTINGS,
-                                                                   ("pool_n",)))
-    assert not experiment.same_key(None, experiment.result_key(cfg, search.SETTINGS, ("pool_n",)))
+    older_key = stored.result_key(older, search.SETTINGS, ("pool_n",))
+    assert stored.same_key(older_key, stored.result_key(cfg, search.SETTINGS, ("pool_n",)))
+    assert not stored.same_key(older_key, stored.result_key(dict(cfg, parent_replay=0.5), search.SETTINGS,
+                                                            ("pool_n",)))
+    assert not stored.same_key(None, stored.result_key(cfg, search.SETTINGS, ("pool_n",)))
 
 
 def test_a_stored_key_holding_a_retired_setting_at_its_only_value_still_matches():
     """evo_seeds (searches per problem) was removed at 1, the only value it took: committed search
     results keep it in their keys and are still reused; at any other value they are not."""
     cfg = train.resolve_config()
-    key = experiment.result_key(cfg, search.SETTINGS, ("evo_budget",))
-    stored = dict(key, settings={**key["settings"], "evo_seeds": 1})
-    assert "evo_seeds" not in search.SETTINGS and experiment.same_key(stored, key)
-    assert not experiment.same_key(dict(key, settings={**key["settings"], "evo_seeds": 2}), key)
+    key = stored.result_key(cfg, search.SETTINGS, ("evo_budget",))
+    retired = dict(key, settings={**key["settings"], "evo_seeds": 1})
+    assert "evo_seeds" not in search.SETTINGS and stored.same_key(retired, key)
+    assert not stored.same_key(dict(key, settings={**key["settings"], "evo_seeds": 2}), key)

@@ -1,0 +1,88 @@
+"""--against: a new method trained and evaluated alone, on a committed board's problems and settings, and
+ranked among the board's methods. The board here is tests/fixtures/board/results/, the result files of
+
+    python train.py --quick --tasks persona code --algos grpo vpo --set out_dir=OUT
+
+(copy OUT/results/*.json there again if the tasks' problems ever change: the command then refuses it)."""
+import json
+import os
+
+import pytest
+
+import experiment
+import search
+import stored
+import train
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BOARD = os.path.join(ROOT, "tests", "fixtures", "board")
+QUICK = {**search.SETTINGS, **experiment.QUICK}
+
+
+def _configs(**overrides):
+    return {("persona", "vpo_loo", 0): experiment.run_config("persona", "vpo_loo", 0, "out", True, overrides),
+            ("code", "vpo_loo", 0): experiment.run_config("code", "vpo_loo", 0, "out", True, overrides)}
+
+
+def _own():
+    return {"vpo_loo": set(), "grpo": set()}
+
+
+def test_a_run_with_the_boards_settings_passes_the_check():
+    board = stored.load_board(BOARD, ["persona", "code"], [0])
+    stored.check_against(board, BOARD, _configs(), QUICK, _own())  # no error
+
+
+@pytest.mark.parametrize("overrides, settings, named", [({"lr": 0.123}, {}, "'lr'"),
+                                                        ({"kl_coef": 0.5}, {}, "'kl_coef'"),
+                                                        ({}, {"pool_n": 12}, "'pool_n'"),
+                                                        ({}, {"evo_budget": 99}, "'evo_budget'")])
+def test_a_setting_that_differs_from_the_boards_is_refused_by_name(overrides, settings, named):
+    board = stored.load_board(BOARD, ["persona", "code"], [0])
+    with pytest.raises(train.ConfigError, match=named):
+        stored.check_against(board, BOARD, _configs(**overrides), {**QUICK, **settings}, _own())
+
+
+def test_a_methods_own_keys_may_differ():
+    """Dr. GRPO's documented overrides are its own; the same keys on another method are refused."""
+    board = stored.load_board(BOARD, ["persona"], [0])
+    own = {"dr_grpo": {"std_norm", "loss_norm"}, "grpo": set()}
+    cfg = experiment.run_config("persona", "dr_grpo", 0, "out", True)
+    stored.check_against(board, BOARD, {("persona", "dr_grpo", 0): cfg}, QUICK, own)
+    with pytest.raises(train.ConfigError, match="'loss_norm'"):
+        stored.check_against(board, BOARD, {("persona", "dr_grpo", 0): cfg}, QUICK, {"dr_grpo": set(), "grpo": set()})
+
+
+def test_a_seed_or_task_the_board_lacks_is_refused():
+    with pytest.raises(train.ConfigError, match="no GRPO result for persona seed 1"):
+        stored.load_board(BOARD, ["persona"], [1])
+    with pytest.raises(train.ConfigError, match="persona_collinear seed 0"):
+        stored.load_board(BOARD, ["persona_collinear"], [0])
+
+
+def test_the_new_method_is_ranked_among_the_board_on_its_problems(tmp_path, capsys):
+    out = str(tmp_path / "against")
+    experiment.main(["--quick", "--tasks", "persona", "code", "--algos", "vpo_loo", "--against", BOARD,
+                     "--set", f"out_dir={out}"])
+    # only the new method was trained and evaluated: the board's warm starts, optimum and screens are not redone
+    assert sorted(os.listdir(os.path.join(out, "results"))) == ["code-vpo_loo-s0.json", "persona-vpo_loo-s0.json"]
+    new = json.load(open(os.path.join(out, "results", "code-vpo_loo-s0.json")))
+    board = json.load(open(os.path.join(BOARD, "results", "code-grpo-s0.json")))
+    assert new["search"]["key"]["problems"] == board["search"]["key"]["problems"]  # the board's search problems
+    assert new["pools"]["problems"] == board["pools"]["problems"]
+    summary = open(os.path.join(out, "summary.md")).read()
+    assert f"## vpo_loo against the board in {BOARD}" in summary
+    row = next(line for line in summary.splitlines() if line.startswith("| persona: w-best@6 | vpo_loo |"))
+    assert " of 5 |" in row and row.count("[") == 3  # ranked among 5; intervals vs VPO, GRPO, the warm start
+    assert any(v in row for v in ("yes", "no", "within noise"))
+    assert "| grpo |" in summary and "| vpo_loo |" in summary  # the board's rows and the new one, in one table
+    assert "expected time about" in capsys.readouterr().out
+
+
+def test_the_command_refuses_a_mismatch_in_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        experiment.main(["--quick", "--tasks", "persona", "--algos", "vpo_loo", "--against", BOARD,
+                         "--set", f"out_dir={tmp_path}", "lr=0.123"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and "'lr' is 0.123 here" in err
+    assert not os.path.exists(tmp_path / "results")  # refused before anything ran
