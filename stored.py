@@ -99,7 +99,7 @@ def check_against(board, board_dir, configs, settings, method_keys):
         mine = method_keys[method] | method_keys["grpo"] | {"algo", "warmstart_from"}
         for key in sorted(k for k in train.DEFAULTS if k not in mine and theirs.get(k) != ours.get(k)):
             raise ConfigError(f"--against {board_dir}: {task} seed {seed}: '{key}' is {ours[key]!r} here and "
-                             f"{theirs[key]!r} on the board; compare with the board's settings")
+                              f"{theirs[key]!r} on the board; compare with the board's settings")
         # the pools' problems, drawn as workers.pools_job draws them
         task_code = make_task(cfg["task"], **cfg["task_options"])
         if [repr(p) for p in task_code.problems("heldout", settings["pool_problems"], random.Random(seed))] != \
@@ -111,7 +111,7 @@ def check_against(board, board_dir, configs, settings, method_keys):
             stored = ref[field]["key"]["settings"]
             for key in (k for k in keys if stored.get(k) != settings[k]):
                 raise ConfigError(f"--against {board_dir}: {task} seed {seed}: evaluation setting '{key}' is "
-                                 f"{settings[key]!r} here and {stored.get(key)!r} on the board")
+                                  f"{settings[key]!r} here and {stored.get(key)!r} on the board")
 
 
 def board_problems(board, task, seed, field):

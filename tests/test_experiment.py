@@ -110,16 +110,18 @@ def test_set_is_checked_against_each_chosen_task_config(capsys, monkeypatch):
 def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
     out = tmp_path / "exp"
     command = [sys.executable, os.path.join(ROOT, "experiment.py"), "--quick", "--tasks", "code", "--algos", "vpo",
-               "--set", f"out_dir={out}", "steps=150", "ckpt_every=2", "eval_every=0"]
-    # 150 steps (~9 s here) so that Ctrl-C sent after the first checkpoint lands mid-run: with 30 (~2 s)
+               "--set", f"out_dir={out}", "steps=400", "ckpt_every=2", "eval_every=0"]
+    # 400 steps (~20 s here) so that Ctrl-C sent after the first checkpoint lands mid-run: with 30 (~2 s),
+    # and once with 150 on a machine loaded with other jobs,
     # the run sometimes finished before the signal did
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
     ckpt = out / "runs" / "code-vpo-s0" / "ckpt.pt"
     deadline = time.time() + 240
     while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.2)
+        time.sleep(0.05)
     assert ckpt.exists(), "the run never reached its first checkpoint"
+    assert proc.poll() is None, "the run finished before Ctrl-C was sent: give it more steps"
     proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
     output = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130 and "Traceback" not in output, output
@@ -133,7 +135,7 @@ def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
     assert "resumed from step" in log
     steps = [json.loads(line)["step"] for line in open(out / "runs" / "code-vpo-s0" / "metrics.jsonl")
              if '"train"' in line]
-    assert steps == list(range(1, 151))  # every step exactly once: nothing lost, nothing trained twice
+    assert steps == list(range(1, 401))  # every step exactly once: nothing lost, nothing trained twice
 
     # one small file per task, method and seed: the pools, the search in both formats, the optimum
     records = {name: json.load(open(out / "results" / f"code-{name}-s0.json"))
