@@ -356,7 +356,11 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
     except KeyboardInterrupt:
         headline.say_what_was_kept()
         raise
-    results = report.merge(report.load_records([against, out_dir] if against else [out_dir]), TASKS)
+    # against a board: its records of the seeds run here (so every mean, rank and interval pairs the same
+    # seeds), a record of this run winning over the board's
+    board = [r for r in report.load_records([against]) if r["seed"] in seeds] if against else []
+    records = {(r["task"], r["method"], r["seed"]): r for r in board + report.load_records([out_dir])}
+    results = report.merge(list(records.values()), TASKS)
     results.update(settings=settings, quick=quick, wall_s=round(time.time() - progress.t0, 1))
     if against:  # the new methods' rows beside the board's, with their intervals and verdicts
         results.update(against=against, new_methods=methods)
