@@ -9,6 +9,7 @@ budget grows? `python train.py` without --config hands over to this file.
     python experiment.py --tasks code --algos grpo vpo grpo_x3
     python experiment.py --set out_dir=out/h1 kl_coef=0 pool_n=60   # train.py keys and search.SETTINGS keys
     python experiment.py --report out/headline  # reprint (and rewrite) the report from result files
+    python experiment.py --algos NEW --seeds 0 1 2 --against docs/figures/leaderboard   # NEW among a board
 
 For each task (persona, code, and the collinear control) and seed: one warm start, then every
 method from it; then every checkpoint (warm start included) samples a pool of answers per
@@ -123,7 +124,9 @@ class Headline:
     before anything runs), the plan, then one method per event, each storing what a finished job brought
     and queueing in `ready` the jobs it made possible: warm_start_ready -> run_trained -> checkpoint_ready
     -> pools_scored -> problems_screened -> search_done (optimum_found beside them). What an earlier run
-    of the same command left on disk is taken instead of running its job again."""
+    of the same command left on disk is taken instead of running its job again. Against a committed
+    board (--against, stored.py) only the new methods run: no warm-start pools, optimum or screens, and
+    the searches take the board's problems."""
 
     def __init__(self, tasks, methods, seeds, settings, out_dir, quick, overrides, progress, against=None):
         self.tasks, self.methods, self.seeds, self.settings, self.out_dir = tasks, methods, seeds, settings, out_dir
