@@ -142,3 +142,34 @@ def paired_bootstrap_interval(a, b, num_resamples=10_000, level=0.95, seed=0):
         stats.append(diff[seeds[..., None], problems].mean(axis=(1, 2)))
     low, high = np.quantile(np.concatenate(stats), [(1 - level) / 2, (1 + level) / 2])
     return float(diff.mean()), float(low), float(high)
+
+
+def rank_correlation(x, y) -> float:
+    """Spearman's rank correlation: Pearson's correlation of the ranks, tied values sharing their mean
+    rank. nan when either side is constant (no order to correlate)."""
+    def ranks(v):
+        v = np.asarray(v, dtype=float)
+        r = np.empty(len(v))
+        r[v.argsort(kind="stable")] = np.arange(len(v))
+        for value in np.unique(v):  # ties share the mean of their ranks
+            r[v == value] = r[v == value].mean()
+        return r
+    rx, ry = ranks(x), ranks(y)
+    if rx.std() == 0 or ry.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def rank_correlation_interval(x, y, groups, num_resamples=2000, level=0.95, seed=0):
+    """(rho, low, high): rank_correlation(x, y) with a percentile bootstrap that draws the groups (the
+    methods) with replacement and, inside each drawn group, its points (its seeds) with replacement."""
+    x, y, groups = np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(groups)
+    members = [np.flatnonzero(groups == g) for g in np.unique(groups)]
+    rng, stats = np.random.default_rng(seed), []
+    for _ in range(num_resamples):
+        drawn = np.concatenate([rng.choice(members[i], size=len(members[i]))
+                                for i in rng.integers(0, len(members), size=len(members))])
+        stats.append(rank_correlation(x[drawn], y[drawn]))
+    stats = np.array(stats)
+    low, high = np.nanquantile(stats, [(1 - level) / 2, (1 + level) / 2]) if np.isfinite(stats).any() else (np.nan,) * 2
+    return rank_correlation(x, y), float(low), float(high)

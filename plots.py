@@ -186,6 +186,28 @@ def leaderboard_figure(rows, path, columns=3):
     return {t: [m for m, _ in entries] for t, entries in ranked.items()}
 
 
+def search_drivers_figure(points, path):
+    """points [(method, seed, {"solved", "diversity", "invalid", ...})] -> a PNG at path: one dot per method
+    (its mean over seeds), search solved against reward-space diversity, coloured by the share of its
+    children that were invalid: whether diversity or a kept mutation skill goes with solving more."""
+    methods = sorted({m for m, _, _ in points})
+    mean = {m: {k: float(np.mean([p[k] for n, _, p in points if n == m])) for k in ("solved", "diversity", "invalid")}
+            for m in methods}
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    dots = ax.scatter([mean[m]["diversity"] for m in methods], [mean[m]["solved"] for m in methods],
+                      c=[mean[m]["invalid"] for m in methods], cmap="viridis_r", s=40, vmin=0)
+    for m in methods:
+        ax.annotate(m, (mean[m]["diversity"], mean[m]["solved"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    fig.colorbar(dots, label="children invalid (share)")
+    ax.set(xlabel="reward-space diversity of its pools", ylabel="search: share of hard problems solved",
+           title="code: search solved against diversity (a dot per trained method, mean over seeds)")
+    ax.title.set_fontsize(9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def make_all(out_dir, results, samples):
     """Every figure the results allow -> the paths written."""
     paths = [best_at_k(out_dir, results), pass_at_k(out_dir, results), reward_vectors(out_dir, results, samples),

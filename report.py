@@ -23,7 +23,7 @@ import os
 import numpy as np
 
 import oracle
-from metrics import paired_bootstrap_interval
+from metrics import paired_bootstrap_interval, rank_correlation_interval
 
 CURVES = ("best_at_k", "heldout_weight_best_at_k", "pass_at_k")
 SCALARS = ("diversity", "distinct_answers", "pareto_fraction", "entropy", "wasted", "nonzero_answers",
@@ -168,6 +168,7 @@ def merge_searches(seeded):
             out[curve] = (np.array([s[curve] for s in searches]).T @ weights / weights.sum()).tolist()
     if all("mutations" in s for s in searches):
         out["mutations"] = {c: sum(s["mutations"][c] for s in searches) for c in ("children", "invalid", "improved")}
+        out["mutations_per_seed"] = [s["mutations"] for s in searches]
     return out
 
 
@@ -378,3 +379,47 @@ def claims(results):
     """The paper's claims one by one, with this run's verdict and the numbers behind it."""
     return [f"**{claim}**\n" + "\n".join(f"   - {line}" for line in (decide(results) or ["not measured in this run"]))
             for claim, decide in CLAIMS]
+
+
+# ----------------------------------------------------------------------------------------------
+# What drives search: which property of a policy goes with its search solving more
+
+# (name, what it is): the properties of a trained code policy, per seed, set against its search's solved share
+SEARCH_DRIVERS = (("diversity", "reward-space diversity"), ("distinct_answers", "distinct answers"),
+                  ("best", "best@k of its pool"), ("invalid", "children invalid"),
+                  ("improved", "children better than their best parent"))
+
+
+def search_points(results):
+    """[(method, seed, {"solved": share, driver: value})] of every trained code method's search writing one
+    child per call, one point per seed. Left out: the warm start and the optimum (not trained), methods
+    that did not train, and the rows trained on parent prompts too (names ending "_mutation": their edit
+    format is trained, the matched-format comparison of their own)."""
+    points = []
+    for method, e in results["tasks"].get("code", {}).items():
+        ev = e.get("evolution", {})
+        if method in ("warm_start", "warm_start_m3", "optimum") or method.endswith("_mutation") or did_not_train(e) \
+                or "mutations_per_seed" not in ev or "per_problem" not in ev:
+            continue
+        for i, seed in enumerate(e["seeds"]):
+            mutations = ev["mutations_per_seed"][i]
+            children = max(1, mutations["children"])
+            points.append((method, seed, {"solved": float(np.mean(ev["per_problem"][seed][1])),
+                                          "diversity": e["diversity_per_seed"][i],
+                                          "distinct_answers": e["distinct_answers_per_seed"][i],
+                                          "best": e["best_at_k_per_seed"][i][-1],
+                                          "invalid": mutations["invalid"] / children,
+                                          "improved": mutations["improved"] / children}))
+    return points
+
+
+def search_drivers(results):
+    """[(driver, what it is, (rho, low, high))]: the rank correlation of a search's solved share with
+    each property over the points of search_points, with a bootstrap over methods and their seeds."""
+    points = search_points(results)
+    if len({m for m, _, _ in points}) < 3:
+        return []
+    methods = [m for m, _, _ in points]
+    solved = [p["solved"] for _, _, p in points]
+    return [(name, what, rank_correlation_interval([p[name] for _, _, p in points], solved, methods))
+            for name, what in SEARCH_DRIVERS]

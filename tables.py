@@ -13,7 +13,8 @@ import os
 import numpy as np
 
 import plots
-from report import UNTRAINED, claims, did_not_train, fmt_interval, named_searches, paired, paired_search, verdict
+from report import (UNTRAINED, claims, did_not_train, fmt_interval, named_searches, paired, paired_search,
+                    search_drivers, search_points, verdict)
 
 
 def summary_markdown(results):
@@ -61,7 +62,7 @@ def summary_markdown(results):
                  "on problems no checkpoint's pool solved (per seed in brackets).")
     lines += ["", "## The paper's claims, this run's verdicts", ""] + claims(results) + [""]
     lines += ["## Leaderboard", ""] + leaderboard_table(results)
-    return "\n".join(lines + mutation_table(results) + training_table(results)) + "\n"
+    return "\n".join(lines + mutation_table(results) + drivers_table(results) + training_table(results)) + "\n"
 
 
 # What each task's leaderboards rank by, at the largest k: (per-problem key, curve, name). Code has
@@ -174,7 +175,27 @@ def write_report(out_dir, results, samples=None):
     if rows:
         paths.append(os.path.join(out_dir, "leaderboard.png"))
         plots.leaderboard_figure(rows, paths[-1])
+    points = search_points(results)
+    if search_drivers(results):
+        paths.append(os.path.join(out_dir, "search_drivers.png"))
+        plots.search_drivers_figure(points, paths[-1])
     return paths
+
+
+def drivers_table(results):
+    """What drives search: the rank correlation of a trained policy's search solved share with each of its
+    properties (report.search_drivers), over methods and seeds."""
+    drivers = search_drivers(results)
+    if not drivers:
+        return []
+    points = search_points(results)
+    lines = [f"What drives search (code): Spearman's rank correlation of a policy's search solved share with "
+             f"its properties, over {len({m for m, _, _ in points})} trained methods x their seeds "
+             f"({len(points)} points; the warm start, methods that did not train and the rows trained on parent "
+             f"prompts left out), 95% bootstrap over methods and their seeds; figure: search_drivers.png.", "",
+             "| property | rank correlation with search solved [95%] |", "|---|---|"]
+    lines += [f"| {what} | {fmt_interval(iv)} |" for _, what, iv in drivers]
+    return lines + [""]
 
 
 def against_table(results):

@@ -264,3 +264,22 @@ def test_paired_bootstrap_is_antisymmetric_deterministic_and_brackets_the_mean()
 def test_paired_bootstrap_rejects_bad_inputs(a, b, kwargs):
     with pytest.raises(ValueError):
         paired_bootstrap_interval(a, b, **kwargs)
+
+
+def test_rank_correlation_is_spearmans_with_ties_sharing_their_mean_rank():
+    from metrics import rank_correlation
+    assert rank_correlation([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert rank_correlation([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    # ranks (0, 1.5, 1.5, 3) against (0, 1, 2, 3): Pearson's r of the ranks, by hand 3 / sqrt(10)
+    assert rank_correlation([1, 2, 2, 3], [5, 6, 7, 8]) == pytest.approx(3 / np.sqrt(10))
+    assert rank_correlation([7, 7, 7], [1, 2, 3]) != rank_correlation([7, 7, 7], [1, 2, 3])  # nan: no order
+
+
+def test_rank_correlation_interval_resamples_whole_methods():
+    from metrics import rank_correlation_interval
+    # three methods, two seeds each, perfectly ordered: every resample keeps the order
+    rho, low, high = rank_correlation_interval([1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 2, 2], 300)
+    assert rho == pytest.approx(1.0) and low == pytest.approx(1.0) and high == pytest.approx(1.0)
+    # the third method against the order of the other two: which methods a resample draws decides the sign
+    rho, low, high = rank_correlation_interval([1, 2, 3, 4, 5, 6], [1, 2, 3, 4, -9, -8], [0, 0, 1, 1, 2, 2], 300)
+    assert rho == pytest.approx(-13 / 35) and low == pytest.approx(-1.0) and high == pytest.approx(1.0)

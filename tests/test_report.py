@@ -276,3 +276,29 @@ def test_a_method_that_did_not_train_is_marked_and_ranked_apart(tmp_path):
     assert any(line.startswith("| grpo (did not train) ") for line in tables.summary_markdown(results).splitlines())
     order = plots.leaderboard_figure(tables.leaderboard_rows(results), str(tmp_path / "lb.png"))
     assert order["code: best@30"][-1] == "grpo" + report.UNTRAINED
+
+
+def test_what_drives_search_correlates_each_trained_policys_properties_with_its_solved_share(tmp_path):
+    """Four trained methods on two seeds whose search solves more the fewer invalid children they write;
+    their diversity is unrelated. The warm start and a parent-prompt-trained row are left out."""
+    problems = ["a", "b", "c", "d"]
+    def record(method, seed, solved, invalid, diversity):
+        mutations = {"children": 10, "invalid": invalid, "improved": 10 - invalid}
+        search = {"searches": 4, "solved": len(solved), "budget": 10, "solved_problems": solved,
+                  "key": {"problems": problems}, "mutations": mutations, "solved_curve": [len(solved) / 4] * 10}
+        r = _record("code", method, seed, [0.5] * 4, diversity=diversity)
+        return dict(r, search=search, training={"last10": {"valid_answers": 0.9}})
+    records = [record(m, s, problems[:k], 10 - 2 * k, d)
+               for m, k, d in (("grpo", 1, 3.0), ("vpo", 2, 1.0), ("max_at_k", 3, 4.0), ("dr_grpo", 4, 2.0))
+               for s in (0, 1)]
+    records += [record("warm_start", s, [], 9, 9.0) for s in (0, 1)] + [record("vpo_mutation", 0, problems, 0, 0.5)]
+    results = report.merge(records)
+    points = report.search_points(results)
+    assert sorted({m for m, _, _ in points}) == ["dr_grpo", "grpo", "max_at_k", "vpo"] and len(points) == 8
+    drivers = {name: iv for name, _, iv in report.search_drivers(results)}
+    assert drivers["invalid"][0] == pytest.approx(-1.0) and drivers["improved"][0] == pytest.approx(1.0)
+    assert drivers["diversity"][0] == pytest.approx(0.0)  # ranks (2, 0, 3, 1) vs (0, 1, 2, 3): 1 - 6 * 10 / (4 * 15)
+    lines = tables.drivers_table(results)
+    assert lines[0].startswith("What drives search (code)") and "| children invalid | -1.000 [-1.000, -1.000] |" in lines
+    tables.write_report(str(tmp_path), results)
+    assert os.path.exists(tmp_path / "search_drivers.png")
