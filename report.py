@@ -11,7 +11,8 @@ tables.py writes the merged results as summary.md, results.json and the figures.
 Differences between methods come with a 95% interval from a paired bootstrap over problems and
 seeds (metrics.paired_bootstrap_interval): the same held-out problems for every method of a seed.
 Every verdict follows one rule, stated once above `verdict` below: an interval, never a point
-estimate, decides "yes", "no" or "within noise".
+estimate, decides "yes", "no" or "within noise". At the end, what drives search: which property of
+a trained policy goes with its search solving more (rank correlations over methods and seeds).
 
 Deliberately left out: significance tests beyond the bootstrap, multiple-comparison corrections.
 """
