@@ -233,6 +233,12 @@ def fmt_interval(interval):
     return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
+def shown_name(per_method, name):
+    """A method's name as every table and figure shows it: UNTRAINED appended when it did not train
+    (a set policy's search row, "vpo (m per call)", follows its method)."""
+    return name + UNTRAINED if did_not_train(per_method.get(name.split(" (")[0], {})) else name
+
+
 def did_not_train(entry):
     """True when some seed's training ended with valid answers below DID_NOT_TRAIN_VALID."""
     last = [r["last10"]["valid_answers"] for r in entry.get("training", []) if "valid_answers" in r.get("last10", {})]
@@ -324,7 +330,7 @@ def claim_search(results):
         return []
     code = results["tasks"]["code"]
     out = ["solved (same-budget sampling in brackets): " + ", ".join(
-        f"{name}{UNTRAINED if did_not_train(code[name.split(' (')[0]]) else ''} {s['solved']}/{s['searches']}"
+        f"{shown_name(code, name)} {s['solved']}/{s['searches']}"
         + (f" ({s['sampling_solved']})" if "sampling_solved" in s else "") for name, s in searches.items())]
     for name in ("vpo", "vpo" + SET_SEARCH_SUFFIX):
         if name in searches and "grpo" in searches:

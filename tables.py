@@ -13,8 +13,8 @@ import os
 import numpy as np
 
 import plots
-from report import (UNTRAINED, claims, did_not_train, fmt_interval, named_searches, paired, paired_search,
-                    search_drivers, search_points, verdict)
+from report import (UNTRAINED, claims, fmt_interval, named_searches, paired, paired_search,
+                    search_drivers, search_points, shown_name, verdict)
 
 
 def summary_markdown(results):
@@ -43,7 +43,7 @@ def summary_markdown(results):
                 if metric not in e:
                     return "-"
                 return f"{e[metric][i]:.3f}" + (f" ±{e[metric + '_spread'][i] / 2:.3f}" if multi else "")
-            row = [a + (UNTRAINED if did_not_train(e) else "")] + [fmt("best_at_k", i) for i in show] \
+            row = [shown_name(per_method, a)] + [fmt("best_at_k", i) for i in show] \
                 + [fmt("heldout_weight_best_at_k", i) for i in show]
             if t == "code":
                 row += [fmt("pass_at_k", i) for i in show]
@@ -80,13 +80,10 @@ def leaderboards(results, others=("vpo", "grpo")):
     seeds (None against itself or where the per-problem values are missing)."""
     boards = []
     for task, per_method in results["tasks"].items():
-        untrained = {m for m, e in per_method.items() if did_not_train(e)}
-        def label(m):  # a method that did not train is named so wherever it is shown
-            return m + UNTRAINED if m.split(" (")[0] in untrained else m
         for key, curve, name in LEADERBOARDS.get(task, [("best", "best_at_k", "best")]):
             if key == "search":
                 searched = {m: s["per_problem"] for m, s in named_searches(per_method).items() if "per_problem" in s}
-                rows = [(label(m), [float(np.mean(solved)) for _, solved in pp.values()],
+                rows = [(shown_name(per_method, m), [float(np.mean(solved)) for _, solved in pp.values()],
                          *(paired_search(pp, searched[o]) if o in searched and o != m else None
                            for o in others))
                         for m, pp in searched.items()]
@@ -98,7 +95,7 @@ def leaderboards(results, others=("vpo", "grpo")):
             if not entries:
                 continue
             k = entries[0][1]["ks"][-1]
-            rows = [(label(m), [v[-1] for v in e[curve + "_per_seed"]],
+            rows = [(shown_name(per_method, m), [v[-1] for v in e[curve + "_per_seed"]],
                      *(paired(results, task, m, o, key) if o != m else None for o in others))
                     for m, e in entries]
             boards.append((f"{task}: {name}@{k}", rows))
