@@ -25,21 +25,16 @@ import torch
 def max_at_k_advantages(scores, k, eps=1e-6, std_norm=True):
     """scores (P, G) -> (P, G): each rollout's credit towards the best of k samples.
 
-    Think of every k-subset S of a group as one best-of-k attempt worth max(S). The mean of max(S)
-    over all C(G, k) subsets, rho, is the unbiased estimate of the group's expected best-of-k
-    (max@k; pass@k for 0/1 rewards); sigma is the (population) std of max(S) over the subsets; m_i
-    is the mean of max(S) over the subsets that contain rollout i. The advantage is
-    A_i = (m_i - rho) / (sigma + eps), 0 for a whole group whose sigma < eps.
-    A rollout is pushed up when the attempts it joins do better than average: a good answer that
-    is one of many identical good answers earns little, a rare good answer earns a lot.
-    For 0/1 rewards this is pass@k training's closed form (arXiv 2508.10751); k = 1 is GRPO; k = G
-    gives zeros (one subset, nothing to compare). Max@K's own variant z-scores m over the group
-    instead (the same signs, another scale per group): grpo.grpo_advantages(m).
-    std_norm=False keeps m_i - rho undivided, as Dr. GRPO drops GRPO's std: sigma is the same kind
-    of per-group scale (the std of the attempts' worth), not part of what the credit measures.
-    Computed from sorted ranks, not by enumerating subsets: with the group sorted ascending
-    (0-based ranks), rank j is the maximum of C(j, k-1) subsets, and of C(j-1, k-2) of the
-    subsets that also contain a lower rank i.
+    Every k-subset S of a group is one best-of-k attempt worth max(S). rho, the mean of max(S) over
+    all C(G, k) subsets, is the unbiased estimate of the group's max@k (pass@k for 0/1 rewards);
+    sigma is the std of max(S) over the subsets; m_i the mean of max(S) over the subsets holding
+    rollout i. A_i = (m_i - rho) / (sigma + eps), 0 for a group whose sigma < eps: a rare good answer
+    earns a lot, one of many identical good answers little. For 0/1 rewards this is pass@k
+    training's closed form; k = 1 is GRPO; k = G gives zeros (one subset). Max@K's own variant
+    z-scores m over the group instead (same signs, another scale). std_norm=False keeps m_i - rho
+    undivided, as Dr. GRPO drops GRPO's std (sigma is a per-group scale, not part of the credit).
+    Computed from sorted ranks, not by enumerating subsets: ascending (0-based), rank j is the
+    maximum of C(j, k-1) subsets, and of C(j-1, k-2) of those that also hold a lower rank i.
     """
     P, G = scores.shape
     v, order = torch.sort(scores.double(), dim=1)  # (P, G) ascending
@@ -57,17 +52,12 @@ def max_at_k_advantages(scores, k, eps=1e-6, std_norm=True):
 def gdpo_advantages(rewards, eps=1e-6):
     """rewards (P, G, D) reward vectors of single answers -> (P, G).
 
-    GRPO sums the components and z-scores the sum, so (1, 0) vs (0, 0) and (1, 1) vs (0, 0) get the
-    same advantages, and a component with a large spread drowns the others. GDPO z-scores each
-    component within its group first (a component constant in a group adds 0), sums the z-scores,
-    then divides by the std of the sums over the whole batch (as the paper does; under torchrun,
-    over each rank's share), so the scale does not grow with D. The batch mean of the sums is 0 by
-    construction, since each component's z-scores sum to 0 in their group.
-    What it gives up: each component's change counts in that component's own stds, not by its size.
-    On persona (sqrt of letter shares) a letter moved from a word's main letter to a missing one
-    gains 0.29 and costs 0.04, so the fixed mean favours balanced words, yet in a group both sides
-    count about the same number of stds: measured, GDPO's push against a word's main letter was
-    2-5x weaker than GRPO's, and its policy drifted to one-letter words below the warm start.
+    GRPO sums the components and z-scores the sum, so a component with a large spread drowns the
+    others. GDPO z-scores each component within its group (a constant component adds 0), sums the
+    z-scores, then divides by the std of the sums over the whole batch (their mean is 0 by construction;
+    under torchrun, each rank's share), as the paper, so the scale does not grow with D. What it gives up: a change counts in
+    its component's own stds, not by its size, which on persona drifts the policy to one-letter
+    words (measured: docs/RESULTS.md, "GDPO on persona ends below the warm start").
     """
     std = rewards.std(dim=1, keepdim=True, unbiased=False)  # (P, 1, D)
     z = torch.where(std < eps, torch.zeros_like(rewards), (rewards - rewards.mean(dim=1, keepdim=True)) / std.clamp(min=eps))
@@ -79,12 +69,11 @@ def gdpo_advantages(rewards, eps=1e-6):
 def maxrl_advantages(scores, eps=1e-6):
     """scores (P, G), non-negative -> (P, G): A_i = (r_i - mean) / (mean + eps), 0 where the mean is 0.
 
-    MaxRL aims at the log of the success rate (maximum likelihood) instead of the success rate.
-    With 0/1 rewards and K successes among G rollouts, A_i / G = r_i / K - 1 / G: the average score
-    function of the successes, an unbiased estimate of the gradient of the log-likelihood objective
-    truncated at order G, minus a zero-mean control variate. Rare successes therefore weigh more
-    than under GRPO. On continuous rewards (our tasks) we apply the same formula, which loses that
-    reading: it is then GRPO with the group's mean in place of its std.
+    MaxRL aims at the log of the success rate (maximum likelihood), not the success rate. With 0/1
+    rewards and K successes among G rollouts, A_i / G = r_i / K - 1 / G: the average score function of
+    the successes (an unbiased estimate of the log-likelihood gradient truncated at order G) minus a
+    zero-mean control variate, so rare successes weigh more than under GRPO. On continuous rewards
+    (ours) the same formula loses that reading: GRPO with the group's mean in place of its std.
     """
     mean = scores.mean(dim=1, keepdim=True)
     return torch.where(mean > 0, (scores - mean) / (mean + eps), torch.zeros_like(scores))

@@ -1,16 +1,13 @@
 """
-Checkpoints and run folders: saving atomically, loading safely, resuming exactly.
-A student can skip this file: train.py calls it to save and resume, search.py to load a policy.
+Checkpoints and run folders: saving atomically, loading safely, resuming exactly. A student can skip
+this file: train.py calls it to save and resume, search.py to load a policy.
 
-- Saving writes a temporary file, fsyncs it, and renames it: a kill mid-write never leaves a torn
-  checkpoint.
-- Loading uses torch.load(weights_only=True): a checkpoint holds tensors, numbers, strings,
-  lists, tuples and dicts, and nothing else is unpickled. A file that would run code when loaded
-  (pickle can name any function to call) stops with one line and runs nothing, so a checkpoint a
-  classmate shared is safe to evaluate.
-- A run folder is never overwritten by accident: a finished run needs overwrite=true, an
-  unfinished one resume=true (continue from the last checkpoint, byte-identical metrics) or
-  overwrite=true.
+- Saving writes a temporary file, fsyncs it and renames it: a kill mid-write never tears a checkpoint.
+- Loading uses torch.load(weights_only=True): tensors, numbers, strings, lists, tuples and dicts, and
+  nothing else, are unpickled. A file that would run code when loaded stops with one line and runs
+  nothing, so a checkpoint a classmate shared is safe to evaluate.
+- A run folder is never overwritten by accident: a finished run needs overwrite=true, an unfinished
+  one resume=true (continue from the last checkpoint, byte-identical metrics) or overwrite=true.
 
 Deliberately left out: sharded or asynchronous checkpoints, keeping more than the last one.
 """
@@ -47,9 +44,8 @@ def atomic_save(obj, path):
 
 
 def load_checkpoint(path):
-    """A checkpoint of this trainer -> its dict, every tensor on the CPU (load_state_dict copies
-    weights and optimizer state to the model's device; random-number states must stay CPU tensors);
-    FileNotFoundError or a one-line RuntimeError."""
+    """A checkpoint of this trainer -> its dict, every tensor on the CPU (random-number states must stay
+    there; load_state_dict moves the rest); FileNotFoundError or a one-line RuntimeError."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"checkpoint not found: {path}")
     try:
@@ -67,8 +63,8 @@ def load_checkpoint(path):
 
 
 def model_from_checkpoint(path, device="cpu"):
-    """A saved run or warm start -> (model in eval mode, tokenizer, its config, m). m is the number
-    of answers per rollout it was trained to write (1 for a warm start)."""
+    """A saved run or warm start -> (model in eval mode, tokenizer, its config, m: the answers per
+    rollout it was trained to write, 1 for a warm start)."""
     ckpt = load_checkpoint(path)
     model = GPT(GPTConfig(**ckpt["model_config"])).to(device)
     model.load_state_dict(ckpt["model"])
@@ -112,8 +108,8 @@ def write_config(cfg, out_dir):
 
 
 def resume_point(cfg, out_dir):
-    """The checkpoint to resume from (None: start afresh, also for a run killed before its first
-    checkpoint), after checking that out_dir holds this same run."""
+    """The checkpoint to resume from, after checking that out_dir holds this same run (None: start
+    afresh, also for a run killed before its first checkpoint)."""
     ckpt_path, config_path = os.path.join(out_dir, "ckpt.pt"), os.path.join(out_dir, "config.yaml")
     resume = None
     if os.path.exists(ckpt_path):
@@ -148,12 +144,10 @@ def run_state(run, step):
 
 
 class RunFiles:
-    """A run's folder and the files in it: config.yaml; log.txt; metrics.jsonl, only what the seed
-    determines (the same bytes on every rerun); timing.jsonl, the wall clock; samples.jsonl, rollouts
-    to read; the checkpoints. Opening it prepares the folder (refusing to clobber a run) and, with
-    resume=true, finds the checkpoint to continue from. Only rank 0 writes: on the other ranks every
-    call writes nowhere. A resumed run appends, after cutting metrics.jsonl back to where its
-    checkpoint was taken."""
+    """A run's folder: config.yaml; log.txt; metrics.jsonl, only what the seed determines (the same bytes
+    on every rerun); timing.jsonl, the wall clock; samples.jsonl, rollouts to read; the checkpoints.
+    Opening it prepares the folder and, with resume=true, finds the checkpoint to continue from and
+    cuts metrics.jsonl back to where it was taken. Only rank 0 writes; other ranks write nowhere."""
 
     def __init__(self, cfg, lead=True):
         self.lead, self.quiet = lead, cfg["quiet"]

@@ -16,14 +16,11 @@ most 56 programs). configs/code.yaml sets the family of the results: three thres
 hidden tests, up to ~9,000 programs), half the problems' examples in a narrow window (`window_share`:
 some problems pinned down, others open to thousands of programs), two-digit thresholds
 (`fixed_width`), and children written as edits of the best parent, "2-5" for its second threshold
-down by 5 (`edits`).
+down by 5 (`edits`). "Measured" in a comment points to docs/RESULTS.md, "The code task's design, as
+measured", which keeps the numbers behind each setting.
 
-Sections: problems, reward, demonstrations (what the warm start imitates), mutation (children of
-parents, the step search.py asks the policy for). "Measured" in a comment points to docs/RESULTS.md,
-"The code task's design, as measured", which keeps the numbers behind each setting.
-
-Deliberately left out: any other program family (the earlier `(if (< x t) a b)`, at most 9
-programs, was removed; commit b5f2386 has it) and partial credit inside a test.
+Deliberately left out: any other program family (the earlier `(if (< x t) a b)` was removed; commit
+b5f2386 has it) and partial credit inside a test.
 """
 
 import itertools
@@ -52,9 +49,7 @@ class CodeTask:
         self.DOMAIN = list(range(domain))
         self.dim = domain - (thresholds + 1)  # every input but the k + 1 shown is a hidden test
         self.noise = noise  # the share of demonstrations that ignore the examples
-        # a habit (_habit), like a pretrained model's bias. Measured: with none, the warm start's pools
-        # already solved what RL and search should find
-        self.early_switch = early_switch
+        self.early_switch = early_switch  # a habit (_habit), like a pretrained model's bias (measured)
         self.heldout_fraction = heldout_fraction
         self.max_parents = max_parents
         self.window_share = window_share  # examples in a narrow window: pinned-down problems beside open ones
@@ -129,8 +124,7 @@ class CodeTask:
 
     def reward(self, problem, answer):
         """Any string -> (D,) of per-test pass (1) / fail (0); lang.run never raises. A program that
-        contradicts an example scores zero on every test. Measured: without that, RL drifted away from
-        the examples, as a threshold just outside its gap passed every hidden test."""
+        contradicts an example scores zero (measured: else RL drifted away from the examples)."""
         tests, shown = self.tests(problem), list(self.shown(problem))
         outputs = lang.run(answer, tests + shown)
         if any(o != self.target(problem, x) for o, x in zip(outputs[len(tests):], shown)):
@@ -154,11 +148,9 @@ class CodeTask:
     # ---- demonstrations: what the warm start imitates ---------------------------------------------
 
     def demonstration(self, problem, m, rng, parents=None):
-        """m programs for the warm start, different from each other where the examples allow (a
-        demonstrator asked for m answers writes m different ones; measured: repeats taught the warm
-        start to repeat itself). Without parents, programs with the habit (_habit); with parents
-        (programs, worst to best), the best parent mutated (_mutate), written with `edits` as that
-        edit ('2-5') instead of the whole program."""
+        """m programs for the warm start, different from each other where the examples allow (measured:
+        repeats taught it to repeat itself). Without parents, programs with the habit; with parents
+        (worst to best), the best parent mutated, written with `edits` as that edit ('2-5')."""
         out, programs = [], []
         for _ in range(m):
             if rng.random() < self.noise:  # a program that ignores the examples; with edits, a wild edit
@@ -187,8 +179,7 @@ class CodeTask:
 
     def _pick(self, choices, rng, avoid):
         """A uniform draw from the product of `choices` (one range per threshold) among programs not in
-        `avoid`, or None if none is left. Drawn directly: listing thousands of hypotheses for every
-        demonstration would cost more than the SFT step."""
+        `avoid`, or None. Drawn directly: listing thousands of hypotheses would cost more than the SFT step."""
         if np.prod([len(c) for c in choices]) <= len(avoid):  # small: list it, it may be used up
             fresh = [p for p in itertools.product(*choices) if self.program_text(p) not in avoid]
             return rng.choice(fresh) if fresh else None
@@ -215,11 +206,9 @@ class CodeTask:
         return [(text, self.scalarize(self.reward(problem, text))) for text in texts]
 
     def _mutate(self, program, problem, rng, avoid=(), max_step=None):
-        """Move one threshold of a program, staying consistent, preferably into a program not in
-        `avoid`, by at most the number of hidden tests the program fails (the prompt shows it: each
-        step away from the truth fails one more test, so the truth is no farther; `max_step` overrides
-        that bound). The step's size is log-uniform up to the bound, so small steps stay likely at every
-        distance (measured: with uniform sizes the warm start rarely stepped onto the truth)."""
+        """Move one threshold, staying consistent, preferably into a program not in `avoid`, by at most
+        `max_step`, by default the number of hidden tests the program fails (shown in the prompt, and
+        the truth is no farther). The size is log-uniform, so small steps stay likely (measured)."""
         if max_step is None:
             max_step = max(1, round(self.dim * (1 - self.scalarize(self.reward(problem, self.program_text(program))))))
         now = list(program)
@@ -241,9 +230,8 @@ class CodeTask:
 
     def child_program(self, answer, parents):
         """What a policy wrote from parents ((text, score) pairs, worst to best) -> the program it stands
-        for. With edits, 'i+s' / 'i-s' moves the best parent's i-th threshold (1-based) up / down by s
-        (an edit that is malformed, names no threshold or leaves the domain stays as written, and scores
-        zero as a program); without, the answer is the program."""
+        for. With edits, 'i+s' / 'i-s' moves the best parent's i-th threshold (1-based) up / down by s; a
+        bad edit stays as written (and scores zero as a program). Without, the answer is the program."""
         match = re.fullmatch(r"\s*(\d)\s*([+-])\s*(\d{1,3})\s*", answer) if self.edits and parents else None
         if not match:
             return answer

@@ -3,9 +3,8 @@ Configuration that fails loudly: train.py's DEFAULTS <- a YAML file <- --set key
 A student can skip this file: it only checks what train.py reads.
 
 An unknown key stops with a did-you-mean, a value of the wrong type with the type it needs, an
-out-of-range value with its range; all of it before anything is written or trained, in one line.
-As in nanoGPT, an override may change a value but never its type (an int stays an int, except that
-an int is accepted where a float is expected).
+out-of-range value with its range: in one line, before anything is written or trained. As in
+nanoGPT, an override may change a value but never its type (an int is accepted for a float).
 
 Deliberately left out: nested configs, environment variables, config inheritance between files.
 """
@@ -47,15 +46,9 @@ def _checked(key, value, default):
             value = float(value)  # "1e-3" in a YAML file is a string to YAML 1.1
         except ValueError:
             pass
-    if isinstance(default, bool):
-        ok = isinstance(value, bool)
-    elif isinstance(default, float):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    elif isinstance(default, int):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    else:
-        ok = isinstance(value, type(default))
-    if not ok:
+    kind = (int, float) if isinstance(default, float) else type(default)
+    # a bool is an int to Python, but a setting's True is never a number
+    if not isinstance(value, kind) or (isinstance(value, bool) and not isinstance(default, bool)):
         raise ConfigError(f"config key '{key}' must be {type(default).__name__}, got {value!r}")
     return float(value) if isinstance(default, float) else value
 

@@ -12,14 +12,12 @@ budget grows? `python train.py` without --config hands over to this file.
     python experiment.py --algos NEW --seeds 0 1 2 --against docs/figures/leaderboard   # NEW among a board
 
 For each task (persona, code, and the collinear control) and seed: one warm start, then every
-method from it; then every checkpoint (warm start included) samples a pool of answers per
-held-out problem; then, on code problems that no checkpoint's pool solved, an evolutionary search
-per checkpoint at equal budgets. Where each setting lives:
-- a run's training settings: train.DEFAULTS <- configs/<task>.yaml <- --set <- the method's row in
-  VARIANTS (documented there) <- algo, seed, out_dir. `--quick` lays configs/tiny.yaml over the task file.
-- the evaluation and search settings: search.SETTINGS (QUICK below shrinks them for --quick).
-The jobs run in `--workers` processes (workers.py), each as soon as what it needs is done; Headline
-below says what each finished job leads to.
+method from it; then every checkpoint (warm start included) samples a pool of answers per held-out
+problem; then, on code problems that no checkpoint's pool solved, an evolutionary search per
+checkpoint at equal budgets. A run's training settings: train.DEFAULTS <- configs/<task>.yaml <- --set
+<- the method's row in VARIANTS <- algo, seed, out_dir (`--quick` lays configs/tiny.yaml over the task
+file); the evaluation and search settings: search.SETTINGS (QUICK shrinks them for --quick). The jobs
+run in `--workers` processes (workers.py), each as soon as what it needs is done (Headline below).
 
 Writes into out_dir: runs/ (each training run's folder), warmstart/, results/ (one small JSON per task,
 method and seed: what report.py reads; commit these to merge seeds run in different sessions), and
@@ -106,9 +104,8 @@ def git_commit():
 
 
 def machine():
-    """What the numbers depend on besides the commit: float32 CPU kernels round differently on
-    different processors (AVX2 vs AVX-512, MKL's code path), and RL grows a last-bit difference in
-    the warm start into a different policy, so a seed reproduces bit for bit only on one machine."""
+    """What the numbers depend on besides the commit: float32 kernels round differently on different
+    processors (AVX2 vs AVX-512), and RL grows a last-bit difference into a different policy."""
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                platform.processor()) if os.path.exists("/proc/cpuinfo") else platform.processor()
     return f"{cpu}; torch {torch.__version__}; kernels {torch.backends.cpu.get_cpu_capability()}"
@@ -117,16 +114,14 @@ def machine():
 # ----------------------------------------------------------------------------------------------
 # The experiment
 
-
-
 class Headline:
-    """One headline experiment while it runs: every run's config (a folder holding other runs refused
-    before anything runs), the plan, then one method per event, each storing what a finished job brought
-    and queueing in `ready` the jobs it made possible: warm_start_ready -> run_trained -> checkpoint_ready
-    -> pools_scored -> problems_screened -> search_done (optimum_found beside them). What an earlier run
-    of the same command left on disk is taken instead of running its job again. Against a committed
-    board (--against, stored.py) only the new methods run: no warm-start pools, optimum or screens, and
-    the searches take the board's problems."""
+    """One headline experiment while it runs: every run's config (refused before anything runs if its
+    folder holds another run), the plan, then one method per event, each storing what a finished job
+    brought and queueing in `ready` the jobs it made possible: warm_start_ready -> run_trained ->
+    checkpoint_ready -> pools_scored -> problems_screened -> search_done (optimum_found beside them).
+    What an earlier run of the same command left on disk is taken instead of running its job again.
+    Against a board (--against, stored.py) only the new methods run (no warm-start pools, optimum or
+    screens), and the searches take the board's problems."""
 
     def __init__(self, tasks, methods, seeds, settings, out_dir, quick, overrides, progress, against=None):
         self.tasks, self.methods, self.seeds, self.settings, self.out_dir = tasks, methods, seeds, settings, out_dir
@@ -292,9 +287,8 @@ class Headline:
                                   partial(self.problems_screened, seed)))
 
     def problems_screened(self, seed, solved):
-        """After the last pool's screen, every code checkpoint searches the problems no pool solved (the
-        first evo_problems), once writing one child per call and a set policy once more writing its m,
-        unless its result file holds that search with the same settings."""
+        """After the last pool's screen, every code checkpoint searches the first evo_problems problems
+        that no pool solved."""
         screen = self.screens[seed]
         screen["solved"] |= solved
         screen["left"] -= 1
@@ -308,8 +302,8 @@ class Headline:
             self.queue_searches(key, hard)
 
     def queue_searches(self, key, hard):
-        """key's checkpoint searches the `hard` problems once writing one child per call and, a set
-        policy, once more writing its m; unless its result file holds that search with the same settings."""
+        """key's checkpoint searches `hard` writing one child per call and, a set policy, once more writing
+        its m; unless its result file holds that search with the same settings."""
         path, m, cfg = self.checkpoints[key]
         for kind, per_call in (("search", 1), ("search_set", m)) if m > 1 else (("search", 1),):
             stored_key = dict(result_key(cfg, self.settings, SEARCH_KEYS), problems=[repr(p) for p in hard],

@@ -1,9 +1,8 @@
 """A tiny integer language that the policy writes programs in.
 
-The program-synthesis toy task asks the model for a function of one integer `x`; we score an
-answer by running it on a few inputs. Model output is hostile (it is sampled, and RL will happily
-exploit any crash or hang), so this module parses and interprets it by hand under hard limits.
-Python's eval/exec/compile/ast are never used.
+The code task asks the model for a function of one integer `x` and scores an answer by running it on
+a few inputs. Model output is hostile (it is sampled, and RL will happily exploit any crash or hang),
+so this module parses and interprets it by hand under hard limits; eval/exec/compile/ast are never used.
 
 Grammar (s-expressions, every operator has fixed arity):
 
@@ -20,26 +19,21 @@ Grammar (s-expressions, every operator has fixed arity):
 
 Tokens are separated by whitespace (space, tab, \\n, \\r) or parentheses; any other character,
 including non-ASCII, is a parse error. A run of characters must be a whole token, so "(+x 1)" and
-"12x" are errors rather than guesses.
+"12x" are errors rather than guesses. A node is an int literal, the string 'x', or a tuple
+(op, child, ...).
 
-Deliberately left out: loops, recursion, variables other than x, negative literals, strings,
-floats. Without loops every program terminates; the step limit is kept anyway as a guard in case
-the language grows.
-
-Public API: ProgramError, parse, evaluate, run, canonical, to_text.
-A node is an int literal, the string 'x', or a tuple (op, child, ...).
+Deliberately left out: loops, recursion, variables other than x, negative literals, strings, floats.
 """
 
 import operator
+import re
 import warnings
 
 MAX_CHARS = 256  # program text length; checked before tokenising, so parsing is linear in it
 MAX_DEPTH = 12  # nested parentheses; also bounds Python recursion in parse and evaluate
 MAX_NODES = 64  # literals, x and applications together; keeps answers short and runs cheap
 MAX_ABS = 10**9  # largest |value| of any literal, input or intermediate; keeps ints machine-sized
-MAX_STEPS = 1000  # node evaluations per input; unreachable today (no loops), a guard for later
-
-WHITESPACE = " \t\n\r"
+MAX_STEPS = 1000  # node evaluations per input; unreachable today (no loops), a guard if the language grows
 
 
 class ProgramError(ValueError):
@@ -81,29 +75,15 @@ def _check(value):
 
 
 def _tokenize(text):
-    """Split into '(', ')', words and ints. Linear: each char is looked at once."""
-    tokens, word = [], []
-
-    def flush():
-        if not word:
-            return
-        w = "".join(word)
-        word.clear()
+    """Split into '(', ')', words and ints: a word ends at whitespace or a parenthesis. Linear in the text."""
+    tokens = []
+    for w in re.findall(r"[()]|[^ \t\n\r()]+", text):
         if w.isascii() and w.isdigit():  # isdigit alone accepts e.g. fullwidth digits
             tokens.append(_check(int(w)))
-        elif w in ARITY or w == "x":
+        elif w in ARITY or w in ("x", "(", ")"):
             tokens.append(w)
         else:
             raise ProgramError(f"unknown token {w[:20]!r}")
-
-    for ch in text:
-        if ch in WHITESPACE or ch in "()":
-            flush()
-            if ch in "()":
-                tokens.append(ch)
-        else:
-            word.append(ch)
-    flush()
     return tokens
 
 

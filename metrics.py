@@ -1,12 +1,11 @@
 """Evaluation metrics for test-time search over sets of answers.
 
-Everything here is a pure function of numbers or strings already in hand: pass@k and best@k
-(expected max of k draws), curves of them over k, and descriptions of a pool of reward vectors
-(diversity, Pareto fraction, best@k under held-out weightings of the reward). Nothing here samples,
-calls a model or touches torch; drawing the candidates lives in search.py. Every estimator is exact
-(an expectation over all size-k subsets of the pool), not a Monte Carlo average, so tests can pin
-values to 1e-12. The one exception is paired_bootstrap_interval, a confidence interval for the gap
-between two methods: a bootstrap, seeded, so it is reproducible.
+Pure functions of numbers already in hand: pass@k and best@k (expected max of k draws), curves of
+them over k, and descriptions of a pool of reward vectors (diversity, Pareto fraction, best@k under
+held-out weightings). Nothing here samples or calls a model; search.py draws the candidates. Every
+estimator is exact (an expectation over all size-k subsets of the pool), not a Monte Carlo average,
+so tests can pin values to 1e-12. The exceptions are the seeded bootstrap intervals for the gap
+between two methods and for a rank correlation.
 Left out: significance tests and corrections for comparing many methods.
 """
 import math
@@ -33,22 +32,17 @@ def pass_at_k_curve(n: int, c: int, ks) -> list[float]:
     return [pass_at_k(n, c, k) for k in ks]
 
 
-def _as_scores(scores) -> np.ndarray:
+def max_at_k(scores, k: int) -> float:
+    """Expected max of k scores drawn without replacement from the pool."""
     s = np.asarray(scores, dtype=float)
     if s.ndim != 1 or s.size == 0:
         raise ValueError(f"scores must be a non-empty 1-D array, got shape {s.shape}")
-    return np.sort(s)
-
-
-def max_at_k(scores, k: int) -> float:
-    """Expected max of k scores drawn without replacement from the pool."""
-    s = _as_scores(scores)  # sorted ascending
+    s = np.sort(s)  # ascending
     n, k = len(s), operator.index(k)
     if not 1 <= k <= n:
         raise ValueError(f"need 1 <= k <= n, got n={n}, k={k}")
-    # The i-th smallest (1-based) is the max of a random k-subset with probability
-    # C(i-1, k-1) / C(n, k). Exact integers, divided once: int / int is correctly rounded in
-    # Python, so each weight is exact to one ulp even when C(n, k) is ~1e299.
+    # The i-th smallest (1-based) is the max of a random k-subset with probability C(i-1, k-1) / C(n, k).
+    # Exact integers, divided once: int / int is correctly rounded, so each weight is exact to one ulp.
     total = math.comb(n, k)
     w = np.zeros(n)
     num = 1  # C(k-1, k-1); walk C(j, k-1) up j by an exact integer recurrence
@@ -78,17 +72,11 @@ def reward_space_diversity(rewards) -> float:
     n = len(r)
     if n < 2:
         return 0.0
-    # Per sorted column, the gap x[g+1] - x[g] lies inside (g+1)(n-g-1) pairs.
-    # O(n log n) instead of an (n, n, D) tensor, and a sum of non-negative
-    # terms, so identical rows give exactly 0 (no cancellation).
+    # Per sorted column, the gap x[g+1] - x[g] lies inside (g+1)(n-g-1) pairs: O(n log n) instead of an
+    # (n, n, D) tensor, and a sum of non-negative terms, so identical rows give exactly 0.
     gaps = np.diff(np.sort(r, axis=0), axis=0)
     g = np.arange(1, n)
     return float((g * (n - g)) @ gaps.sum(axis=1) / (n * (n - 1) / 2))
-
-
-def distinct_count(answers) -> int:
-    """Number of distinct answers; None counts as one value."""
-    return len(set(answers))
 
 
 def pareto_fraction(rewards) -> float:
@@ -96,8 +84,7 @@ def pareto_fraction(rewards) -> float:
     r = _as_rows(rewards)
     if len(r) == 0:
         return 0.0
-    # dom[i, j]: row j is >= row i everywhere and > somewhere, so equal rows
-    # never dominate each other and duplicates of a front point all count.
+    # row j dominates row i if >= everywhere and > somewhere: equal rows (duplicates on the front) never do
     ge = (r[None, :, :] >= r[:, None, :]).all(axis=2)
     gt = (r[None, :, :] > r[:, None, :]).any(axis=2)
     dominated = (ge & gt).any(axis=1)
@@ -118,12 +105,9 @@ def scalarized_best_at_k(rewards, weights, ks) -> list[float]:
 
 def paired_bootstrap_interval(a, b, num_resamples=10_000, level=0.95, seed=0):
     """(mean of a - b, low, high): a percentile bootstrap interval for the gap between two methods.
-
-    a and b are (seeds, problems) arrays of two methods' per-problem values on the SAME problems
-    (paired: each problem's difference is taken before resampling, so the problems' own
-    difficulty cancels). Both sources of noise are resampled: the training seeds with
-    replacement and, within each drawn seed, the problems with replacement.
-    """
+    a and b are (seeds, problems) arrays of per-problem values on the SAME problems, paired (each
+    problem's difference is taken before resampling, so its difficulty cancels). Both sources of
+    noise are resampled: the seeds with replacement and, within each drawn seed, the problems."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.ndim != 2 or a.shape != b.shape or a.size == 0:
         raise ValueError(f"a and b must be (seeds, problems) arrays of one shape, got {a.shape} and {b.shape}")

@@ -2,49 +2,32 @@
 The oracle: the best value each objective can reach on a code problem, so that learning is measured
 as the share of the gap from the warm start to the best achievable that a method closes.
 
-Given a prompt, every plausible program (CodeTask.hypotheses) is equally likely to be the hidden
-truth: the problem generator draws the shown inputs first, then each threshold uniformly in its gap.
-The reward tensor R[t, a, :] is the reward vector answer a would get if hypothesis t were the truth.
-Every objective here is a mean over scenarios s of the best chosen answer's score Q[s, a]:
+Given a prompt, every plausible program (CodeTask.hypotheses) is equally likely the hidden truth:
+the problem generator draws the shown inputs first, then each threshold uniformly in its gap.
+R[t, a, :] is the reward vector answer a would get if hypothesis t were the truth. Every objective
+here is a mean over scenarios s of the best chosen answer's score Q[s, a]:
 
     objective                                   scenarios s   Q[s, a]
     best@1, best@k (expected best fixed reward)  truths t      mean_d R[t, a, d]
     pass@k (some answer passes every test)       truths t      1 if R[t, a] is all ones, else 0
     VPO's set score E_w[max_j w . r_j]           (t, w_n)      w_n . R[t, a]
 
-value(S) = mean_s max_{a in S} Q[s, a] over sets S of k distinct answers. With Q >= 0 this is a
-facility-location function: monotone and submodular. `best_subset` maximises it
-- exactly, by trying every k-subset, while there are at most `exact_limit` of them (k = 1 always);
-- else greedily: add the answer of largest marginal gain, k times. Greedy reaches at least
-  1 - (1 - 1/k)^k > 1 - 1/e = 0.63 of the optimum, and it certifies an upper bound: for any set T of
-  k answers, value(T) <= value(S) + the sum of the k largest marginal gains over S (submodularity),
-  so `upper` is the smallest such sum over the greedy steps. value == upper proves the set optimal.
-pass@k with distinct pass patterns (each answer passes under its own truth only) comes out exact
-either way: min(1, k / H).
+value(S) = mean_s max_{a in S} Q[s, a] over sets S of k distinct answers is, with Q >= 0, monotone
+and submodular: `best_subset` tries every k-subset up to `exact_limit` of them, else runs greedy,
+which reaches at least 1 - 1/e of the optimum and certifies an upper bound (greedy_path).
 
-`code_oracle(task, problem, ks, weights)` builds R when H (the number of plausible programs) is small.
-For problems with more thresholds (thresholds=4, domain=40: up to several thousand programs,
-and R would hold H^2 D numbers) it never builds R: a hidden test between the shown inputs x_i and
-x_{i+1} depends on threshold i alone, and passes iff it does not lie in [min(t_i, a_i), max(t_i, a_i)).
-So w . R[t, a] = (weight of the tests outside every gap) + sum_i M_i[t_i, a_i], a sum of small
-per-gap tables, and then
-- best@1 is exact: each threshold on its own (the per-test majority vote, the median of each gap);
-- pass@k is exact: min(1, k / H);
-- best@k and the set score are greedy over every plausible program, on all (truth, weighting)
-  scenarios when H * scenarios <= `budget` scores, else on a fixed random sample of the scenarios
-  (the documented approximation); the greedy set is then scored exactly on every scenario, so the
-  value is always a set's true value, a lower bound on the optimum. The upper bound is greedy's
-  certificate when every scenario was used, else the per-gap relaxation (every gap chooses its own
-  best k thresholds: the max over a set of a sum <= the sum of per-gap maxima). The max over a set
-  couples the thresholds, which is why no per-gap shortcut is exact there.
-Its speed, and how close the per-gap path comes to the exact values: docs/RESULTS.md ("oracle.py").
+`code_oracle` builds R while H, the number of plausible programs, is small. Beyond (R holds H^2 D
+numbers) it uses that a hidden test between shown inputs x_i and x_{i+1} depends on threshold i
+alone, so w . R[t, a] = (weight of the tests outside every gap) + sum_i M_i[t_i, a_i] (_gap_tables).
+Then best@1 is exact (each gap's median: the per-test majority vote), pass@k too (min(1, k / H):
+every program has its own pass pattern), and best@k and the set score are greedy on every (truth,
+weighting) scenario or, past `budget`, on a fixed sample of them, the greedy set then scored exactly:
+a true set's value, a lower bound, with greedy's certificate or the per-gap relaxation as the upper.
+Speed, and how close the per-gap path comes to the exact values: docs/RESULTS.md ("oracle.py").
 
-Answers range over the plausible programs. A program outside the family cannot pass more truths
-(pass@k), nor beat best@1 (the per-test majority vote is itself a threshold program, the median
-threshold of each gap). For best@k (k > 1) and the set score it is a restriction: a brute force over
-every output pattern of one gap (up to 7 tests, k <= 3, 21 weightings) never found a better set, but
-we did not prove it in general. Held-out problems are chosen by a hash, which we treat as independent
-of the truth.
+Answers range over the plausible programs: no program outside the family passes more truths or beats
+best@1; for best@k (k > 1) and the set score it is a restriction checked on small cases, not proven
+(docs/RESULTS.md). Held-out problems are chosen by a hash, which we treat as independent of the truth.
 
 Deliberately left out: the persona task (its answers are not a small set), answers outside the
 family, and exact optimisation beyond brute force (branch and bound, integer programming).
@@ -212,13 +195,10 @@ def _separable_ceiling(task, problem, weights, k, budget, exact_limit, rng):
 
 def code_oracle(task, problem, ks, weights, m=3, exact_limit=50_000, max_tensor=128, budget=20_000_000,
                 seed=0):
-    """The best achievable values on one code problem, every plausible program equally likely the truth.
-
-    ks: k values for pass@k and best@k; weights (N, D): the weightings of VPO's set score; m: its set
-    size. R is built for H <= max_tensor plausible programs, else the per-gap path runs (the module
-    docstring; `seed` fixes its sample of scenarios). Returns a dict: hypotheses, best_at_1, pass_at_k
-    {k: value}, best_at_k {k: value}, best_at_k_upper {k: certified bound}, set_score, set_score_upper.
-    """
+    """The best achievable values on one code problem: hypotheses, best_at_1, pass_at_k and best_at_k
+    ({k: value} for k in ks), best_at_k_upper (certified bounds), set_score (VPO's, m answers under the
+    weightings (N, D)) and set_score_upper. R is built for H <= max_tensor plausible programs, else the
+    per-gap path runs (the module docstring; `seed` fixes its sample of scenarios)."""
     H = len(task.hypotheses(problem))
     if H <= max_tensor:
         R, _ = reward_tensor(task, problem)

@@ -27,52 +27,49 @@ COLORS = {"warm_start": "0.55", "grpo": "tab:red", "vpo": "tab:blue", "multi_rlv
           "dapo": "maroon"}
 
 
-def _save(fig, out_dir, name):
-    fig.tight_layout()
-    path = os.path.join(out_dir, name)
+def _save(fig, path, **layout):
+    fig.tight_layout(**layout)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def _curve(ax, ks, values, spread, label, m=1):
-    """One method's curve: solid for set methods (m > 1) and the warm start, dashed for single-answer ones."""
-    values, spread = np.array(values), np.array(spread)
-    style = "o-" if m > 1 or label == "warm_start" else "o--"
-    ax.plot(ks, values, style, color=COLORS.get(label), label=label, ms=3, lw=2 if label in ("grpo", "vpo") else 1.2)
-    if spread.any():
-        ax.fill_between(ks, values - spread / 2, values + spread / 2, color=COLORS.get(label), alpha=0.15)
+def _curves(ax, per_method, metric):
+    """Every method's curve of `metric` against k, its band half the spread over seeds: solid for set
+    methods (m > 1) and the warm start, dashed for single-answer ones."""
+    for a, e in per_method.items():
+        if metric not in e:
+            continue
+        values, spread = np.array(e[metric]), np.array(e[metric + "_spread"])
+        style = "o-" if e["m"] > 1 or a == "warm_start" else "o--"
+        ax.plot(e["ks"], values, style, color=COLORS.get(a), label=a, ms=3, lw=2 if a in ("grpo", "vpo") else 1.2)
+        if spread.any():
+            ax.fill_between(e["ks"], values - spread / 2, values + spread / 2, color=COLORS.get(a), alpha=0.15)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("k (answers)")
+    ax.grid(alpha=0.3)
 
 
 def best_at_k(out_dir, results):
     tasks = results["tasks"]
     fig, axes = plt.subplots(len(tasks), 2, figsize=(10, 3.2 * len(tasks)), squeeze=False)
     for row, (t, per_algo) in enumerate(tasks.items()):
-        for col, metric in enumerate(("best_at_k", "heldout_weight_best_at_k")):
-            ax = axes[row][col]
-            for a, e in per_algo.items():
-                if metric in e:
-                    _curve(ax, e["ks"], e[metric], e[metric + "_spread"], a, e["m"])
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("k (answers)")
-            ax.set_title(f"{t}: " + ("best@k, fixed mean" if col == 0 else "best@k, held-out weightings w.r"))
-            ax.grid(alpha=0.3)
+        _curves(axes[row][0], per_algo, "best_at_k")
+        axes[row][0].set_title(f"{t}: best@k, fixed mean")
+        _curves(axes[row][1], per_algo, "heldout_weight_best_at_k")
+        axes[row][1].set_title(f"{t}: best@k, held-out weightings w.r")
         axes[row][0].legend(fontsize=7 if len(per_algo) < 8 else 6, ncol=1 if len(per_algo) < 8 else 2)
-    return _save(fig, out_dir, "best_at_k.png")
+    return _save(fig, os.path.join(out_dir, "best_at_k.png"))
 
 
 def pass_at_k(out_dir, results):
     if "code" not in results["tasks"]:
         return None
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    for a, e in results["tasks"]["code"].items():
-        if "pass_at_k" in e:
-            _curve(ax, e["ks"], e["pass_at_k"], e["pass_at_k_spread"], a, e["m"])
-    ax.set_xscale("log", base=2)
-    ax.set(xlabel="k (answers)", ylabel="pass@k", title="code: pass@k (every hidden test passes)")
-    ax.grid(alpha=0.3)
+    _curves(ax, results["tasks"]["code"], "pass_at_k")
+    ax.set(ylabel="pass@k", title="code: pass@k (every hidden test passes)")
     ax.legend(fontsize=8)
-    return _save(fig, out_dir, "pass_at_k.png")
+    return _save(fig, os.path.join(out_dir, "pass_at_k.png"))
 
 
 def reward_vectors(out_dir, results, samples, problems_shown=3):
@@ -102,7 +99,7 @@ def reward_vectors(out_dir, results, samples, problems_shown=3):
             ax.set(xlabel="reward component", yticks=[])
         axes[row][0].set_ylabel(f"{problems_shown} problems x n answers")
     fig.suptitle("Reward vectors of sampled answers (rows) on held-out problems", fontsize=10)
-    return _save(fig, out_dir, "reward_vectors.png")
+    return _save(fig, os.path.join(out_dir, "reward_vectors.png"))
 
 
 def training(out_dir, results):
@@ -123,7 +120,7 @@ def training(out_dir, results):
                     axes[row][col].set_xlabel("RL step")
         if axes[row][0].get_legend_handles_labels()[0]:
             axes[row][0].legend(fontsize=8)
-    return _save(fig, out_dir, "training.png")
+    return _save(fig, os.path.join(out_dir, "training.png"))
 
 
 def evolution(out_dir, results):
@@ -148,15 +145,14 @@ def evolution(out_dir, results):
     ax.set_title("Evolutionary search vs same-budget sampling, hard held-out code problems", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    return _save(fig, out_dir, "evolution.png")
+    return _save(fig, os.path.join(out_dir, "evolution.png"))
 
 
 def leaderboard_figure(rows, path, columns=3):
-    """rows {board title: [(method, [value per seed]), ...]} -> a PNG at path: one panel per board,
-    the methods ranked by their mean (best on top) as horizontal bars, every seed's value a dot on
-    its bar, so a gap smaller than the seeds' scatter shows as one. Horizontal, so 15+ method names
-    stay readable. A method that did not train is drawn last, in grey. Returns {board title:
-    [methods, top to bottom]}."""
+    """rows {board title: [(method, [value per seed])]} -> a PNG at path, one panel per board: the methods
+    ranked by mean (best on top) as horizontal bars (15+ names stay readable), each seed a dot on its
+    bar, so a gap smaller than the seeds' scatter shows as one; a method that did not train last, in
+    grey. Returns {board title: [methods, top to bottom]}."""
     untrained = " (did not train)"  # report.UNTRAINED: such methods go last, in grey, unranked
     ranked = {t: sorted(entries, key=lambda e: (e[0].endswith(untrained), -float(np.mean(e[1]))))
               for t, entries in rows.items()}
@@ -180,9 +176,7 @@ def leaderboard_figure(rows, path, columns=3):
     for ax in list(axes.flat)[len(ranked):]:
         ax.axis("off")
     fig.text(0.5, 0.005, "bar: mean over seeds; dots: one seed each", ha="center", fontsize=7)
-    fig.tight_layout(rect=(0, 0.02, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path, rect=(0, 0.02, 1, 1))
     return {t: [m for m, _ in entries] for t, entries in ranked.items()}
 
 
@@ -203,9 +197,7 @@ def search_drivers_figure(points, path):
            title="code: search solved against diversity (a dot per trained method, mean over seeds)")
     ax.title.set_fontsize(9)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def make_all(out_dir, results, samples):

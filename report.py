@@ -1,18 +1,16 @@
 """
-The result files and what they say. experiment.py stores one small JSON file per task, method and seed
-(results/<task>-<method>-s<seed>.json: its pool metrics with per-problem values, a summary of its
-training, its search) through update_record, so that seeds can run in different sessions; this file
-reads them back, merges them over seeds and decides the paper's claims, from those files alone.
-tables.py writes the merged results as summary.md, results.json and the figures.
+The result files and what they say. experiment.py stores one small JSON file per task, method and
+seed (results/<task>-<method>-s<seed>.json, through update_record), so that seeds can run in
+different sessions; this file reads them back, merges them over seeds and decides the paper's
+claims from them alone. tables.py writes the merged results as summary.md, results.json and figures.
 
     python experiment.py --report out/headline                 # reprint and rewrite one experiment
     python experiment.py --report out/seed0 out/seed1 out/seed2 --out out/merged   # merge seeds
 
-Differences between methods come with a 95% interval from a paired bootstrap over problems and
-seeds (metrics.paired_bootstrap_interval): the same held-out problems for every method of a seed.
-Every verdict follows one rule, stated once above `verdict` below: an interval, never a point
-estimate, decides "yes", "no" or "within noise". At the end, what drives search: which property of
-a trained policy goes with its search solving more (rank correlations over methods and seeds).
+A difference between methods comes with a 95% paired-bootstrap interval over problems and seeds
+(the same held-out problems for every method of a seed), and every verdict follows one rule, stated
+above `verdict`: an interval, never a point estimate, decides. At the end, what drives search: rank
+correlations of a trained policy's properties with its search's solved share.
 
 Deliberately left out: significance tests beyond the bootstrap, multiple-comparison corrections.
 """
@@ -83,9 +81,8 @@ def training_summary(rows):
 
 
 def merge(records, task_order=()):
-    """Records -> results: tasks (in task_order, then by name) -> method (warm start first) -> entry
-    with the mean over seeds, the spread (max - min), the per-seed values, and the per-problem values
-    the intervals need."""
+    """Records -> results: tasks (in task_order, then by name) -> method (warm start first) -> entry: the
+    mean over seeds, the spread (max - min), the per-seed values and the per-problem values."""
     results = {"seeds": sorted({r["seed"] for r in records}), "tasks": {},
                "commits": sorted({r.get("commit", "unknown") for r in records}),
                "machines": sorted({r.get("machine", "not recorded") for r in records})}
@@ -123,9 +120,9 @@ def merge(records, task_order=()):
 
 
 def add_gap_closed(per_method):
-    """Where the task has an "optimum" row (oracle.py): each method's share of the gap from the warm
-    start to the optimum that it closed, per seed, on its own objective (a single answer's mean reward;
-    a set method's set score, against the warm start asked for the same m answers) and on pass@n."""
+    """Each method's share of the gap from the warm start (asked for the same m) to the task's
+    "optimum" row (oracle.py) it closed, per seed, on its own objective (a single answer's mean reward,
+    a set's set score) and on pass@n."""
     if "optimum" not in per_method:
         return
     opt = per_method["optimum"]
@@ -174,8 +171,7 @@ def merge_searches(seeded):
 
 
 def solved_only(a, b):
-    """Two methods' merged searches -> (problems only a's search solved, problems only b's solved):
-    what one policy's search unlocks that the other's does not, on the same problems and seeds."""
+    """Two methods' merged searches -> (problems only a's search solved, problems only b's solved)."""
     solved_a, solved_b = set(a["solved_problems"]), set(b["solved_problems"])
     return sorted(solved_a - solved_b), sorted(solved_b - solved_a)
 
@@ -184,8 +180,8 @@ def solved_only(a, b):
 # Differences between two methods, with their interval
 
 def paired(results, task, a, b, key):
-    """(mean difference a - b, low, high) of a per-problem value (key, e.g. "best", "pass") at the
-    largest k, paired on the seeds both have; None when either method is missing."""
+    """(mean difference a - b, low, high) of a per-problem value (key: "best", "pass", ...) at the largest
+    k, paired on the seeds both have; None when either method is missing."""
     pa, pb = (results["tasks"].get(task, {}).get(method, {}).get("per_problem") for method in (a, b))
     seeds = [s for s in pa if s in pb] if pa and pb else []
     if not seeds:
@@ -193,13 +189,11 @@ def paired(results, task, a, b, key):
     return paired_bootstrap_interval(np.array([pa[s][key] for s in seeds]), np.array([pb[s][key] for s in seeds]))
 
 
-# One rule for every verdict, decided by a 95% interval, never by a point estimate:
-#   a claim that one method has MORE of something (best@k, pass@k, diversity, search solved) is
-#   "yes" when the interval's low end is above zero, "no" when its high end is below zero, and
-#   "within noise" otherwise;
-#   a claim of NO GAIN (the collinear control) is "yes" only when the whole interval lies inside
-#   +-NO_GAIN_MARGIN, declared here before any run; "no (VPO gains)" when its low end is above
-#   zero, "VPO loses" when its high end is below zero, and "within noise" otherwise.
+# One rule for every verdict, decided by a 95% interval, never by a point estimate. A claim that one
+# method has MORE of something (best@k, pass@k, diversity, search solved) is "yes" when the interval's
+# low end is above zero, "no" when its high end is below zero, "within noise" otherwise. A claim of NO
+# GAIN (the collinear control) is "yes" only when the whole interval lies inside +-NO_GAIN_MARGIN,
+# declared here before any run; "no (VPO gains)" above zero, "VPO loses" below, else "within noise".
 NO_GAIN_MARGIN = 0.02
 
 # A method "did not train" when its training rollouts' valid answers stayed below this share over
@@ -218,8 +212,7 @@ def verdict(interval):
 
 
 def no_gain_verdict(interval, margin=NO_GAIN_MARGIN):
-    """The verdict on a claim that a - b is negligible: yes only when the whole interval lies in
-    [-margin, +margin]."""
+    """The verdict on a claim that a - b is negligible: yes only when the interval lies in +-margin."""
     if interval is None:
         return "not measured"
     _, low, high = interval
@@ -246,9 +239,8 @@ def did_not_train(entry):
 
 
 def paired_diversity(results, task, a, b):
-    """(interval of diversity a - b, what it resamples). Per-problem diversities when every seed's
-    record has them (a paired bootstrap over problems and seeds); else each seed's pool mean, so the
-    interval resamples seeds alone (records written before per-problem diversity was kept)."""
+    """(interval of diversity a - b, what it resamples): over problems and seeds where every seed's record
+    has per-problem diversities, else over seeds alone (records made before they were kept)."""
     ea, eb = (results["tasks"].get(task, {}).get(method, {}) for method in (a, b))
     seeds = [s for s in ea.get("seeds", []) if s in eb.get("seeds", [])]
     if not seeds:
@@ -268,15 +260,14 @@ SET_SEARCH_SUFFIX = " (m per call)"  # a set policy's search writing its m child
 
 
 def named_searches(per_method):
-    """{name: merged search} of every search of a task: a set policy's search writing its m children per
-    call is one of its own."""
+    """{name: merged search} of a task's searches; a set policy writing its m children per call is one."""
     return {m + suffix: e[kind] for m, e in per_method.items()
             for kind, suffix in (("evolution", ""), ("evolution_set", SET_SEARCH_SUFFIX)) if kind in e}
 
 
 def paired_search(per_problem_a, per_problem_b):
-    """The interval of the difference in solved share between two searches, paired on the seeds
-    both searched with the very same problems; None when there are none."""
+    """The interval of two searches' difference in solved share, paired on the seeds both searched with
+    the very same problems; None when there are none."""
     seeds = [s for s in per_problem_a if s in per_problem_b and per_problem_a[s][0] == per_problem_b[s][0]]
     if not seeds or len({len(per_problem_a[s][0]) for s in seeds}) != 1:
         return None  # the bootstrap needs a (seeds, problems) array
@@ -398,10 +389,9 @@ SEARCH_DRIVERS = (("diversity", "reward-space diversity"), ("distinct_answers", 
 
 
 def search_points(results):
-    """[(method, seed, {"solved": share, driver: value})] of every trained code method's search writing one
-    child per call, one point per seed. Left out: the warm start and the optimum (not trained), methods
-    that did not train, and the rows trained on parent prompts too (names ending "_mutation": their edit
-    format is trained, the matched-format comparison of their own)."""
+    """[(method, seed, {"solved": share, driver: value})], one point per seed of every trained code
+    method's search writing one child per call. Left out: the warm start and the optimum, methods that
+    did not train, and those trained on parent prompts too ("_mutation": a comparison of their own)."""
     points = []
     for method, e in results["tasks"].get("code", {}).items():
         ev = e.get("evolution", {})

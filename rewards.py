@@ -5,26 +5,23 @@ Every answer gets a reward VECTOR in [0,1]^D; each task also fixes a scalarisati
 components) that GRPO trains on and best@k reports.
 
 PersonaTask: D personas each have a favourite letter, given in the prompt ("likes qxmz"). An answer
-is a word of at most L lowercase letters. Persona d's score is
+is a word of at most L lowercase letters, and persona d scores it
     r_d = sqrt( (c_d + overlap * sum_{e != d} c_e) / L )
-where c_d counts the letters persona d likes. Letters are a shared budget, so the personas
-conflict: no word pleases all. The square root is diminishing returns; it bends the Pareto
-front outwards, so every mix of letter counts is the best answer for SOME weighting of the
-personas (with linear scores only the D pure words would matter, and one 3-answer set would
-cover most of them). `overlap` near 1 makes the personas nearly collinear: the control task
-(persona_collinear) on which VPO should not help.
+where c_d counts the letters persona d likes. Letters are a shared budget, so no word pleases all.
+The square root (diminishing returns) bends the Pareto front outwards, so every mix of letter counts
+is the best answer for SOME weighting of the personas (with linear scores only the D pure words
+would matter, and one 3-answer set would cover most of them). `overlap` near 1 makes the personas
+nearly collinear: the control task (persona_collinear), on which VPO should not help.
 
 Each task offers: problems(split, n, rng) for a train/held-out split (`heldout`: a fixed hash of
 the problem, so the split never changes), prompt(problem, parents, goal) (a goal-conditioned prompt
 ends with its weighting, written by `format_goal`), reward(problem, answer) -> (D,), scalarize(r),
 demonstration(problem, m, rng) for the supervised warm start, answer_key() for deduplication and
-valid() for answers that can earn anything at all. Only the code task uses parents: its prompt can
-show parent programs with their scores, so the policy can serve as the mutation operator of
-search.py's evolutionary search.
+valid() for answers that can earn anything at all. Only the code task uses parents (programs shown
+with their scores), so the policy can serve as search.py's evolutionary mutation operator.
 
 Warm-start demonstrations are deliberately imperfect (noise letters, programs that ignore the
-examples): the warm start must be diverse but must not already sit on the Pareto front, otherwise
-RL has nothing to show.
+examples): diverse, but not already on the Pareto front, or RL has nothing to show.
 
 Deliberately left out: natural-language tasks, learned reward models, partial credit inside a
 test case, anything loaded from disk.
@@ -47,8 +44,6 @@ def format_goal(weights) -> str:
     """Goal-conditioned prompts carry the weighting as one digit per component (0..9)."""
     return " w" + "".join(str(min(9, int(round(9 * float(w))))) for w in weights)
 
-
-# ----------------------------------------------------------------------------------------------
 
 class PersonaTask:
     def __init__(self, num_personas=4, answer_len=12, overlap=0.0, noise=0.25, heldout_fraction=0.25):
@@ -96,14 +91,10 @@ class PersonaTask:
     def answer_key(self, answer):
         return answer
 
-    def _one_demo(self, problem, rng):
-        letters = []
-        for _ in range(self.answer_len):
-            if rng.random() < self.noise:
-                letters.append(rng.choice([c for c in LETTERS if c not in problem]))
-            else:
-                letters.append(rng.choice(problem))
-        return "".join(letters)
-
     def demonstration(self, problem, m, rng, parents=None):
-        return [self._one_demo(problem, rng) for _ in range(m)]
+        """m words for the warm start: each letter a favourite, or with probability `noise` one nobody likes."""
+        nobody = [c for c in LETTERS if c not in problem]
+
+        def letter():
+            return rng.choice(nobody) if rng.random() < self.noise else rng.choice(problem)
+        return ["".join(letter() for _ in range(self.answer_len)) for _ in range(m)]

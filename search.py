@@ -5,23 +5,18 @@ uses the policy as its mutation operator. Every setting of both is in SETTINGS b
     python search.py --checkpoints out/code-grpo-s0/final.pt out/code-vpo-s0/final.pt --n 30
     python search.py --checkpoints out/warmstart/warmstart-code-*.pt --search   # and the searches
 
-1. `evaluate_checkpoint`: for every held-out problem, sample a pool of n candidate ANSWERS (a set
-   method writes m answers per rollout, so it needs n/m rollouts; a single-answer method n
-   rollouts: k always counts answers), score every answer as written (a repeat scores what its
-   first copy scores, as the VPO authors' evaluation does; only training zeroes repeats), and
-   report per k = 1, 2, 4, ..., n: best@k of the fixed scalarisation, best@k averaged over
-   held-out random weightings w.r, pass@k (all components 1), the reward-space diversity of the
-   pool, and the share of wasted answers (repeats within a rollout, invalid answers), the cost a
-   set method pays. The metric functions live in metrics.py.
-2. `run_searches`: the OpenEvolve loop in miniature (`evolve_many`: islands of scored programs; the
-   policy, shown a parent and an inspiration WITH their scores, writes the children; ring migration),
-   one search per problem, all in lockstep. The budget counts candidates evaluated, so every policy
-   is compared at the same cost. Next to it, the same-budget control: the best of `budget` plain
-   samples. Search earns its keep only where it beats that.
-
-A child is written whole, or (the code task's `edits` option, OpenEvolve's diff-based evolution in
-miniature) as an edit of its best parent, "2-5", which task.child_program applies: a small
-model copies a program badly, and an edit leaves nothing to copy.
+1. `evaluate_checkpoint`: a pool of n candidate ANSWERS per held-out problem (a set method writes m
+   per rollout, so k always counts answers), every answer scored as written (a repeat scores what its
+   first copy scores, as the VPO authors' evaluation does; only training zeroes repeats), then per
+   k = 1, 2, 4, ..., n the metrics of metrics.py: best@k of the fixed scalarisation, best@k under
+   held-out weightings, pass@k; and the pool's diversity and share of wasted answers (repeats within
+   a rollout, invalid answers), the cost a set method pays.
+2. `run_searches`: the OpenEvolve loop in miniature (islands of scored programs; the policy, shown a
+   parent and an inspiration WITH their scores, writes the children; ring migration), one search per
+   problem, all in lockstep, with a budget of candidates evaluated, so every policy pays the same.
+   Next to it, the same-budget control, plain samples: search earns its keep only where it beats that.
+   A child is written whole or (the code task's `edits`) as an edit of its best parent, "2-5", which
+   task.child_program applies: a small model copies a program badly, and an edit leaves nothing to copy.
 
 Deliberately left out: MAP-Elites grids, LLM-written prompts, asynchronous evaluation, multi-line
 diffs (one edit changes one number), island resets, early stopping on stagnation.
@@ -37,8 +32,7 @@ import torch
 
 from checkpoint import model_from_checkpoint
 from config import make_task, parse_value
-from metrics import (best_at_k_curve, distinct_count, pareto_fraction, pass_at_k_curve, reward_space_diversity,
-                     scalarized_best_at_k)
+from metrics import best_at_k_curve, pareto_fraction, pass_at_k_curve, reward_space_diversity, scalarized_best_at_k
 from rollouts import sample_rollouts
 from vpo import sample_weights, set_scores
 
@@ -53,7 +47,6 @@ SETTINGS = dict(
     evo_problems=32,            # searches per policy, as the VPO paper's case study
     evo_min_plausible=2000,     # a searched problem leaves >= this many plausible programs (task.num_plausible):
                                 # 10x the budget, so a same-budget sampler cannot stumble on the answer
-                                # (configs/code.yaml's family: 14% of problems qualify)
     evo_screen=48,              # candidate search problems (held-out, >= evo_min_plausible programs) whose
                                 # pools experiment.py screens: it keeps those no checkpoint's pool solves
     # the search (run_searches)
@@ -95,12 +88,10 @@ def k_grid(n):
 
 def sample_pools(model, tok, task, problems, n, m, cfg, seed, device="cpu", goal_conditioned=False,
                  as_written=True, batch_problems=16):
-    """n answers per problem, written m per rollout and scored as written -> rewards (P, n, D),
-    answers (P lists of n), wasted (P, n), tokens, entropy. An answer is wasted when it repeats an
-    earlier answer of its own rollout or is invalid (missing, unparseable).
-    goal_conditioned: every rollout's prompt carries its own random weighting (Dirichlet(1), drawn
-    from the evaluation's generator), as the policy always saw in training. as_written=False scores
-    the pools as training does (repeats zeroed), to see what the convention changes."""
+    """n answers per problem, written m per rollout and scored as written (as_written=False: as training
+    does, repeats zeroed) -> rewards (P, n, D), answers (P lists of n), wasted (P, n: a repeat within its
+    rollout, or invalid), tokens, entropy. goal_conditioned: each rollout's prompt carries its own
+    Dirichlet(1) weighting, drawn from the evaluation's seed, as the policy always saw in training."""
     if n % m:
         raise ValueError(f"pool size n={n} must be a multiple of m={m}")
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -138,8 +129,7 @@ def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None):
                                              for i in range(P)], 0).tolist(),
         "pass_at_k": np.mean([pass_at_k_curve(n, int(solved[i].sum()), ks) for i in range(P)], 0).tolist(),
         "diversity": float(np.mean(diversity)),
-        "distinct_answers": float(np.mean([distinct_count([task.answer_key(a) for a in answers[i]])
-                                           for i in range(P)])),
+        "distinct_answers": float(np.mean([len({task.answer_key(a) for a in answers[i]}) for i in range(P)])),
         "pareto_fraction": float(np.mean([pareto_fraction(rewards[i]) for i in range(P)])),
         "nonzero_answers": float((rewards.sum(-1) > 0).mean()),
         "wasted": float(np.mean(wasted)) if wasted is not None else 0.0,
@@ -158,8 +148,8 @@ def heldout_weights(dim, n, seed):
 
 def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=SETTINGS["heldout_weightings"], device="cpu",
                         m=None, task=None, as_written=True):
-    """Load a checkpoint and measure its pools on `problems`. m defaults to what it was trained with,
-    task to the one it was trained on (a shared warm start is scored on the task given)."""
+    """A checkpoint's pools on `problems`, measured; m and task default to its own (a shared warm start
+    is scored on the task given)."""
     model, tok, cfg, trained_m = model_from_checkpoint(path, device)
     task = task or make_task(cfg["task"], **cfg["task_options"])
     m = m or trained_m
@@ -212,9 +202,8 @@ class Island:
 
 
 def search_problems(task, split, n, min_plausible, seed, max_draws=100_000):
-    """The first n problems of `split` (drawn from `seed`) that leave at least `min_plausible`
-    plausible programs: too many for a same-budget sampler to stumble on the answer. A ValueError
-    if `max_draws` problems hold fewer (the family may not have problems that large at all)."""
+    """The first n problems of `split` (drawn from `seed`) that leave at least `min_plausible` plausible
+    programs; a ValueError if `max_draws` problems hold fewer (the family may have none that large)."""
     rng, out, drawn = random.Random(seed), [], 0
     while len(out) < n:
         if drawn >= max_draws:
@@ -242,9 +231,8 @@ def _sample(model, tok, task, problems, per_call, rollouts, cfg, settings, gen, 
 
 
 def sampling_control(model, tok, task, problems, budget, per_call, cfg, settings, seed, device="cpu"):
-    """The same-budget control: `budget` answers per problem from plain task prompts (per_call answers
-    per rollout, as the search writes them), at the search's temperature. Returns, per problem, the
-    1-based index of the first answer that passes every test, or None."""
+    """The same-budget control: `budget` answers per problem from plain task prompts, per_call a rollout
+    at the search's temperature -> per problem, the 1-based index of the first that passes, or None."""
     rollouts = -(-budget // per_call)  # enough rollouts for `budget` answers; the surplus is not looked at
     rewards, _ = _sample(model, tok, task, problems, per_call, rollouts, cfg, settings,
                          torch.Generator(device=device).manual_seed(seed), device)
@@ -254,15 +242,12 @@ def sampling_control(model, tok, task, problems, budget, per_call, cfg, settings
 
 def evolve_many(model, tok, task, problems, cfg, settings, seed, children_per_call, device="cpu"):
     """One evolutionary search per problem, all in lockstep -> per-problem runs: solved_at (candidates
-    spent when the first solution came, or None), candidates, best, best_score, mutations.
-
-    A round gives every unfinished search's every island one call: a prompt showing a parent and an
-    inspiration with their scores (an empty island gets the plain task prompt), children_per_call
-    children, each scored once. A child consistent with the examples joins the island (one program
-    per pass pattern, the best `evo_capacity` kept). Each time a search crosses a multiple of
-    `evo_migrate_every` candidates, its islands each receive their neighbour's best (a ring). A
-    search stops at its first solution or at `evo_budget` candidates; a round that would pass the
-    budget is cut there, islands in order."""
+    spent at the first solution, or None), candidates, best, best_score, mutations.
+    A round gives every island of every unfinished search one call (parents from pick_parents; an
+    empty island gets the plain task prompt) for children_per_call children, each scored once; a child
+    consistent with the examples joins the island. Each time a search crosses a multiple of
+    `evo_migrate_every` candidates, every island receives its neighbour's best (a ring). A search stops
+    at its first solution or at `evo_budget` candidates, a round cut there, islands in order."""
     budget, num_islands, every = settings["evo_budget"], settings["evo_islands"], settings["evo_migrate_every"]
     if min(budget, num_islands, every, children_per_call) < 1:
         raise ValueError("evo_budget, evo_islands, evo_migrate_every and children_per_call must be >= 1")
@@ -305,11 +290,10 @@ def evolve_many(model, tok, task, problems, cfg, settings, seed, children_per_ca
 
 
 def run_searches(model, tok, task, problems, m, cfg, settings, seed, children_per_call, device="cpu"):
-    """The entry point for experiment.py: an evolutionary search per problem (evolve_many) and the
-    same-budget sampling control, for one policy. m: the answers per rollout it was trained to write;
-    children_per_call: 1 or m (a set policy may write its children together); settings: SETTINGS or
-    a copy. Returns the dict below: a curve is the share solved after 1..budget candidates; mutations
-    counts the children written from parents, the invalid ones and those better than their best parent."""
+    """One policy's evolutionary search per problem (evolve_many) and the same-budget sampling control.
+    m: the answers per rollout it was trained to write; children_per_call: 1 or m. A curve of the result
+    is the share solved after 1..budget candidates; mutations counts the children written from parents,
+    the invalid ones and those better than their best parent."""
     if children_per_call not in (1, m):
         raise ValueError(f"children_per_call must be 1 or the policy's m={m}, got {children_per_call}")
     t0 = time.time()
@@ -380,12 +364,10 @@ def main():
     for path, r in rows:
         print(f"{path[-40:]:40s} " + " ".join(f"{v:7.3f} " for v in r["best_at_k"]) +
               f"  {r['diversity']:8.3f}  {r['distinct_answers']:7.1f}  {r['wasted']:6.2f}")
-    print(f"\n{'checkpoint':40s} " + " ".join(f"w-best@{k:<3d}" for k in ks))
-    for path, r in rows:
-        print(f"{path[-40:]:40s} " + " ".join(f"{v:9.3f} " for v in r["heldout_weight_best_at_k"]))
-    print(f"\n{'checkpoint':40s} " + " ".join(f"pass@{k:<3d}" for k in ks))
-    for path, r in rows:
-        print(f"{path[-40:]:40s} " + " ".join(f"{v:7.3f} " for v in r["pass_at_k"]))
+    for name, key, width in (("w-best@", "heldout_weight_best_at_k", 9), ("pass@", "pass_at_k", 7)):
+        print(f"\n{'checkpoint':40s} " + " ".join(f"{name}{k:<3d}" for k in ks))
+        for path, r in rows:
+            print(f"{path[-40:]:40s} " + " ".join(f"{v:{width}.3f} " for v in r[key]))
     if searches:
         print(f"\n{'checkpoint':40s} search solved  sampling solved  invalid children  better children  seconds")
         for path, s in searches.items():
@@ -395,8 +377,7 @@ def main():
                   f"{s['seconds']:6.0f} + {s['sampling_seconds']:.0f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"pools": {p: r for p, r in rows}, "searches": searches} if searches else
-                      {p: r for p, r in rows}, f, indent=1)
+            json.dump({"pools": dict(rows), "searches": searches} if searches else dict(rows), f, indent=1)
 
 
 if __name__ == "__main__":

@@ -3,16 +3,15 @@ What an experiment finds on disk: a run folder's status, the keys a stored evalu
 same command reuses it instead of running it again), and a committed leaderboard that a new method
 is compared against without rerunning it (`python train.py --algos NEW --against DIR`).
 
-A board is the result files of a finished experiment (docs/figures/leaderboard/results/*.json). What
-a comparison with it needs is written in them: the settings every run and evaluation was made with
-(the keys), the held-out problems of every pool and the search problems of every seed. So a new run
-takes the board's search problems instead of screening its own (screening depends on every compared
-checkpoint's pools: one more method would change the problems), and is refused, in one line naming
-the setting, when anything that changes results differs from the board's.
+A board's result files (docs/figures/leaderboard/results/*.json) hold what a comparison needs: the
+settings of every run and evaluation (the keys), the held-out problems of every pool and each seed's
+search problems. A new run takes the board's search problems instead of screening its own (a screen
+depends on every compared checkpoint's pools), and is refused, in one line naming the setting, when
+anything that changes results differs from the board's.
 
-Deliberately left out: comparing the warm starts' weights (they are rebuilt from the seed; on
-another processor they differ in the last bits, and the comparison is then statistical, which is
-what the intervals are for), boards made before result files recorded their keys.
+Deliberately left out: comparing the warm starts' weights (rebuilt from the seed, they differ in the
+last bits on another processor, which the intervals are for), boards made before result files
+recorded their keys.
 """
 
 import ast
@@ -34,8 +33,8 @@ RETIRED_SETTINGS = {"evo_seeds": 1}  # searches per problem, never more than one
 
 
 def run_status(cfg):
-    """What cfg's run folder holds: "finished" (this very run, done), "unfinished" (this run, to
-    resume), "other" (a run with other settings: refuse to touch it), or "empty"."""
+    """What cfg's run folder holds: "finished" (this very run), "unfinished" (this run, to resume),
+    "other" (a run with other settings: refuse to touch it), or "empty"."""
     try:
         with open(os.path.join(cfg["out_dir"], "config.yaml")) as f:
             saved = yaml.safe_load(f)
@@ -60,8 +59,7 @@ def result_key(cfg, settings, keys):
 
 
 def with_defaults(run_settings):
-    """A run's settings with every train.DEFAULTS key it lacks at its default: a key added to DEFAULTS
-    later, at its default, changes nothing that was run or evaluated."""
+    """A run's settings, a key added to train.DEFAULTS after the run at its default (it changed nothing)."""
     return {**train.DEFAULTS, **run_settings}
 
 
@@ -78,8 +76,7 @@ def same_key(stored, key):
 # A committed board to compare against
 
 def load_board(board_dir, tasks, seeds):
-    """{(task, method, seed): record} of the board's result files; a task or seed the board lacks
-    is a one-line error."""
+    """{(task, method, seed): record} of the board; a task or seed it lacks is a one-line error."""
     board = {(r["task"], r["method"], r["seed"]): r for r in report.load_records([board_dir])}
     for task in tasks:
         for seed in seeds:
@@ -89,9 +86,9 @@ def load_board(board_dir, tasks, seeds):
 
 
 def check_against(board, board_dir, configs, settings, method_keys):
-    """Refuse, in one line naming the key, the first setting in which the runs in `configs` ({(task,
-    method, seed): train config}) or the evaluation `settings` differ from the board's. A method's
-    own keys (`method_keys[method]`: its algorithm and its documented overrides) may differ."""
+    """Refuse, in one line naming the key, the first setting in which the runs of `configs` ({(task,
+    method, seed): train config}) or the evaluation `settings` differ from the board's, but for each
+    method's own keys (`method_keys[method]`: its algorithm and documented overrides)."""
     for (task, method, seed), cfg in sorted(configs.items()):
         ref = board[(task, "grpo", seed)]
         theirs, ours = ref["pools"]["key"]["run"], result_key(cfg, settings, POOL_KEYS)["run"]
@@ -115,7 +112,7 @@ def check_against(board, board_dir, configs, settings, method_keys):
 
 
 def board_problems(board, task, seed, field):
-    """The problems the board evaluated on: a task's held-out pool problems (field "pools") or a seed's
-    search problems ("search"), as the task's problem tuples, read from its GRPO result file."""
+    """The board's problems, as tuples, from its GRPO result file: the held-out pools' (field "pools")
+    or a seed's search problems ("search")."""
     record = board[(task, "grpo", seed)][field]
     return [ast.literal_eval(p) for p in (record["key"]["problems"] if field == "search" else record["problems"])]

@@ -1,10 +1,9 @@
 """
-The report an experiment writes into its folder: results.json, summary.md (a table per task, the
-paper's claims with this run's verdicts, the leaderboards, the search's mutations, the training
-dynamics) and the figures, from the results report.merge made of the result files.
+The report an experiment writes into its folder, from report.merge's results: results.json,
+summary.md (a table per task, the paper's claims with this run's verdicts, the leaderboards, the
+search's mutations and drivers, the training dynamics) and the figures.
 
-Deliberately left out: deciding anything (the intervals and verdicts are report.py's), drawing
-(plots.py), other output formats.
+Deliberately left out: deciding anything (report.py's intervals and verdicts), drawing (plots.py).
 """
 
 import json
@@ -18,8 +17,7 @@ from report import (UNTRAINED, claims, fmt_interval, named_searches, paired, pai
 
 
 def summary_markdown(results):
-    """summary.md: a table per task, the claims with their verdicts, the leaderboards, the search's mutations
-    and the training dynamics."""
+    """summary.md, its sections in the order of the module docstring."""
     lines = [f"Seeds {results['seeds']}, commit(s) {', '.join(results['commits'])}"
              + (f", wall time {results['wall_s']:.0f} s" if results.get("wall_s") else "")
              + f". Machine(s): {' | '.join(results.get('machines', []))} (a seed reproduces bit for bit only on"
@@ -66,18 +64,16 @@ def summary_markdown(results):
 
 
 # What each task's leaderboards rank by, at the largest k: (per-problem key, curve, name). Code has
-# three: best@k (how good the best program of a pool is), pass@k (whether a pool holds one passing
-# every test; on the search family even the optimum's is low) and the evolutionary search the
-# pools are for (key "search": the share of hard problems solved within the budget).
+# three: best@k (the best program of a pool), pass@k (a pool holds one passing every test; low even
+# for the optimum) and the search the pools are for ("search": hard problems solved in the budget).
 LEADERBOARDS = {"persona": [("w_best", "heldout_weight_best_at_k", "w-best")],
                 "code": [("best", "best_at_k", "best"), ("pass", "pass_at_k", "pass"), ("search", None, "search")],
                 "persona_collinear": [("w_best", "heldout_weight_best_at_k", "w-best")]}
 
 
 def leaderboards(results, others=("vpo", "grpo")):
-    """[(title, [(method, [value per seed], - interval per method of `others`)])], one board per task and
-    metric of LEADERBOARDS, methods unranked: the intervals are paired bootstraps over problems and
-    seeds (None against itself or where the per-problem values are missing)."""
+    """[(title, [(method, [value per seed], its interval against each of `others`)])], one board per task
+    and metric of LEADERBOARDS, unranked; an interval is None against itself or without per-problem values."""
     boards = []
     for task, per_method in results["tasks"].items():
         for key, curve, name in LEADERBOARDS.get(task, [("best", "best_at_k", "best")]):
@@ -108,9 +104,8 @@ def leaderboard_rows(results):
 
 
 def leaderboard_table(results):
-    """Every board's methods ranked, with each one's difference from VPO and from GRPO and their 95%
-    paired bootstrap intervals over problems and seeds: a gap whose interval holds 0 is not a gap.
-    Methods that did not train come last, unranked."""
+    """Every board's methods ranked, with their differences from VPO and GRPO and 95% intervals (a gap
+    whose interval holds 0 is not a gap); methods that did not train last, unranked."""
     lines = []
     for title, rows in leaderboards(results):
         lines += [f"#### {title}, ranked", "", "| method | mean (per seed) | - VPO [95%] | - GRPO [95%] |",
@@ -124,8 +119,8 @@ def leaderboard_table(results):
 
 
 def mutation_table(results):
-    """The policy as a mutation operator: what share of the children it wrote from parents were invalid
-    and what share beat their best parent (summed over every search of a checkpoint)."""
+    """The policy as a mutation operator: the shares of its children that were invalid and that beat
+    their best parent, over every search of a checkpoint."""
     rows = [(a, e["evolution"]["mutations"]) for a, e in results["tasks"].get("code", {}).items()
             if "mutations" in e.get("evolution", {})]
     if not rows:
@@ -180,8 +175,7 @@ def write_report(out_dir, results, samples=None):
 
 
 def drivers_table(results):
-    """What drives search: the rank correlation of a trained policy's search solved share with each of its
-    properties (report.search_drivers), over methods and seeds."""
+    """What drives search: report.search_drivers' rank correlations, over methods and seeds."""
     drivers = search_drivers(results)
     if not drivers:
         return []
@@ -196,9 +190,8 @@ def drivers_table(results):
 
 
 def against_table(results):
-    """Each new method (results["new_methods"], run with --against) on every board of the committed
-    leaderboard it joined: its rank among the trained methods, and its difference from VPO, GRPO and the
-    warm start with the 95% paired interval and the verdict of the one rule (report.verdict)."""
+    """Each new method (--against) on every board it joined: its rank among the trained methods, and its
+    difference from VPO, GRPO and the warm start with its interval and verdict (report.verdict)."""
     new = results.get("new_methods", [])
     lines = [f"## {', '.join(new)} against the board in {results.get('against')}", "",
              "| board | method | rank | mean | - VPO [95%] | - GRPO [95%] | - warm start [95%] |",

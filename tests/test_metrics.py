@@ -12,7 +12,6 @@ from hypothesis import given, settings, strategies as st
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from metrics import (  # noqa: E402
     best_at_k_curve,
-    distinct_count,
     max_at_k,
     pareto_fraction,
     pass_at_k,
@@ -171,12 +170,6 @@ def test_reward_space_diversity_matches_pairwise_loop(rows):
     pairs = list(itertools.combinations(range(len(r)), 2))
     expected = sum(np.abs(r[i] - r[j]).sum() for i, j in pairs) / len(pairs)
     assert reward_space_diversity(rows) == pytest.approx(expected, abs=1e-12)
-
-
-def test_distinct_count():
-    assert distinct_count(["4", "4", "5", None, None, "x"]) == 4
-    assert distinct_count([]) == 0
-    assert distinct_count([None]) == 1
 
 
 def test_pareto_fraction():
