@@ -34,15 +34,20 @@ def rollout_text(answers):
     return "<|sep|>".join(answers) + "<|eos|>"
 
 
-def score_answers(task, problem, answers, m, as_written=False):
+def score_answers(task, problem, answers, m, as_written=False, memo=None):
     """The first m answers of a rollout -> (m, D) reward rows. A missing answer gets the zero row;
-    so does a repeat (by the task's answer_key) unless as_written. Answers past the m-th are ignored."""
+    so does a repeat (by the task's answer_key) unless as_written. Answers past the m-th are ignored.
+    memo: a dict of this problem's rewards by answer text, shared by its rollouts (rewards are
+    deterministic, so an answer sampled twice is run once: a third of the code task's reward time)."""
     rows = np.zeros((m, task.dim), dtype=np.float32)
+    memo = {} if memo is None else memo
     seen = set()
     for j, answer in enumerate(answers[:m]):
         key = task.answer_key(answer)
         if key not in seen or as_written:
-            rows[j] = task.reward(problem, answer)
+            if answer not in memo:
+                memo[answer] = task.reward(problem, answer)
+            rows[j] = memo[answer]
         seen.add(key)
     return rows
 
@@ -76,12 +81,12 @@ def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, d
     rewards = np.zeros((len(problems), G, m, task.dim), dtype=np.float32)
     answers = []
     for i, problem in enumerate(problems):
-        row = []
+        row, memo = [], {}
         for g in range(G):
             texts = tok.split_answers(tokens[i * G + g][mask[i * G + g]].tolist())
             if parents and parents[i]:  # children from parents: the programs they stand for (edits applied)
                 texts = [task.child_program(t, parents[i]) for t in texts]
-            rewards[i, g] = score_answers(task, problem, texts, m, as_written)
+            rewards[i, g] = score_answers(task, problem, texts, m, as_written, memo)
             row.append(texts[:m] + [""] * (m - len(texts[:m])))
         answers.append(row)
     return dict(problems=problems, prompt=prompt_ids.repeat_interleave(G, 0), prompt_mask=prompt_mask.repeat_interleave(G, 0),

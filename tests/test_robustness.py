@@ -631,7 +631,7 @@ def test_rl_step_keeps_weights_finite(monkeypatch, task_name, mode):
             if mode == "empty answers":
                 patch.setattr(engine, "generate", _empty_generate(engine.generate))
             elif mode == "constant rewards":
-                patch.setattr(rollouts, "score_answers", lambda task, problem, answers, m, as_written=False:
+                patch.setattr(rollouts, "score_answers", lambda task, problem, answers, m, as_written=False, memo=None:
                               np.full((m, task.dim), 0.5, dtype=np.float32))
             run = trainer.Run(cfg, task, tok, model, opt, trainer.distributed.Scorer(model),
                               rng=random.Random(0), generator=torch.Generator().manual_seed(0))

@@ -234,7 +234,7 @@ def _rl_step_with_flat_groups(tmp_path, monkeypatch, flat, *overrides):
     model = warmstart.build_model(cfg, tok, "cpu")
     calls, trained = [], []
 
-    def score(task, problem, answers, m, as_written=False):
+    def score(task, problem, answers, m, as_written=False, memo=None):
         calls.append(problem)
         return np.full((m, task.dim), 0.5, dtype=np.float32) if flat(problem) else \
             np.random.default_rng(len(calls)).random((m, task.dim)).astype(np.float32)
@@ -308,7 +308,7 @@ def test_dynamic_sampling_keeps_the_share_of_mutation_groups(tmp_path, monkeypat
     model = warmstart.build_model(cfg, tok, "cpu")
     calls = []
 
-    def spread_everywhere(task, problem, answers, m, as_written=False):
+    def spread_everywhere(task, problem, answers, m, as_written=False, memo=None):
         calls.append(problem)
         return np.random.default_rng(len(calls)).random((m, task.dim)).astype(np.float32)
     monkeypatch.setattr(rollouts, "score_answers", spread_everywhere)
