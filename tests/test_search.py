@@ -261,7 +261,7 @@ def test_settings_table_drives_the_defaults(monkeypatch):
     import inspect
     import types
     import search
-    assert SETTINGS["evo_budget"] == 200 and SETTINGS["evo_problems"] == 32 and SETTINGS["pool_n"] == 30
+    assert SETTINGS["evo_budget"] == 200 and SETTINGS["evo_problems"] == 64 and SETTINGS["pool_n"] == 30
     assert SETTINGS["evo_temperature"] == 0.7 and SETTINGS["evo_top_p"] == 0.95
     tree = ast.parse(open(search.__file__).read())
     at = next(i for i, node in enumerate(tree.body) if isinstance(node, ast.Assign)
