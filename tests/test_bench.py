@@ -1,14 +1,17 @@
-"""bench.py at a tiny size: every measurement runs and reports, the naive variants sample what the
+"""tools/bench.py at a tiny size: every measurement runs and reports, the naive variants sample what the
 optimised model samples, and the TRL comparison degrades to a message. No timing is asserted."""
 
 import json
+import os
+import sys
 
 import pytest
 import torch
 
-import bench
-import train
-from model import pad_left
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+import bench  # noqa: E402  (tools/ is scripts, not a package)
+import train  # noqa: E402
+from model import pad_left  # noqa: E402
 
 TINY = ["model=nano", "prompts_per_step=2", "group_size=2", "sft_batch=4", "answers_per_rollout=1"]
 

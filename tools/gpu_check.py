@@ -14,7 +14,7 @@ to OUT/gpu_check.json; exits 1 if any check failed. Needs a CUDA device; a few m
 3. train.py end to end on CUDA (configs/tiny.yaml): persona and code in float32, and the README's
    GPU path (bf16 autocast, the gpu preset, torch.compile); each must finish, log its device, and
    leave a final.pt that loads on the CPU.
-4. bench.py --device cuda at train.py's defaults and at the gpu preset (speeds, reported only).
+4. tools/bench.py --device cuda at train.py's defaults and at the gpu preset (speeds, reported only).
 
 Left out: multi-GPU torchrun (NCCL) and any learning-quality claim; tests/ runs separately.
 """
@@ -144,9 +144,9 @@ def check_train(results, out):
 def check_bench(results, out):
     for name, extra in {"defaults": [], "gpu preset bf16": ["--set", "model=gpu"]}.items():
         path = os.path.join(out, f"bench_{name.replace(' ', '_')}.json")
-        proc = subprocess.run([sys.executable, "bench.py", "--device", DEVICE, "--json", path, *extra], cwd=ROOT,
-                              capture_output=True, text=True, timeout=900)
-        record(results, f"bench.py --device cuda ({name}) runs", proc.returncode == 0,
+        command = [sys.executable, os.path.join("tools", "bench.py"), "--device", DEVICE, "--json", path, *extra]
+        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        record(results, f"tools/bench.py --device cuda ({name}) runs", proc.returncode == 0,
                output_tail=proc.stdout[-2500:] + proc.stderr[-1500:])
 
 

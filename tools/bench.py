@@ -3,11 +3,11 @@ How fast is training? Speed and memory of sampling rollouts, of one RL step and 
 (SFT) step, for a config of train.py: medians over repeated steps after a warm-up. A benchmark,
 not a test: nothing here asserts a speed.
 
-    python bench.py                        # train.py's DEFAULTS: persona, cpu preset, 8 prompts x 8 samples
-    python bench.py --naive                # also without the shared prompt, and without the KV cache
-    python bench.py --trl                  # the TRL comparison's shape, ours and TRL's GRPOTrainer
-    python bench.py --checkpoint out/run/final.pt --set algo=vpo   # trained weights: real rollout lengths
-    python bench.py --device cuda          # bf16 autocast unless --set dtype=...; --json FILE saves it all
+    python tools/bench.py                        # train.py's DEFAULTS: persona, cpu preset, 8 prompts x 8 samples
+    python tools/bench.py --naive                # also without the shared prompt, and without the KV cache
+    python tools/bench.py --trl                  # the TRL comparison's shape, ours and TRL's GRPOTrainer
+    python tools/bench.py --checkpoint out/run/final.pt --set algo=vpo   # trained weights: real rollout lengths
+    python tools/bench.py --device cuda          # bf16 autocast unless --set dtype=...; --json FILE saves it all
 
 - sampling: engine.generate for P prompts x G samples; tokens/s counts sampled tokens (eos included).
 - RL step: train.rl_step exactly as training runs it (sampling and rewards, advantages, update).
@@ -46,14 +46,16 @@ import time
 
 import torch
 
-import config
-import engine
-import train
-import warmstart
-from checkpoint import load_checkpoint, model_from_checkpoint
-from config import make_task
-from model import GPT, Tokenizer, pad_left
-from rollouts import rollout_prompt
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project's modules
+
+import config  # noqa: E402
+import engine  # noqa: E402
+import train  # noqa: E402
+import warmstart  # noqa: E402
+from checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
+from config import make_task  # noqa: E402
+from model import GPT, Tokenizer, pad_left  # noqa: E402
+from rollouts import rollout_prompt  # noqa: E402
 
 TRL_CONFIG = ["task=persona", "task_options={num_personas: 22, answer_len: 46}", "algo=grpo", "kl_coef=0.0",
               "model=cpu", "prompts_per_step=8", "group_size=8", "epochs_per_batch=1"]
