@@ -323,13 +323,16 @@ def claim_search(results):
     out = ["solved (same-budget sampling in brackets): " + ", ".join(
         f"{shown_name(code, name)} {s['solved']}/{s['searches']}"
         + (f" ({s['sampling_solved']})" if "sampling_solved" in s else "") for name, s in searches.items())]
-    for name in ("vpo", "vpo" + SET_SEARCH_SUFFIX):
-        if name in searches and "grpo" in searches:
-            a, g = searches[name], searches["grpo"]
+    # the main pair, VPO writing one or its m children per call; then the matched-format pair, where RL
+    # also trained both on parent prompts (the mutation rows: the edit format is trained, not only kept)
+    pairs = [("vpo", "grpo"), ("vpo" + SET_SEARCH_SUFFIX, "grpo"), ("vpo_mutation", "grpo_mutation")]
+    for name, other in pairs:
+        if name in searches and other in searches:
+            a, g = searches[name], searches[other]
             iv = paired_search(a["per_problem"], g["per_problem"]) if "per_problem" in a and "per_problem" in g else None
             only_a, only_g = solved_only(a, g)
-            out.append(f"{name} - grpo, share solved {fmt_interval(iv) if iv else '(not paired)'}: {verdict(iv)} "
-                       f"(solved only by {name} {len(only_a)}, only by grpo {len(only_g)})")
+            out.append(f"{name} - {other}, share solved {fmt_interval(iv) if iv else '(not paired)'}: {verdict(iv)} "
+                       f"(solved only by {name} {len(only_a)}, only by {other} {len(only_g)})")
     return out
 
 

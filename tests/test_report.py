@@ -229,6 +229,19 @@ def test_claim_4_search_is_decided_by_the_paired_interval_not_by_the_counts():
     assert ": no (solved only by vpo 0, only by grpo 15)" in _claim(report.merge(records), 4)[1]
 
 
+def test_claim_4_reports_the_matched_format_pair_with_its_own_interval():
+    """Where both mutation rows ran, claim 4 adds vpo_mutation - grpo_mutation, paired on their own problems."""
+    p = [f"p{i}" for i in range(8)]
+    records = [_search_record(a, s, p, solved) for s in range(3) for a, solved in
+               (("vpo", p[:2]), ("grpo", p[:2]), ("vpo_mutation", p[:5]), ("grpo_mutation", []))]
+    lines = _claim(report.merge(records), 4)
+    assert lines[1].startswith("vpo - grpo, share solved +0.000") and ": within noise" in lines[1]
+    assert lines[2].startswith("vpo_mutation - grpo_mutation, share solved +0.625 [") and \
+        lines[2].endswith(": yes (solved only by vpo_mutation 15, only by grpo_mutation 0)")
+    alone = [r for r in records if r["method"] != "grpo_mutation"]
+    assert len(_claim(report.merge(alone), 4)) == 2  # one mutation row alone: no pair
+
+
 def test_claim_5_control_no_gain_and_gain():
     flat = [0.5, 0.6, 0.7, 0.4]
     same = _pair("persona_collinear", flat, flat)
