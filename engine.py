@@ -10,14 +10,18 @@ generate(model, ...):
 - a preallocated KV cache, so each new token costs one position, not the whole sequence;
 - rows that have ended leave the batch once a quarter of it has ended (code rollouts -35%);
 - a one-query decode step uses two batched matmuls instead of SDPA's per-row kernels (2-6%).
+generate_static(model, ...): generate's samples with every decode step the same shapes (the whole
+batch, the whole cache, positions held in tensors), so that on a GPU one step is captured once as a
+CUDA graph and replayed, one launch per token instead of ~40 (sampling at these sizes is bound by
+launches, not arithmetic); elsewhere it runs the same step eagerly.
 score(model, ...):
 - each distinct prompt runs once and its keys/values serve every row that repeats it;
 - completions are scored in length buckets, each padded only to its own longest row, instead of
   every row padded to the longest rollout of the batch.
 Measured figures are in the README's speed section (`python tools/bench.py --naive`).
 
-Deliberately left out: torch.compile of the decode step (slower on CPU: docs/RESULTS.md), paged or
-quantised caches, speculative decoding.
+Deliberately left out: torch.compile of the decode step (slower on CPU: docs/RESULTS.md; on a GPU the
+captured graph is the same idea without a compiler), paged or quantised caches, speculative decoding.
 """
 
 import math
@@ -115,6 +119,91 @@ def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, te
             cache.keep_rows(keep)
         logits = model(tok[:, None], key_mask, next_pos, cache)[:, -1]
         next_pos = next_pos + 1
+    return completion_dict(tokens, logprobs, entropy, eos_id)
+
+
+class StaticKVCache(KVCache):
+    """A KVCache whose decode step has fixed shapes: the new key/value goes to the position held in
+    the tensor `at`, and every query attends to the whole cache under the caller's mask (keys not yet
+    written are masked, so causality needs nothing else)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.at = torch.zeros(1, dtype=torch.long, device=self.k.device)
+
+    def attend(self, layer, q, k, v, attn_mask):
+        if self.length == 0:  # the prefill: as KVCache, once, before the static steps
+            return super().attend(layer, q, k, v, attn_mask)
+        self.k[layer].index_copy_(2, self.at, k)
+        self.v[layer].index_copy_(2, self.at, v)
+        return F.scaled_dot_product_attention(q, self.k[layer], self.v[layer], attn_mask=attn_mask.to(q.dtype))
+
+
+@torch.no_grad()
+def generate_static(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, temperature=1.0,
+                    top_k=None, top_p=None, generator=None, capture=None, check_every=8):
+    """generate's result with a fixed-shape decode step (the module docstring). capture: CUDA-graph
+    the step (default: on CUDA); on the CPU it runs eagerly, the fallback the tests check. The same
+    random numbers as generate, drawn before the loop; finished rows stay in the batch (a graph
+    cannot shrink), and the loop stops when all have ended, looked at every `check_every` steps."""
+    capture = prompt.is_cuda if capture is None else capture and prompt.is_cuda
+    P, Tp = prompt.shape
+    B, L, cfg, device = P * num_samples, Tp + max_new_tokens, model.cfg, prompt.device
+    if L > cfg.block_size:
+        raise ValueError(f"prompt ({Tp}) + max_new_tokens ({max_new_tokens}) exceeds block_size={cfg.block_size}")
+    dtype = next(model.parameters()).dtype
+    cache = StaticKVCache(cfg.n_layer, P, cfg.n_head, L, cfg.n_embd // cfg.n_head, device, dtype)
+    key_mask = torch.zeros(P, L, dtype=torch.bool, device=device)
+    key_mask[:, :Tp] = prompt_mask
+    positions = (prompt_mask.long().cumsum(1) - 1).clamp(min=0)
+    logits = model(prompt, key_mask, positions, cache)[:, -1].float().repeat_interleave(num_samples, 0)  # (B, V)
+    cache.repeat_rows(num_samples)
+    cache.at.fill_(Tp)
+    uniforms = torch.rand(max_new_tokens, B, 1, device=device, generator=generator)  # generate's draws, in order
+    # the step's state, all preallocated: the step reads and writes only these
+    visible = torch.full((B, 1, 1, L), float("-inf"), device=device, dtype=dtype)  # additive attention mask
+    visible.masked_fill_(key_mask.repeat_interleave(num_samples, 0)[:, None, None, :], 0.0)
+    pos = positions[:, -1:].repeat_interleave(num_samples, 0) + 1  # (B, 1)
+    t = torch.zeros(1, dtype=torch.long, device=device)
+    tokens = torch.full((B, max_new_tokens), eos_id, dtype=torch.long, device=device)
+    logprobs, entropy = torch.zeros(B, max_new_tokens, device=device), torch.zeros(B, max_new_tokens, device=device)
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+
+    def step():
+        tok = sample_from_logits(logits, temperature, top_k, top_p, uniform=uniforms.index_select(0, t)[0],
+                                 check_finite=False).masked_fill(done, eos_id)  # (B,)
+        logp = F.log_softmax(logits, dim=-1)
+        tokens.index_copy_(1, t, tok[:, None])
+        logprobs.index_copy_(1, t, logp.gather(-1, tok[:, None]))
+        entropy.index_copy_(1, t, -(logp.exp() * logp).sum(-1, keepdim=True))
+        done.logical_or_(tok == eos_id)
+        visible.index_fill_(3, cache.at, 0.0)  # the new token's key becomes visible, to itself and after
+        x = model.wte(tok[:, None]) + model.wpe(pos)  # (B, 1, C): model.hidden's body at fixed shapes
+        for block in model.blocks:
+            x = block(x, visible, cache)
+        logits.copy_(model.lm_head(model.ln_f(x))[:, -1].float())
+        pos.add_(1), cache.at.add_(1), t.add_(1)
+
+    if capture:  # the first step runs eagerly on a side stream: the warm-up CUDA graphs ask for
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            step()
+        torch.cuda.current_stream().wait_stream(side)
+    else:
+        step()
+    graph = None
+    if capture and max_new_tokens > 1:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            step()  # recorded, not run
+    for i in range(1, max_new_tokens):
+        if i % check_every == 0 and bool(done.all()):
+            break
+        graph.replay() if graph else step()
+    if not bool(torch.isfinite(logprobs).all()):
+        raise FloatingPointError("non-finite logits while sampling: the policy diverged; stopping, the last "
+                                 "checkpoint is kept")
     return completion_dict(tokens, logprobs, entropy, eos_id)
 
 

@@ -293,9 +293,11 @@ def completion_dict(tokens, logprobs, entropy, eos_id):
                 entropy=entropy[:, :T] * mask[:, :T])
 
 
-def sample_from_logits(logits, temperature=1.0, top_k=None, top_p=None, generator=None, uniform=None):
+def sample_from_logits(logits, temperature=1.0, top_k=None, top_p=None, generator=None, uniform=None,
+                       check_finite=True):
     """(B, V) logits -> (B,) token ids. temperature 0 means greedy. `uniform` (B, 1) in [0, 1) are
-    the random numbers to use; by default they are drawn from `generator`."""
+    the random numbers to use; by default they are drawn from `generator`. check_finite=False skips
+    the check that needs the host (engine.generate_static checks once, after its loop)."""
     if temperature == 0:
         return logits.argmax(-1)
     logits = logits / temperature
@@ -313,7 +315,7 @@ def sample_from_logits(logits, temperature=1.0, top_k=None, top_p=None, generato
     # Dividing by the last entry makes the CDF end at exactly 1 > u, and a zero-probability
     # token repeats its predecessor's CDF value, so it can never be chosen.
     cdf = logits.softmax(-1).cumsum(-1)
-    if not bool(torch.isfinite(cdf[:, -1]).all()):
+    if check_finite and not bool(torch.isfinite(cdf[:, -1]).all()):
         raise FloatingPointError("non-finite logits while sampling (nan or inf probabilities): the policy "
                                  "diverged; stopping, the last checkpoint is kept")
     cdf = cdf / cdf[:, -1:]

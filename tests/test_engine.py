@@ -90,3 +90,57 @@ def test_bucketed_scoring_runs_fewer_padded_positions():
     positions.clear()
     engine.score(model, p, pm, c, cm, buckets=3)
     assert sum(positions[1:]) < one / 2
+
+
+@pytest.mark.parametrize("sampling", [dict(), dict(temperature=0.7, top_k=20), dict(top_p=0.9), dict(temperature=0)])
+def test_static_generate_samples_what_generate_samples(sampling):
+    """The fixed-shape step (CUDA graphs' form) run eagerly: the same random numbers give the same
+    tokens (attention over the whole cache rounds differently in the last bits, too little to move a
+    draw of this tiny model), and its log-probs are the plain scorer's for the tokens it wrote."""
+    model = tiny_model()
+    p, pm = pad_left(PROMPTS, tok.eos)
+    fast = engine.generate(model, p, pm, 4, 14, tok.eos, generator=torch.Generator().manual_seed(1), **sampling)
+    static = engine.generate_static(model, p, pm, 4, 14, tok.eos, generator=torch.Generator().manual_seed(1),
+                                    capture=True, **sampling)  # no CUDA here: capture falls back to eager
+    assert torch.equal(static["tokens"], fast["tokens"]) and torch.equal(static["mask"], fast["mask"])
+    assert torch.allclose(static["logprobs"], fast["logprobs"], atol=1e-5)
+    assert torch.allclose(static["entropy"], fast["entropy"], atol=1e-4)
+    rows = pm.repeat_interleave(4, 0)
+    scored, _ = model.score(p.repeat_interleave(4, 0), rows, static["tokens"], static["mask"])
+    assert torch.allclose(scored * static["mask"], static["logprobs"], atol=1e-5)
+
+
+def test_static_generate_keeps_every_buffer_in_place_and_stops_when_all_rows_end(monkeypatch):
+    """What a captured graph needs: every decode step reads and writes the same tensors (no buffer is
+    replaced between steps), and the loop ends within check_every steps of the last row ending."""
+    model = tiny_model(vocab=8)
+    p, pm = pad_left([[1, 2, 3], [4, 5]], pad_id=7)
+    seen = []
+    real = engine.sample_from_logits
+
+    def spy(logits, *args, **kwargs):
+        seen.append(logits.data_ptr())
+        return real(logits, *args, **kwargs)
+    monkeypatch.setattr(engine, "sample_from_logits", spy)
+    out = engine.generate_static(model, p, pm, 8, 60, 7, generator=torch.Generator().manual_seed(3), check_every=4)
+    assert len(set(seen)) == 1  # one logits buffer for every step
+    longest = int(out["mask"].sum(1).max())
+    assert longest < 60 and longest <= len(seen) < longest + 4 + 1
+    kept = engine.generate(model, p, pm, 8, 60, 7, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(out["tokens"], kept["tokens"])
+
+
+def test_cuda_graph_setting_samples_through_the_static_step_with_the_same_answers():
+    import random
+
+    import rollouts
+    import train
+    from rewards import PersonaTask
+    task = PersonaTask()
+    model = tiny_model()
+    problems = task.problems("train", 3, random.Random(0))
+    batches = [rollouts.sample_rollouts(model, tok, task, problems, 3, 4,
+                                        train.resolve_config(overrides=[f"cuda_graph={flag}"]),
+                                        torch.Generator().manual_seed(0), "cpu") for flag in ("false", "true")]
+    assert batches[0]["answers"] == batches[1]["answers"]
+    assert torch.equal(batches[0]["rewards"], batches[1]["rewards"])

@@ -22,6 +22,14 @@ def test_score_and_generate_checks_pass_on_the_cpu(monkeypatch):
     assert float32["max_logprob_diff"] == 0.0 and float32["grad_rel_diff"] < 1e-6  # the same device twice
 
 
+def test_the_captured_sampler_check_passes_on_the_cpu(monkeypatch):
+    """On the CPU generate_static runs its step eagerly (no graph to capture): the same tokens."""
+    monkeypatch.setattr(gpu_check, "DEVICE", "cpu")
+    results = []
+    gpu_check.check_graph(results)
+    assert len(results) == 2 and all(r["ok"] and r["token_agreement"] == 1.0 for r in results), results
+
+
 def test_a_broken_scorer_fails_the_check(monkeypatch):
     """The check can fail: a scorer that is off by a little on one device is caught."""
     monkeypatch.setattr(gpu_check, "DEVICE", "cpu")

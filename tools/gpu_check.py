@@ -14,7 +14,10 @@ to OUT/gpu_check.json; exits 1 if any check failed. Needs a CUDA device; a few m
 3. train.py end to end on CUDA (configs/tiny.yaml): persona and code in float32, and the README's
    GPU path (bf16 autocast, the gpu preset, torch.compile); each must finish, log its device, and
    leave a final.pt that loads on the CPU.
-4. tools/bench.py --device cuda at train.py's defaults and at the gpu preset (speeds, reported only).
+4. The captured decode step (engine.generate_static, one CUDA graph launch per token) against
+   engine.generate with TF32 off: the same tokens; and both timed at the persona and code shapes.
+5. tools/bench.py --device cuda at train.py's defaults, at the gpu preset, and with cuda_graph=true
+   (speeds, reported only).
 
 Left out: multi-GPU torchrun (NCCL) and any learning-quality claim; tests/ runs separately.
 """
@@ -121,6 +124,29 @@ def check_generate(results):
                    rerun and (tf32 or agree == 1.0), token_agreement=agree, rerun_equal=rerun)
 
 
+def check_graph(results):
+    """generate_static captured as a CUDA graph draws generate's tokens (TF32 off, where both
+    compute exactly); the seconds of each at two shapes are reported, not checked."""
+    set_tf32(False)
+    for preset, (P, G, new) in {"cpu": (8, 8, 48), "nano": (16, 8, 112)}.items():
+        _, gpu = model_pair(preset)
+        gpu.eval()
+        p, pm = pad_left([[tok.bos, *range(10, 18 + i % 4), tok.answer] for i in range(P)], tok.eos, DEVICE)
+        seconds = {}
+        for name, sampler in (("generate", engine.generate), ("generate_static", engine.generate_static)):
+            out = sampler(gpu, p, pm, G, new, tok.eos, generator=torch.Generator(DEVICE).manual_seed(1))
+            torch.cuda.synchronize() if DEVICE == "cuda" else None
+            t0 = time.time()
+            for _ in range(5):
+                sampler(gpu, p, pm, G, new, tok.eos, generator=torch.Generator(DEVICE).manual_seed(1))
+            torch.cuda.synchronize() if DEVICE == "cuda" else None
+            seconds[name] = round((time.time() - t0) / 5, 4)
+            seconds[name + " tokens"] = out["tokens"]
+        agree = float((seconds.pop("generate tokens") == seconds.pop("generate_static tokens")).float().mean())
+        record(results, f"generate_static captured ({preset} preset, {P}x{G} samples of {new}): the same tokens",
+               agree == 1.0, token_agreement=agree, **seconds)
+
+
 def check_train(results, out):
     runs = {"persona float32": ["task=persona"], "code float32": ["task=code"],
             "persona bf16 gpu preset compile": ["task=persona", "dtype=bfloat16", "model=gpu", "compile=true"]}
@@ -142,7 +168,8 @@ def check_train(results, out):
 
 
 def check_bench(results, out):
-    for name, extra in {"defaults": [], "gpu preset bf16": ["--set", "model=gpu"]}.items():
+    for name, extra in {"defaults": [], "gpu preset bf16": ["--set", "model=gpu"],
+                        "cuda_graph": ["--set", "cuda_graph=true"]}.items():
         path = os.path.join(out, f"bench_{name.replace(' ', '_')}.json")
         command = [sys.executable, os.path.join("tools", "bench.py"), "--device", DEVICE, "--json", path, *extra]
         proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
@@ -165,7 +192,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
     parser.add_argument("--out", default="out/gpu_check", help="folder for the runs and gpu_check.json")
     parser.add_argument("--device", default="cuda", help="cuda (default); cpu dry-runs the script")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["score", "generate", "train", "bench"])
+    parser.add_argument("--skip", nargs="*", default=[], choices=["score", "generate", "graph", "train", "bench"])
     args = parser.parse_args()
     global DEVICE
     DEVICE = args.device
@@ -175,7 +202,7 @@ def main():
     device_name = torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
     print(f"torch {torch.__version__}, {device_name}, CUDA {torch.version.cuda}", flush=True)
     results = []
-    for check_name, check in (("score", check_score), ("generate", check_generate),
+    for check_name, check in (("score", check_score), ("generate", check_generate), ("graph", check_graph),
                               ("train", lambda r: check_train(r, args.out)),
                               ("bench", lambda r: check_bench(r, args.out))):
         if check_name in args.skip:
