@@ -139,6 +139,20 @@ class StaticKVCache(KVCache):
         return F.scaled_dot_product_attention(q, self.k[layer], self.v[layer], attn_mask=attn_mask.to(q.dtype))
 
 
+def captured(step):
+    """Run step() once eagerly on a side stream (the warm-up CUDA graphs ask for), then record it as a
+    CUDA graph -> the graph's replay: the whole step in one launch."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()  # recorded, not run
+    return graph.replay
+
+
 @torch.no_grad()
 def generate_static(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, temperature=1.0,
                     top_k=None, top_p=None, generator=None, capture=None, check_every=8):
@@ -184,23 +198,15 @@ def generate_static(model, prompt, prompt_mask, num_samples, max_new_tokens, eos
         logits.copy_(model.lm_head(model.ln_f(x))[:, -1].float())
         pos.add_(1), cache.at.add_(1), t.add_(1)
 
-    if capture:  # the first step runs eagerly on a side stream: the warm-up CUDA graphs ask for
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            step()
-        torch.cuda.current_stream().wait_stream(side)
+    if capture:
+        replay = captured(step)  # runs the first step, records the next
     else:
         step()
-    graph = None
-    if capture and max_new_tokens > 1:
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            step()  # recorded, not run
+        replay = step
     for i in range(1, max_new_tokens):
         if i % check_every == 0 and bool(done.all()):
             break
-        graph.replay() if graph else step()
+        replay()
     if not bool(torch.isfinite(logprobs).all()):
         raise FloatingPointError("non-finite logits while sampling: the policy diverged; stopping, the last "
                                  "checkpoint is kept")
