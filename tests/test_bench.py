@@ -25,6 +25,7 @@ def test_every_measurement_runs_for_every_variant():
         for key in ("sample_s", "sample_tok_per_s", "step_s", "step_cpu_s", "step_sample_s"):
             assert r[key] > 0, key
     assert results["ours"]["sft_tok_per_s"] > 0 and results["ours"]["peak_rss_gib"] > 0
+    assert all(0 <= r["step_reward_s"] < r["step_sample_s"] for r in results.values())  # rewards: within sampling
     text = bench.table(results, list(bench.VARIANTS))
     assert "RL step: s" in text and "naive" in text
 

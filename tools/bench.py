@@ -117,6 +117,14 @@ def setup(cfg, device, checkpoint=None):
     return model, tok, task
 
 
+def timed_reward(reward, spent, *args):
+    """task.reward(*args), its seconds added to spent[-1] (the current step's)."""
+    t0 = time.perf_counter()
+    out = reward(*args)
+    spent[-1] += time.perf_counter() - t0
+    return out
+
+
 def measure(model, tok, task, cfg, device, warmup, repeats):
     """Sampling alone, then train.rl_step on a run made as training makes it (the steps train `model`)."""
     m = train.answers_per_rollout(cfg)
@@ -131,13 +139,20 @@ def measure(model, tok, task, cfg, device, warmup, repeats):
     r = {"sample_s": wall, "sample_cpu_s": cpu, "sample_tokens": tokens, "sample_tok_per_s": tokens / wall,
          "prompt_tokens": prompt.size(1), "completion_tokens": out["tokens"].size(1), "sample_walls": walls}
     run = train.make_run(cfg, task, tok, model, device)
-    steps = []
-    wall, cpu, _, walls = timed(lambda: steps.append(train.rl_step(run)), device, warmup, repeats)
+    steps, reward_s = [], []
+    task.reward = functools.partial(timed_reward, type(task).reward.__get__(task), reward_s)  # this instance only
+
+    def step():
+        reward_s.append(0.0)
+        steps.append(train.rl_step(run))
+    wall, cpu, _, walls = timed(step, device, warmup, repeats)
+    del task.reward
     steps = [(metrics, batch["completion"].size(1)) for metrics, batch in steps[warmup:]]
     tokens = [s["tokens"] for s, _ in steps]
     r.update(step_s=wall, step_cpu_s=cpu, step_walls=walls, step_tokens=statistics.median(tokens),
              step_sample_s=statistics.median(s["sample_s"] for s, _ in steps),  # rl_step's own clock
              step_rest_s=statistics.median(s["step_s"] - s["sample_s"] for s, _ in steps),
+             step_reward_s=statistics.median(reward_s[warmup:]),  # the task's reward calls within sampling
              step_tok_per_s=sum(tokens) / sum(walls), step_completion_width=max(w for _, w in steps))
     return r
 
@@ -268,7 +283,7 @@ def time_trl(cfg, device, args, log=progress):
 
 ROWS = [("sampling: tokens/s", "sample_tok_per_s", 0), ("sampling: s", "sample_s", 3),
         ("RL step: s (train.rl_step)", "step_s", 3), ("RL step: CPU s", "step_cpu_s", 3),
-        ("  of which sampling + rewards, s", "step_sample_s", 3), ("  of which advantages + update, s", "step_rest_s", 3),
+        ("  of which sampling + rewards, s", "step_sample_s", 3), ("    of which rewards, s", "step_reward_s", 3), ("  of which advantages + update, s", "step_rest_s", 3),
         ("SFT step: tokens/s", "sft_tok_per_s", 0), ("SFT step: s", "sft_s", 3),
         ("peak RSS (sampling + RL steps), GiB", "peak_rss_gib", 2), ("peak CUDA allocated, GiB", "peak_cuda_gib", 2),
         ("peak RSS after SFT steps too, GiB", "peak_rss_with_sft_gib", 2)]
