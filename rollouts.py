@@ -73,7 +73,8 @@ def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, d
                                          goal=goals[i] if goals is not None else None))
                for i, p in enumerate(problems)]
     prompt_ids, prompt_mask = pad_left(prompts, tok.eos, device)
-    sampler = engine.generate_static if cfg["cuda_graph"] else engine.generate
+    # .get: the config saved in a checkpoint trained before cuda_graph existed has no such key
+    sampler = engine.generate_static if cfg.get("cuda_graph", False) else engine.generate
     out = sampler(model, prompt_ids, prompt_mask, group_size, max_completion_tokens(task, m), tok.eos,
                   temperature=cfg["temperature"], top_k=cfg["top_k"] or None,
                   top_p=cfg["top_p"] if cfg["top_p"] < 1 else None, generator=generator)

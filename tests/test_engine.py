@@ -144,3 +144,7 @@ def test_cuda_graph_setting_samples_through_the_static_step_with_the_same_answer
                                         torch.Generator().manual_seed(0), "cpu") for flag in ("false", "true")]
     assert batches[0]["answers"] == batches[1]["answers"]
     assert torch.equal(batches[0]["rewards"], batches[1]["rewards"])
+    # a checkpoint trained before the setting existed saved a config without it: sampled as before
+    older = {k: v for k, v in train.resolve_config().items() if k != "cuda_graph"}
+    batch = rollouts.sample_rollouts(model, tok, task, problems, 3, 4, older, torch.Generator().manual_seed(0), "cpu")
+    assert batch["answers"] == batches[0]["answers"]
