@@ -69,6 +69,25 @@ class KVCache:
         self.k, self.v = self.k[:, rows], self.v[:, rows]
 
 
+def prefill(model, prompt, prompt_mask, num_samples, max_new_tokens, cache_type):
+    """Each prompt through the model once, its keys/values then copied for its samples -> (the cache,
+    key_mask (B, Tp + max_new): the prompt's padding False, every later position True, the last
+    prompt position's logits (B, V), the first new token's positions (B, 1))."""
+    P, Tp = prompt.shape
+    cfg, device = model.cfg, prompt.device
+    if Tp + max_new_tokens > cfg.block_size:
+        raise ValueError(f"prompt ({Tp}) + max_new_tokens ({max_new_tokens}) exceeds block_size={cfg.block_size}")
+    dtype = next(model.parameters()).dtype
+    cache = cache_type(cfg.n_layer, P, cfg.n_head, Tp + max_new_tokens, cfg.n_embd // cfg.n_head, device, dtype)
+    key_mask = torch.ones(P, Tp + max_new_tokens, dtype=torch.bool, device=device)
+    key_mask[:, :Tp] = prompt_mask
+    positions = (prompt_mask.long().cumsum(1) - 1).clamp(min=0)  # (P, Tp)
+    logits = model(prompt, key_mask, positions, cache)[:, -1]  # (P, V)
+    cache.repeat_rows(num_samples)
+    return (cache, key_mask.repeat_interleave(num_samples, dim=0), logits.repeat_interleave(num_samples, dim=0),
+            positions[:, -1:].repeat_interleave(num_samples, dim=0) + 1)
+
+
 @torch.no_grad()
 def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, temperature=1.0,
              top_k=None, top_p=None, generator=None, share_prompt=True, drop_finished=True):
@@ -77,21 +96,8 @@ def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, te
     if not share_prompt:  # each sample gets its own copy of the prompt: G prefills of the same text
         prompt, prompt_mask = prompt.repeat_interleave(num_samples, 0), prompt_mask.repeat_interleave(num_samples, 0)
         num_samples = 1
-    P, Tp = prompt.shape
-    B = P * num_samples
-    cfg, device = model.cfg, prompt.device
-    if Tp + max_new_tokens > cfg.block_size:
-        raise ValueError(f"prompt ({Tp}) + max_new_tokens ({max_new_tokens}) exceeds block_size={cfg.block_size}")
-    dtype = next(model.parameters()).dtype
-    cache = KVCache(cfg.n_layer, P, cfg.n_head, Tp + max_new_tokens, cfg.n_embd // cfg.n_head, device, dtype)
-    key_mask = torch.ones(P, Tp + max_new_tokens, dtype=torch.bool, device=device)
-    key_mask[:, :Tp] = prompt_mask
-    positions = (prompt_mask.long().cumsum(1) - 1).clamp(min=0)  # (P, Tp)
-    logits = model(prompt, key_mask, positions, cache)[:, -1]  # prefill once per prompt: (P, V)
-    cache.repeat_rows(num_samples)
-    key_mask = key_mask.repeat_interleave(num_samples, dim=0)  # (B, Tp + max_new)
-    logits = logits.repeat_interleave(num_samples, dim=0)  # (B, V)
-    next_pos = positions[:, -1:].repeat_interleave(num_samples, dim=0) + 1  # (B, 1)
+    B, device = prompt.size(0) * num_samples, prompt.device
+    cache, key_mask, logits, next_pos = prefill(model, prompt, prompt_mask, num_samples, max_new_tokens, KVCache)
 
     tokens = torch.full((B, max_new_tokens), eos_id, dtype=torch.long, device=device)
     logprobs = torch.zeros(B, max_new_tokens, device=device)
@@ -161,29 +167,22 @@ def generate_static(model, prompt, prompt_mask, num_samples, max_new_tokens, eos
     random numbers as generate, drawn before the loop; finished rows stay in the batch (a graph
     cannot shrink), and the loop stops when all have ended, looked at every `check_every` steps."""
     capture = prompt.is_cuda if capture is None else capture and prompt.is_cuda
-    P, Tp = prompt.shape
-    B, L, cfg, device = P * num_samples, Tp + max_new_tokens, model.cfg, prompt.device
-    if L > cfg.block_size:
-        raise ValueError(f"prompt ({Tp}) + max_new_tokens ({max_new_tokens}) exceeds block_size={cfg.block_size}")
-    dtype = next(model.parameters()).dtype
-    cache = StaticKVCache(cfg.n_layer, P, cfg.n_head, L, cfg.n_embd // cfg.n_head, device, dtype)
-    key_mask = torch.zeros(P, L, dtype=torch.bool, device=device)
-    key_mask[:, :Tp] = prompt_mask
-    positions = (prompt_mask.long().cumsum(1) - 1).clamp(min=0)
-    logits = model(prompt, key_mask, positions, cache)[:, -1].float().repeat_interleave(num_samples, 0)  # (B, V)
-    cache.repeat_rows(num_samples)
-    cache.at.fill_(Tp)
+    Tp, B, device = prompt.size(1), prompt.size(0) * num_samples, prompt.device
+    cache, key_mask, logits, pos = prefill(model, prompt, prompt_mask, num_samples, max_new_tokens, StaticKVCache)
+    logits = logits.float()
+    cache.at.fill_(Tp)  # where the first new token's key goes
     uniforms = torch.rand(max_new_tokens, B, 1, device=device, generator=generator)  # generate's draws, in order
-    # the step's state, all preallocated: the step reads and writes only these
-    visible = torch.full((B, 1, 1, L), float("-inf"), device=device, dtype=dtype)  # additive attention mask
-    visible.masked_fill_(key_mask.repeat_interleave(num_samples, 0)[:, None, None, :], 0.0)
-    pos = positions[:, -1:].repeat_interleave(num_samples, 0) + 1  # (B, 1)
-    t = torch.zeros(1, dtype=torch.long, device=device)
+    # the step's state, all preallocated: the step reads and writes only these; the keys after the
+    # prompt start hidden and are shown one a step
+    visible = torch.zeros(B, 1, 1, key_mask.size(1), device=device, dtype=logits.dtype)  # additive attention mask
+    visible.masked_fill_(~key_mask[:, None, None, :], float("-inf"))
+    visible[..., Tp:] = float("-inf")
     tokens = torch.full((B, max_new_tokens), eos_id, dtype=torch.long, device=device)
     logprobs, entropy = torch.zeros(B, max_new_tokens, device=device), torch.zeros(B, max_new_tokens, device=device)
     done = torch.zeros(B, dtype=torch.bool, device=device)
 
     def step():
+        t = cache.at - Tp  # (1,) the new token's index in the completion
         tok = sample_from_logits(logits, temperature, top_k, top_p, uniform=uniforms.index_select(0, t)[0],
                                  check_finite=False).masked_fill(done, eos_id)  # (B,)
         logp = F.log_softmax(logits, dim=-1)
@@ -196,7 +195,7 @@ def generate_static(model, prompt, prompt_mask, num_samples, max_new_tokens, eos
         for block in model.blocks:
             x = block(x, visible, cache)
         logits.copy_(model.lm_head(model.ln_f(x))[:, -1].float())
-        pos.add_(1), cache.at.add_(1), t.add_(1)
+        pos.add_(1), cache.at.add_(1)
 
     if capture:
         replay = captured(step)  # runs the first step, records the next

@@ -201,7 +201,10 @@ def run(text, inputs):
     if node is None:
         return [None] * len(inputs)
     program = compiled(node)
-    return [_attempt(lambda x: program(_input(x)), x) for x in inputs]
+
+    def checked(x):
+        return program(_input(x))
+    return [_attempt(checked, x) for x in inputs]
 
 
 def to_text(node):
