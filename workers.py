@@ -135,11 +135,12 @@ def run_jobs(ready, workers, progress):
 # Telling the user what is happening
 
 # Seconds one job took at configs/<task>.yaml on the 2-core VM this was built on (one torch thread, two
-# workers, other processes sharing it: an upper side; the runs behind them: docs/RESULTS.md), for the
-# first estimate; training jobs at EXPECTED_STEPS (steps x prompts_per_step). The progress lines then
+# workers busy: the headline and leaderboard runs of 2026-11-26, with parent_replay; docs/RESULTS.md),
+# for the first estimate; training jobs at EXPECTED_STEPS (steps x prompts_per_step), a second update
+# per batch adding half (grpo_2ep's code runs: 375 s against GRPO's 250). The progress lines then
 # rescale by how fast the finished jobs go.
-EXPECTED_S = {("warm", "persona"): 60, ("warm", "code"): 370, ("train", "persona"): 55,
-              ("train", "persona", "set"): 180, ("train", "code"): 120, ("train", "code", "set"): 240,
+EXPECTED_S = {("warm", "persona"): 55, ("warm", "code"): 370, ("train", "persona"): 33,
+              ("train", "persona", "set"): 90, ("train", "code"): 63, ("train", "code", "set"): 225,
               ("pools", "persona"): 2, ("pools", "code"): 3, ("screen", "code"): 10, ("search", "code"): 20,
               ("search_set", "code"): 15, ("oracle", "code"): 60}
 EXPECTED_STEPS = {"persona": 250 * 8, "code": 400 * 16}  # steps x prompts_per_step behind EXPECTED_S
@@ -167,6 +168,7 @@ class Progress:
         base = EXPECTED_S.get(kind_key, EXPECTED_S.get((kind, "code"), 10))
         if kind == "train" and cfg:
             base *= cfg["steps"] * cfg["prompts_per_step"] / EXPECTED_STEPS[family]
+            base *= 1 + 0.5 * (cfg.get("epochs_per_batch", 1) - 1)
         return base * self.scale
 
     def plan(self, kind, key, cfg=None, steps_done=0):
