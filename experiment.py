@@ -24,7 +24,7 @@ method and seed: what report.py reads; commit these to merge seeds run in differ
 tables.py's results.json, summary.md and figures. Interrupt it (Ctrl-C) at any time: the same command
 continues, reusing finished runs and evaluations and resuming unfinished runs from their checkpoints.
 
-Deliberately left out: hyperparameter sweeps, anything that needs a GPU.
+Deliberately left out: hyperparameter sweeps, more than one GPU.
 """
 
 import argparse
@@ -43,12 +43,12 @@ import report
 import search
 import tables
 import train
-from config import ConfigError, make_task, parse_value
+from config import ConfigError, make_task, parse_value, pick_device
 from report import read_record, training_summary, update_record
 from stored import POOL_KEYS, SEARCH_KEYS, board_problems, check_against, load_board, result_key, run_status, same_key
 from warmstart import warmstart_path
-from workers import (Job, Progress, oracle_job, pools_job, run_jobs, search_job, solved_job, steps_logged,
-                     warm_start_job)
+from workers import (Job, Progress, default_workers, oracle_job, pools_job, run_jobs, search_job, solved_job,
+                     steps_logged, warm_start_job)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TASKS = ["persona", "code", "persona_collinear"]  # each trains with configs/<task>.yaml
@@ -336,7 +336,7 @@ class Headline:
               flush=True)
 
 
-def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos=None, seeds=None, workers=2,
+def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos=None, seeds=None, workers=None,
                  settings_overrides=None, against=None):
     """The experiment: its settings, every job planned, the jobs run on the workers, the report."""
     overrides = dict(overrides or {})
@@ -344,6 +344,7 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
     seeds = list(seeds) if seeds else [overrides.pop("seed")] if "seed" in overrides else [0]
     overrides.pop("seed", None)
     out_dir = overrides.pop("out_dir", "") or ("out/quick" if quick else "out/headline")
+    workers = workers or default_workers(pick_device(overrides.get("device", "auto")))
     methods = list(algos or ALGOS) + (ABLATIONS if ablations else [])
     progress = Progress(workers, quick, SHARED_WARMSTART)
     headline = Headline(tasks or list(TASKS), methods, seeds, settings, out_dir, quick, overrides, progress, against)
@@ -377,7 +378,8 @@ def main(argv=None):
     parser.add_argument("--seeds", nargs="*", type=int, help="these seeds (mean and spread over them)")
     parser.add_argument("--algos", nargs="*", choices=sorted(train.ADVANTAGES) + sorted(VARIANTS), metavar="METHOD",
                         help="these methods (default: grpo vpo; train.ADVANTAGES and VARIANTS)")
-    parser.add_argument("--workers", type=int, default=2, help="worker processes, one torch thread each")
+    parser.add_argument("--workers", type=int, help="worker processes, one torch thread each (default: 2 on "
+                        "the CPU; on CUDA one per job that can run at once, up to 8, sharing the GPU)")
     parser.add_argument("--report", nargs="+", metavar="DIR", help="rewrite the report from DIR/results/ (several "
                         "DIRs: merge their seeds)")
     parser.add_argument("--out", help="with --report: where the merged report goes (default: the first DIR)")

@@ -5,9 +5,11 @@ experiment.py decides which jobs there are and what each finished one leads to.
 
 Workers are processes with one torch thread each: on a 2-core VM two 1-thread processes beat one
 2-thread process. A queued job starts as soon as a worker is free, longest first (longest_first).
+On a machine with CUDA, warm starts and training runs use the GPU and several workers share it
+(default_workers): at this model size a run is bound by Python and kernel launches, not by the GPU.
 
 Deliberately left out: retrying a failed job (its error stops the experiment; the same command then
-reuses everything finished), more than one machine, a GPU.
+reuses everything finished), more than one machine or GPU.
 """
 
 import heapq
@@ -28,7 +30,7 @@ import search
 import train
 import warmstart
 from checkpoint import model_from_checkpoint
-from config import make_task
+from config import make_task, pick_device
 from model import Tokenizer
 
 
@@ -36,8 +38,10 @@ from model import Tokenizer
 # The jobs, each run in a worker process (a training run's job is train.train itself)
 
 def warm_start_job(cfg):
+    # on the device the runs train on (device=auto: CUDA where there is one); pools and searches stay on
+    # the CPU, where the rewards are computed anyway
     _, path = warmstart.warm_start(cfg, make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"]),
-                                   "cpu", lambda msg: None)
+                                   pick_device(cfg["device"]), lambda msg: None)
     return path
 
 
@@ -97,6 +101,13 @@ def longest_first(job):
     """The order queued jobs start in: by stage, then a set method's training run before a single-answer
     one, then the code task's before the persona tasks' (each the longer)."""
     return STAGES[job.kind], -(job.kind == "train" and job.cfg["algo"] in train.SET_ALGOS), -(job.key[0] == "code")
+
+
+def default_workers(device):
+    """Two workers on the CPU (one per core of the 2-core VM this was built for); on CUDA as many as
+    the jobs that can run at once in the default experiment (6 training runs, then pools), bounded by
+    the CPU cores, because each worker's rewards and kernel launches take a core of their own."""
+    return min(8, os.cpu_count() or 1) if device == "cuda" else 2
 
 
 def _worker_init():
