@@ -23,6 +23,7 @@ Deliberately left out: any other program family (the earlier `(if (< x t) a b)` 
 b5f2386 has it) and partial credit inside a test.
 """
 
+import functools
 import itertools
 import math
 import random
@@ -32,6 +33,21 @@ import numpy as np
 
 import lang
 from rewards import format_goal, heldout
+
+
+# A program's outputs do not depend on the problem, only on its text: the warm start's demonstrations
+# score the same few thousand programs over and over, and RL's answers repeat. Kept by text (an
+# answer that does not parse costs a parse each time it is kept: a miss is as slow as before).
+@functools.lru_cache(maxsize=2**15)
+def domain_outputs(text, domain):
+    """lang.run(text, 0..domain-1) as a tuple: the program's output at each input, None where it fails."""
+    return tuple(lang.run(text, range(domain)))
+
+
+@functools.lru_cache(maxsize=2**15)
+def domain_targets(thresholds, domain):
+    """The hidden program's output at each input 0..domain-1: how many thresholds lie above it."""
+    return tuple(sum(x < t for t in thresholds) for x in range(domain))
 
 
 class CodeTask:
@@ -79,7 +95,8 @@ class CodeTask:
         return problem[self.k:]
 
     def tests(self, problem):
-        return [x for x in self.DOMAIN if x not in self.shown(problem)]
+        shown = set(self.shown(problem))
+        return [x for x in self.DOMAIN if x not in shown]
 
     def target(self, problem, x):
         return sum(x < t for t in problem[:self.k])
@@ -125,11 +142,11 @@ class CodeTask:
     def reward(self, problem, answer):
         """Any string -> (D,) of per-test pass (1) / fail (0); lang.run never raises. A program that
         contradicts an example scores zero (measured: else RL drifted away from the examples)."""
-        tests, shown = self.tests(problem), list(self.shown(problem))
-        outputs = lang.run(answer, tests + shown)
-        if any(o != self.target(problem, x) for o, x in zip(outputs[len(tests):], shown)):
+        outputs = domain_outputs(answer, self.domain) if isinstance(answer, str) else lang.run(answer, self.DOMAIN)
+        truth, tests = domain_targets(problem[:self.k], self.domain), self.tests(problem)
+        if any(outputs[x] != truth[x] for x in self.shown(problem)):
             return np.zeros(len(tests), dtype=np.float32)
-        return np.array([float(o == self.target(problem, x)) for o, x in zip(outputs, tests)], dtype=np.float32)
+        return np.array([float(outputs[x] == truth[x]) for x in tests], dtype=np.float32)
 
     def scalarize(self, r):
         """The mean of the components, as PersonaTask.scalarize (every caller goes through here)."""
@@ -214,8 +231,9 @@ class CodeTask:
         now = list(program)
         options = [(i, v) for i, gap in enumerate(self._gaps(problem)) for v in gap
                    if v != now[i] and abs(v - now[i]) <= max_step]
-        fresh = [(i, v) for i, v in options if self.program_text(now[:i] + [v] + now[i + 1:]) not in avoid]
-        options = fresh or options
+        if avoid:
+            fresh = [(i, v) for i, v in options if self.program_text(now[:i] + [v] + now[i + 1:]) not in avoid]
+            options = fresh or options
         if not options:
             return program
         # a size s with probability proportional to log(1 + 1/s) (log-uniform), then a move of that size

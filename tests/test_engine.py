@@ -130,6 +130,22 @@ def test_static_generate_keeps_every_buffer_in_place_and_stops_when_all_rows_end
     assert torch.equal(out["tokens"], kept["tokens"])
 
 
+def test_static_generate_leaves_the_generator_where_generate_leaves_it():
+    """generate draws one number per row a step until every row has ended; generate_static draws all
+    steps' numbers up front, then rewinds the generator: the next call samples what it would after
+    generate (training draws many batches from one generator)."""
+    model = tiny_model(vocab=8)
+    p, pm = pad_left([[1, 2, 3], [4, 5]], pad_id=7)
+    outs = {}
+    for name, sampler in (("generate", engine.generate), ("static", engine.generate_static)):
+        gen = torch.Generator().manual_seed(5)
+        outs[name] = [sampler(model, p, pm, 8, 60, 7, generator=gen)["tokens"] for _ in range(3)]
+        outs[name].append(gen.get_state())
+    assert int((outs["generate"][0] != 7).sum(1).max()) < 59  # the rows ended early: the rewind is exercised
+    for a, b in zip(outs["generate"], outs["static"]):
+        assert torch.equal(a, b)
+
+
 def test_cuda_graph_setting_samples_through_the_static_step_with_the_same_answers():
     import random
 

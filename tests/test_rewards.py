@@ -393,3 +393,24 @@ def test_code_reward_and_validity_are_their_definition_for_any_program_and_probl
             reward, valid = _reference(problem, answer)
             assert code.reward(problem, answer).tolist() == reward
             assert code.valid(problem, answer) == valid
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 10**6), st.text(alphabet="()<>+-*/%=x 0123456789", max_size=40), st.booleans())
+def test_code_reward_kept_by_text_is_the_reward_run_afresh(seed, noise, as_program):
+    """CodeTask.reward keeps each text's outputs (codetask.domain_outputs): the same vector as running
+    the answer on this problem's inputs now, per the definition (0 on every test if it contradicts an
+    example, else 1 where it matches the hidden program), asked twice, for programs and for noise."""
+    task = make_task("code", domain=64, thresholds=3, window_share=0.5, fixed_width=True)
+    rng = random.Random(seed)
+    problem = task.problems("train", 1, rng)[0]
+    answer = task.program_text(sorted(rng.sample(range(64), 3))) if as_program else noise
+    tests, shown = task.tests(problem), list(task.shown(problem))
+    outputs = lang.run(answer, tests + shown)
+    if any(o != task.target(problem, x) for o, x in zip(outputs[len(tests):], shown)):
+        expected = np.zeros(len(tests), dtype=np.float32)
+    else:
+        expected = np.array([float(o == task.target(problem, x)) for o, x in zip(outputs, tests)], dtype=np.float32)
+    for _ in range(2):  # afresh, then from what was kept
+        got = task.reward(problem, answer)
+        assert got.dtype == np.float32 and np.array_equal(got, expected)

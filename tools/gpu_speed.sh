@@ -5,7 +5,9 @@
 #   2. tools/bench.py --device cuda at the code VPO shape, float32 as the experiment trains, with and
 #      without the captured decode step (cuda_graph), each alone on the GPU: against the runs' own step
 #      times in 1, what sharing the GPU costs;
-#   3. tools/gpu_check.py's graph check: the captured decode step draws the eager sampler's tokens.
+#   3. tools/gpu_check.py's sampler checks: the captured decode step draws the eager sampler's tokens;
+#   4. the code warm start's first 1,000 SFT steps, timed as the warm start runs them (both formats).
+# RUN=0 skips 1 (the measurements after it take ~2 minutes).
 # Everything lands in $OUT (default out/gpu_speed): machine.txt, default_run.log, bench.log,
 # bench_code_vpo*.json, graph_check/gpu_check.json and default_run.tgz (the experiment's results, summary and per-run logs/timings).
 #
@@ -21,7 +23,8 @@ OUT=${OUT:-out/gpu_speed}
 DEVICE=${DEVICE:-cuda}
 BUDGET_S=${BUDGET_S:-560}
 RUN_ARGS=${RUN_ARGS:-}
-BENCH_RESERVE_S=130  # the bench's two runs and the graph check, ~20-40 s each on an H200
+RUN=${RUN:-1}
+BENCH_RESERVE_S=150  # 2-4 below: 20-40 s each on an H100
 PY=$(command -v python3 || command -v python)
 export OMP_WAIT_POLICY=PASSIVE PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
@@ -36,13 +39,15 @@ left() { echo $((BUDGET_S - ($(date +%s) - t_start))); }
 } > "$OUT/machine.txt" 2>&1
 
 # 1. the default experiment, alone on the machine (setsid: a cut-short run's workers go with it)
-run_s=$(( $(left) - BENCH_RESERVE_S ))
-echo "default run: up to ${run_s}s" > "$OUT/default_run.log"
-t0=$(date +%s)
-timeout -s INT -k 15 "$run_s" setsid $PY train.py $RUN_ARGS >> "$OUT/default_run.log" 2>&1
-rc=$?
-echo "exit ${rc} after $(( $(date +%s) - t0 ))s wall (124: cut at the budget)" >> "$OUT/default_run.log"
-pkill -f "experiment.py" 2>/dev/null; pkill -f "multiprocessing.spawn" 2>/dev/null; sleep 2
+if [ "$RUN" = 1 ]; then
+    run_s=$(( $(left) - BENCH_RESERVE_S ))
+    echo "default run: up to ${run_s}s" > "$OUT/default_run.log"
+    t0=$(date +%s)
+    timeout -s INT -k 15 "$run_s" setsid $PY train.py $RUN_ARGS >> "$OUT/default_run.log" 2>&1
+    rc=$?
+    echo "exit ${rc} after $(( $(date +%s) - t0 ))s wall (124: cut at the budget)" >> "$OUT/default_run.log"
+    pkill -f "experiment.py" 2>/dev/null; pkill -f "multiprocessing.spawn" 2>/dev/null; sleep 2
+fi
 
 # 2. the bench at the code VPO shape, eager then captured, each alone
 : > "$OUT/bench.log"
@@ -56,13 +61,29 @@ for graph in false true; do
     echo "exit $?" >> "$OUT/bench.log"
 done
 
-# 3. the captured decode step against the eager one (same tokens with TF32 off), timed at two shapes
-[ "$(left)" -gt 20 ] && timeout -k 5 $(( $(left) - 8 )) $PY tools/gpu_check.py --device "$DEVICE" --out "$OUT/graph_check" \
-    --skip score generate train bench >> "$OUT/bench.log" 2>&1
-echo "graph check exit $?" >> "$OUT/bench.log"
+# 3. the samplers on the device: fast = plain, captured = eager (same tokens with TF32 off), timed
+[ "$(left)" -gt 20 ] && timeout -k 5 $(( $(left) / 2 )) $PY tools/gpu_check.py --device "$DEVICE" \
+    --out "$OUT/graph_check" --skip score train bench >> "$OUT/bench.log" 2>&1
+echo "sampler checks exit $?" >> "$OUT/bench.log"
 
-# 4. the experiment's results and every run's log and step timings, packed as one file
-run_dir=$(sed -n 's/.*writing to \([^ ]*\)\/ (runs.*/\1/p' "$OUT/default_run.log" | head -1)
+# 4. the code warm start as it runs (its SFT steps, the single-answer phase first), 1,000 steps timed
+[ "$(left)" -gt 20 ] && timeout -k 5 $(( $(left) - 8 )) $PY - "$DEVICE" >> "$OUT/bench.log" 2>&1 <<'PYEOF'
+import sys, time
+import torch
+import train, warmstart
+from config import make_task
+from model import Tokenizer
+torch.set_num_threads(1)
+cfg = train.resolve_config("configs/code.yaml", overrides=["sft_steps=1000", "warmstart_dir=/tmp/gpu_speed_ws"])
+t0 = time.time()
+warmstart.warm_start(cfg, make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"]), sys.argv[1],
+                     lambda msg: print(f"{time.time() - t0:7.2f}s {msg}", flush=True))
+print(f"code warm start, 1,000 steps on {sys.argv[1]}: {time.time() - t0:.1f}s")
+PYEOF
+echo "warm start timing exit $?" >> "$OUT/bench.log"
+
+# 5. the experiment's results and every run's log and step timings, packed as one file
+run_dir=$(sed -n 's/.*writing to \([^ ]*\)\/ (runs.*/\1/p' "$OUT/default_run.log" 2>/dev/null | head -1)
 run_dir=${run_dir:-out/headline}
 tar czf "$OUT/default_run.tgz" --ignore-failed-read "$run_dir/results" "$run_dir/summary.md" \
     $(ls "$run_dir"/runs/*/log.txt "$run_dir"/runs/*/timing.jsonl 2>/dev/null) 2>> "$OUT/bench.log"
