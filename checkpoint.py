@@ -23,8 +23,10 @@ from config import ConfigError
 from model import GPT, GPTConfig, Tokenizer
 from rollouts import rollout_prompt
 
-# keys that never change what a run computes: where it writes, how loudly, on what hardware
-RESULT_NEUTRAL_KEYS = ("resume", "overwrite", "quiet", "device", "threads", "peak_tflops", "out_dir", "warmstart_dir")
+# keys that never change what a run computes: where it writes, how loudly, on what hardware (cuda_graph:
+# the same tokens by a faster path, on CUDA only)
+RESULT_NEUTRAL_KEYS = ("resume", "overwrite", "quiet", "device", "threads", "peak_tflops", "out_dir", "warmstart_dir",
+                       "cuda_graph")
 # a resumed run may also train for more steps than it was started with
 RUN_ONLY_KEYS = RESULT_NEUTRAL_KEYS + ("steps",)
 

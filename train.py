@@ -117,8 +117,8 @@ DEFAULTS = dict(
     threads=1,                 # torch CPU threads; measured: 2 threads were no faster than 1 here
     dtype="float32",           # float32 | bfloat16 (autocast; CUDA or CPU)
     compile=False,             # torch.compile the scoring forward (measured on CPU: slower; for GPUs)
-    cuda_graph=False,          # sample with engine.generate_static: on CUDA one graph launch per token (not yet
-                               # measured on a GPU); elsewhere the same fixed-shape step, eagerly (slower)
+    cuda_graph=True,           # on CUDA, sample with engine.generate_static captured as a CUDA graph, one launch
+                               # per token (measured on an H100: code VPO RL step 0.45 -> 0.15 s); no effect elsewhere
     peak_tflops=0.0,           # the device's peak, to log model-FLOPs utilisation (0: not logged)
     overwrite=False,           # allow writing into an out_dir that already holds a run
     resume=False,              # continue the unfinished run in out_dir from its last checkpoint

@@ -146,11 +146,12 @@ def run_jobs(ready, workers, progress):
 # Telling the user what is happening
 
 # Seconds one job took at configs/<task>.yaml on the 2-core VM this was built on (one torch thread, two
-# workers busy: the headline and leaderboard runs of 2026-11-26, with parent_replay; docs/RESULTS.md),
-# for the first estimate; training jobs at EXPECTED_STEPS (steps x prompts_per_step), a second update
+# workers busy: the headline and leaderboard runs of 2026-11-26, with parent_replay; docs/RESULTS.md;
+# the code warm start: the default run's 216 s once rewards were kept by program text), for the first
+# estimate; training jobs at EXPECTED_STEPS (steps x prompts_per_step), a second update
 # per batch adding half (grpo_2ep's code runs: 375 s against GRPO's 250). The progress lines then
 # rescale by how fast the finished jobs go.
-EXPECTED_S = {("warm", "persona"): 55, ("warm", "code"): 370, ("train", "persona"): 33,
+EXPECTED_S = {("warm", "persona"): 55, ("warm", "code"): 220, ("train", "persona"): 33,
               ("train", "persona", "set"): 90, ("train", "code"): 63, ("train", "code", "set"): 225,
               ("pools", "persona"): 2, ("pools", "code"): 3, ("screen", "code"): 10, ("search", "code"): 20,
               ("search_set", "code"): 15, ("oracle", "code"): 60}

@@ -146,21 +146,23 @@ def test_static_generate_leaves_the_generator_where_generate_leaves_it():
         assert torch.equal(a, b)
 
 
-def test_cuda_graph_setting_samples_through_the_static_step_with_the_same_answers():
+def test_cuda_graph_setting_captures_on_cuda_only_and_changes_no_answer_on_the_cpu():
     import random
 
     import rollouts
     import train
     from rewards import PersonaTask
+    on, off = (train.resolve_config(overrides=[f"cuda_graph={flag}"]) for flag in ("true", "false"))
+    assert rollouts.sampler_for(on, "cuda") is engine.generate_static
+    assert rollouts.sampler_for(on, "cuda:1") is engine.generate_static
+    assert rollouts.sampler_for(off, "cuda") is engine.generate
+    assert rollouts.sampler_for(on, "cpu") is engine.generate and rollouts.sampler_for(on, "mps") is engine.generate
+    # a checkpoint trained before the setting existed saved a config without it: sampled as before
+    assert rollouts.sampler_for({k: v for k, v in on.items() if k != "cuda_graph"}, "cuda") is engine.generate
     task = PersonaTask()
     model = tiny_model()
     problems = task.problems("train", 3, random.Random(0))
-    batches = [rollouts.sample_rollouts(model, tok, task, problems, 3, 4,
-                                        train.resolve_config(overrides=[f"cuda_graph={flag}"]),
-                                        torch.Generator().manual_seed(0), "cpu") for flag in ("false", "true")]
+    batches = [rollouts.sample_rollouts(model, tok, task, problems, 3, 4, cfg, torch.Generator().manual_seed(0), "cpu")
+               for cfg in (off, on)]
     assert batches[0]["answers"] == batches[1]["answers"]
     assert torch.equal(batches[0]["rewards"], batches[1]["rewards"])
-    # a checkpoint trained before the setting existed saved a config without it: sampled as before
-    older = {k: v for k, v in train.resolve_config().items() if k != "cuda_graph"}
-    batch = rollouts.sample_rollouts(model, tok, task, problems, 3, 4, older, torch.Generator().manual_seed(0), "cpu")
-    assert batch["answers"] == batches[0]["answers"]
