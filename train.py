@@ -459,6 +459,10 @@ def main(argv=None):
         parser.error(f"unrecognized arguments with --config: {' '.join(rest)}")
     try:
         train(resolve_config(args.config, args.set))
+    except KeyboardInterrupt:  # Ctrl-C: no traceback; the checkpoints written so far stay
+        print("\ninterrupted: the run's checkpoints so far stay in its out_dir; the same command with "
+              "--set resume=true continues from the last one", file=sys.stderr)
+        sys.exit(130)
     except (ConfigError, FileNotFoundError, RuntimeError, FloatingPointError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)  # ValueError: e.g. a prompt longer than block_size
         sys.exit(2)

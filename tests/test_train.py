@@ -375,3 +375,23 @@ def test_format_coef_adds_the_format_advantage_to_the_algorithms(tmp_path, monke
     _, _, _, with_ones = _rl_step_with_flat_groups(tmp_path / "ones", monkeypatch, lambda p: False, "algo=grpo",
                                                    "format_coef=0.5")
     assert torch.allclose(with_ones, adv[0.0] + 0.5)
+
+
+def test_ctrl_c_in_one_run_says_how_to_resume_without_a_traceback(tmp_path):
+    import signal
+    import time
+    root = os.path.dirname(os.path.dirname(TINY))
+    out = tmp_path / "run"
+    command = [sys.executable, os.path.join(root, "train.py"), "--config", TINY, "--set", f"out_dir={out}",
+               f"warmstart_dir={tmp_path / 'ws'}", "steps=5000", "ckpt_every=2", "eval_every=0"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=root,
+                            env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as at a terminal
+    deadline = time.time() + 120
+    while not (out / "ckpt.pt").exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert (out / "ckpt.pt").exists() and proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 130 and "Traceback" not in output, output
+    assert "--set resume=true" in output.splitlines()[-1] and (out / "ckpt.pt").exists()
