@@ -77,3 +77,19 @@ def test_cuda_without_cuda_is_a_clear_error(capsys):
     with pytest.raises(SystemExit) as e:
         bench.main(["--device", "cuda"])
     assert e.value.code == 2 and "CUDA is not available" in capsys.readouterr().err
+
+
+def test_warm_start_timing_splits_the_phases_and_trains_what_warm_start_trains(tmp_path):
+    """--warm-start-steps: each step counted in its phase (single-answer first), and the weights are
+    those warmstart.warm_start makes with the same settings (the timing wraps the step, changes nothing)."""
+    import warmstart
+    from config import make_task
+    from model import Tokenizer
+    cfg = train.resolve_config(overrides=TINY + ["task=code", "sft_single_first=0.3"])
+    r = bench.time_warm_start(cfg, "cpu", 20)
+    assert (r["single_steps"], r["mixed_steps"]) == (6, 14) and r["single_ms"] > 0 and r["mixed_ms"] > 0
+    model, _ = warmstart.warm_start({**cfg, "sft_steps": 20, "warmstart_dir": str(tmp_path)},
+                                    make_task("code", **cfg["task_options"]), Tokenizer(cfg["tokenizer"]), "cpu",
+                                    lambda msg: None)
+    assert r["checksum"] == sum(float(p.detach().double().sum()) for p in model.parameters())
+    assert warmstart.sft_step.__name__ == "sft_step"  # the wrapper is gone again

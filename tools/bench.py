@@ -8,6 +8,7 @@ not a test: nothing here asserts a speed.
     python tools/bench.py --trl                  # the TRL comparison's shape, ours and TRL's GRPOTrainer
     python tools/bench.py --checkpoint out/run/final.pt --set algo=vpo   # trained weights: real rollout lengths
     python tools/bench.py --device cuda          # bf16 autocast unless --set dtype=...; --json FILE saves it all
+    python tools/bench.py --config configs/code.yaml --warm-start-steps 1500   # the warm start, per phase
 
 - sampling: engine.generate for P prompts x G samples; tokens/s counts sampled tokens (eos included).
 - RL step: train.rl_step exactly as training runs it (sampling and rewards, advantages, update).
@@ -169,6 +170,37 @@ def measure_sft(model, tok, task, cfg, device, warmup, repeats):
 progress = functools.partial(print, file=sys.stderr, flush=True)
 
 
+def time_warm_start(cfg, device, steps):
+    """warmstart.warm_start as a run builds it (fresh weights, a throwaway cache), for `steps` steps:
+    the seconds of each step in its single-answer phase and in its mixed phase, and a checksum of the
+    weights it ends with (equal checksums: two versions of the code trained the same warm start)."""
+    seconds = {True: [], False: []}  # single_only -> each step's seconds
+    real_step = warmstart.sft_step
+
+    def timed_step(*args):
+        t0 = time.perf_counter()
+        out = real_step(*args)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        seconds[bool(args[7])].append(time.perf_counter() - t0)
+        return out
+    warmstart.sft_step = timed_step  # warm_start looks the name up at each step
+    try:
+        with tempfile.TemporaryDirectory() as cache:
+            t0 = time.time()
+            model, _ = warmstart.warm_start({**cfg, "sft_steps": steps, "warmstart_from": "", "warmstart_dir": cache},
+                                            make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"]),
+                                            device, lambda msg: None)
+            total = time.time() - t0
+    finally:
+        warmstart.sft_step = real_step
+    checksum = sum(float(p.detach().double().sum()) for p in model.parameters())
+    return {"warm_start_steps": steps, "warm_start_s": total, "single_steps": len(seconds[True]),
+            "single_ms": 1000 * statistics.mean(seconds[True]) if seconds[True] else None,
+            "mixed_steps": len(seconds[False]),
+            "mixed_ms": 1000 * statistics.mean(seconds[False]) if seconds[False] else None, "checksum": checksum}
+
+
 def run_ours(cfg, device, variants, warmup, repeats, checkpoint=None, force_length=False, sft=True, log=progress):
     """Every measurement, for each variant -> {variant: results, "_params": parameter count}."""
     base, tok, task = setup(cfg, device, checkpoint)
@@ -317,6 +349,8 @@ def parse_args(argv):
     parser.add_argument("--trl", action="store_true", help="also time TRL's GRPOTrainer (implies --trl-config)")
     parser.add_argument("--no-sft", action="store_true", help="skip the SFT step")
     parser.add_argument("--checkpoint", help="load these weights (a train.py checkpoint) instead of random ones")
+    parser.add_argument("--warm-start-steps", type=int, metavar="N", help="instead: time the config's warm start "
+                        "for N steps as a run builds it, per phase (single-answer, then mixed formats)")
     parser.add_argument("--json", help="write every figure to this JSON file")
     parser.add_argument("--trl-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -377,6 +411,15 @@ def main(argv=None):
           f"G={cfg['group_size']} m={m} max_new_tokens={m * task.max_answer_tokens + 1} kl_coef={cfg['kl_coef']} "
           f"dtype={cfg['dtype']}" + (" (TRL comparison shape)" if args.trl_config else ""))
     print(f"machine: {machine}; load average at start {load()}")
+    if args.warm_start_steps:
+        r = time_warm_start(cfg, device, args.warm_start_steps)
+        print(f"warm start, {r['warm_start_steps']} steps: {r['warm_start_s']:.1f} s; single-answer phase "
+              f"{r['single_steps']} steps, {r['single_ms'] or 0:.1f} ms a step; mixed phase {r['mixed_steps']} "
+              f"steps, {r['mixed_ms'] or 0:.1f} ms a step; weights checksum {r['checksum']:.10f}")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"config": cfg, "machine": machine, "warm_start": r}, f, indent=1)
+        return
     results = run_ours(cfg, device, variants, args.warmup, args.repeats, args.checkpoint,
                        force_length=args.trl_config, sft=not args.no_sft)
     params = results.pop("_params")

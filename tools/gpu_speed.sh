@@ -9,7 +9,7 @@
 #   4. the code warm start's first 1,000 SFT steps, timed as the warm start runs them (both formats).
 # RUN=0 skips 1 (the measurements after it take ~2 minutes).
 # Everything lands in $OUT (default out/gpu_speed): machine.txt, default_run.log, bench.log,
-# bench_code_vpo*.json, graph_check/gpu_check.json and default_run.tgz (the experiment's results, summary and per-run logs/timings).
+# bench_code_vpo*.json, warm_start.json, graph_check/gpu_check.json and default_run.tgz (the experiment's results, summary and per-run logs/timings).
 #
 #   OUT=out/gpu_speed BUDGET_S=560 bash tools/gpu_speed.sh CHECKPOINT
 #   DEVICE=cpu RUN_ARGS="--quick --set out_dir=out/gpu_speed_dry" BUDGET_S=300 bash tools/gpu_speed.sh CKPT  # dry run
@@ -77,19 +77,8 @@ done
 echo "sampler checks exit $?" >> "$OUT/bench.log"
 
 # 4. the code warm start as it runs (its SFT steps, the single-answer phase first), 1,000 steps timed
-[ "$(left)" -gt 20 ] && timeout -k 5 $(( $(left) - 8 )) $PY - "$DEVICE" >> "$OUT/bench.log" 2>&1 <<'PYEOF'
-import sys, time
-import torch
-import train, warmstart
-from config import make_task
-from model import Tokenizer
-torch.set_num_threads(1)
-cfg = train.resolve_config("configs/code.yaml", overrides=["sft_steps=1000", "warmstart_dir=/tmp/gpu_speed_ws"])
-t0 = time.time()
-warmstart.warm_start(cfg, make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"]), sys.argv[1],
-                     lambda msg: print(f"{time.time() - t0:7.2f}s {msg}", flush=True))
-print(f"code warm start, 1,000 steps on {sys.argv[1]}: {time.time() - t0:.1f}s")
-PYEOF
+[ "$(left)" -gt 20 ] && timeout -k 5 $(( $(left) - 8 )) $PY tools/bench.py --device "$DEVICE" --config configs/code.yaml \
+    --set dtype=float32 --warm-start-steps 1000 --json "$OUT/warm_start.json" >> "$OUT/bench.log" 2>&1
 echo "warm start timing exit $?" >> "$OUT/bench.log"
 
 # 5. the experiment's results and every run's log and step timings, packed as one file
