@@ -81,7 +81,8 @@ def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, d
                                          goal=goals[i] if goals is not None else None))
                for i, p in enumerate(problems)]
     prompt_ids, prompt_mask = pad_left(prompts, tok.eos, device)
-    out = sampler_for(cfg, device)(model, prompt_ids, prompt_mask, group_size, max_completion_tokens(task, m), tok.eos,
+    sampler = sampler_for(cfg, device)
+    out = sampler(model, prompt_ids, prompt_mask, group_size, max_completion_tokens(task, m), tok.eos,
                   temperature=cfg["temperature"], top_k=cfg["top_k"] or None,
                   top_p=cfg["top_p"] if cfg["top_p"] < 1 else None, generator=generator)
     tokens, mask = out["tokens"].cpu(), out["mask"].cpu()  # one copy each, not one per row
