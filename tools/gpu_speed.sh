@@ -48,15 +48,8 @@ if [ "$RUN" = 1 ]; then
     echo "exit ${rc} after $(( $(date +%s) - t0 ))s wall (124: cut at the budget)" >> "$OUT/default_run.log"
     pkill -f "experiment.py" 2>/dev/null; pkill -f "multiprocessing.spawn" 2>/dev/null; sleep 2
     # each run's steps done and median seconds a step (its timing.jsonl), finished or cut short
-    $PY - "$OUT/default_run.log" >> "$OUT/default_run.log" 2>&1 <<'PYEOF'
-import glob, json, re, statistics, sys
-folder = re.search(r"writing to (\S+)/ \(runs", open(sys.argv[1]).read())
-for path in sorted(glob.glob(f"{folder[1] if folder else 'out/headline'}/runs/*/timing.jsonl")):
-    rows = [json.loads(line) for line in open(path)]
-    if rows:
-        print(f"{path.split('/')[-2]}: {len(rows)} steps, median {statistics.median(r['step_s'] for r in rows):.3f} s a step "
-              f"(sampling {statistics.median(r['sample_s'] for r in rows):.3f} s)")
-PYEOF
+    run_dir=$(sed -n 's/.*writing to \([^ ]*\)\/ (runs.*/\1/p' "$OUT/default_run.log" | head -1)
+    $PY tools/step_times.py "${run_dir:-out/headline}"/runs/*/timing.jsonl >> "$OUT/default_run.log" 2>&1
 fi
 
 # 2. the bench at the code VPO shape, eager then captured, each alone

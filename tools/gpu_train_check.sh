@@ -25,14 +25,4 @@ for algo in grpo vpo; do
     cp "$runs/$algo/log.txt" "$OUT/$algo.log" 2>/dev/null
     cp "$runs/$algo/timing.jsonl" "$OUT/${algo}_timing.jsonl" 2>/dev/null
 done
-$PY - "$OUT" <<'PYEOF'
-import json, os, statistics, sys
-for algo in ("grpo", "vpo"):
-    path = os.path.join(sys.argv[1], f"{algo}_timing.jsonl")
-    rows = [json.loads(line) for line in open(path)] if os.path.exists(path) else []
-    if rows:
-        print(f"{algo}: {len(rows)} steps, median {statistics.median(r['step_s'] for r in rows):.3f} s a step "
-              f"(sampling {statistics.median(r['sample_s'] for r in rows):.3f} s)")
-    else:
-        print(f"{algo}: no steps timed")
-PYEOF
+$PY tools/step_times.py "$runs"/grpo/timing.jsonl "$runs"/vpo/timing.jsonl
