@@ -24,7 +24,7 @@ DEVICE=${DEVICE:-cuda}
 BUDGET_S=${BUDGET_S:-560}
 RUN_ARGS=${RUN_ARGS:-}
 RUN=${RUN:-1}
-BENCH_RESERVE_S=150  # 2-4 below: 20-40 s each on an H100
+BENCH_RESERVE_S=${BENCH_RESERVE_S:-150}  # 2-4 below: 20-40 s each on an H100 (0: the run gets the whole budget)
 PY=$(command -v python3 || command -v python)
 export OMP_WAIT_POLICY=PASSIVE PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
