@@ -145,14 +145,20 @@ class StaticKVCache(KVCache):
         return F.scaled_dot_product_attention(q, self.k[layer], self.v[layer], attn_mask=attn_mask.to(q.dtype))
 
 
-def captured(step):
-    """Run step() once eagerly on a side stream (the warm-up CUDA graphs ask for), then record it as a
-    CUDA graph -> the graph's replay: the whole step in one launch."""
+def on_side_stream(step):
+    """Run step() eagerly on a side stream, after and before the current stream's work: the warm-up
+    CUDA graphs ask for before a capture (lazy initialisations must not land in the graph)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         step()
     torch.cuda.current_stream().wait_stream(side)
+
+
+def captured(step):
+    """Run step() once eagerly on a side stream, then record it as a CUDA graph -> the graph's
+    replay: the whole step in one launch."""
+    on_side_stream(step)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         step()  # recorded, not run

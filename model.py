@@ -201,10 +201,11 @@ class GPT(nn.Module):
         """idx (B, T) tokens, key_mask (B, T_total) True for real tokens, positions (B, T) -> logits (B, T, V)."""
         return self.lm_head(self.hidden(idx, key_mask, positions, cache))
 
-    def hidden(self, idx, key_mask, positions, cache=None):
+    def hidden(self, idx, key_mask, positions, cache=None, check=True):
         """forward() without the lm_head: the final hidden states (B, T, C). With a cache (engine.py),
-        idx holds only the new tokens and key_mask covers the cached ones too."""
-        if positions.max() >= self.cfg.block_size:
+        idx holds only the new tokens and key_mask covers the cached ones too. check=False skips the
+        length check, which needs the host (a step captured as a CUDA graph cannot wait for it)."""
+        if check and positions.max() >= self.cfg.block_size:
             raise ValueError(f"sequence of {int(positions.max()) + 1} tokens exceeds block_size={self.cfg.block_size}")
         B, T = idx.shape
         start = cache.length if cache is not None else 0
@@ -258,10 +259,11 @@ class GPT(nn.Module):
             key_mask = torch.cat([key_mask, torch.ones_like(key_mask[:, :1])], 1)
         return completion_dict(tokens, logprobs, entropy, eos_id)
 
-    def score(self, prompt, prompt_mask, completion, completion_mask):
+    def score(self, prompt, prompt_mask, completion, completion_mask, check=True):
         """Log-prob and entropy of each completion token given its prompt, in one batched forward.
 
-        prompt (B, Tp) left-padded, completion (B, Tc) right-padded, masks True on real tokens.
+        prompt (B, Tp) left-padded, completion (B, Tc) right-padded, masks True on real tokens; check:
+        as in hidden().
         Returns logprobs (B, Tc) and entropy (B, Tc); positions past completion_mask are garbage.
         """
         Tp = prompt.size(1)
@@ -270,7 +272,7 @@ class GPT(nn.Module):
         positions = (mask.long().cumsum(1) - 1).clamp(min=0)
         # the hidden state at position i predicts token i+1: the last prompt token predicts the first
         # completion token, so the lm_head runs only where a completion token is predicted
-        h = self.hidden(idx[:, :-1], mask[:, :-1], positions[:, :-1])[:, Tp - 1:]  # (B, Tc, C)
+        h = self.hidden(idx[:, :-1], mask[:, :-1], positions[:, :-1], check=check)[:, Tp - 1:]  # (B, Tc, C)
         return token_logprobs(self.lm_head(h), completion)
 
 

@@ -25,9 +25,10 @@ import time
 import torch
 
 import checkpoint
+import engine
 from config import make_task
 from model import GPT, GPTConfig, PRESETS, pad_left, pad_right
-from rollouts import rollout_prompt, rollout_text
+from rollouts import max_completion_tokens, rollout_prompt, rollout_text
 
 
 def build_model(cfg, tok, device):
@@ -43,9 +44,21 @@ def autocast(cfg, device):
     return torch.autocast(device_type="cpu", enabled=False)
 
 
-def sft_optimizer(model, cfg):
-    """The warm start's AdamW (its learning rate is set at every step); bench.py times exactly this."""
+def sft_optimizer(model, cfg, capturable=False):
+    """The warm start's AdamW (its learning rate is set at every step); bench.py times exactly this.
+    capturable: for a CUDA graph, which reads the learning rate from a tensor on the GPU."""
+    if capturable:
+        lr = torch.tensor(cfg["sft_lr"], device=next(model.parameters()).device)
+        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, capturable=True)
     return torch.optim.AdamW(model.parameters(), lr=cfg["sft_lr"], weight_decay=0.0)
+
+
+def set_lr(opt, lr):
+    for group in opt.param_groups:
+        if torch.is_tensor(group["lr"]):
+            group["lr"].fill_(lr)  # in place: a captured graph reads this very tensor
+        else:
+            group["lr"] = lr
 
 
 def padded_demos(task, tok, cfg, rng, device, single_only=False, parents_only=False):
@@ -71,9 +84,16 @@ def demo_nll(logp, completion_mask):
     return -(logp * completion_mask).sum() / completion_mask.sum()
 
 
-def sft_step(model, opt, task, tok, cfg, rng, device, single_only=False):
-    """One supervised step on a fresh batch of demonstrations -> (loss, completion tokens)."""
-    p, pm, c, cm = padded_demos(task, tok, cfg, rng, device, single_only)
+def sft_step(model, opt, task, tok, cfg, rng, device, single_only=False, graph=None):
+    """One supervised step on a fresh batch of demonstrations -> (loss, completion tokens).
+    graph: a CapturedSFT, which runs the update as one CUDA graph when the batch fits its shapes."""
+    if graph is not None:
+        p, pm, c, cm = padded_demos(task, tok, cfg, rng, "cpu", single_only)
+        if graph.fits(p, c):
+            return graph(p, pm, c, cm), int(cm.sum())
+        p, pm, c, cm = (t.to(device) for t in (p, pm, c, cm))  # too long for the graph: eagerly
+    else:
+        p, pm, c, cm = padded_demos(task, tok, cfg, rng, device, single_only)
     with autocast(cfg, device):
         logp, _ = model.score(p, pm, c, cm)
     loss = demo_nll(logp, cm)
@@ -82,6 +102,61 @@ def sft_step(model, opt, task, tok, cfg, rng, device, single_only=False):
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
     return loss, int(cm.sum())
+
+
+class CapturedSFT:
+    """sft_step's update (forward, backward, clipping, AdamW) recorded once as a CUDA graph and
+    replayed: one launch instead of a few hundred, which bound the step of these small models on a
+    GPU. A graph has fixed shapes, so every batch is copied into buffers of one shape (prompts
+    left-padded to `prompt_len`, completions right-padded to `completion_len`): the same loss and
+    gradients as sft_step's up to float rounding (tests/test_warmstart.py), not bit for bit. The first
+    `warmup` updates run eagerly on a side stream (lazy initialisations must not land in the graph),
+    the next is recorded. capture=False runs the same fixed-shape update eagerly (the CPU tests)."""
+
+    def __init__(self, model, opt, batch, prompt_len, completion_len, pad_id, capture=True, warmup=2):
+        device = next(model.parameters()).device
+        self.model, self.opt, self.pad_id, self.capture, self.warmup = model, opt, pad_id, capture, warmup
+        self.prompt = torch.full((batch, prompt_len), pad_id, dtype=torch.long, device=device)
+        self.prompt_mask = torch.zeros(batch, prompt_len, dtype=torch.bool, device=device)
+        self.completion = torch.full((batch, completion_len), pad_id, dtype=torch.long, device=device)
+        self.completion_mask = torch.zeros(batch, completion_len, dtype=torch.bool, device=device)
+        self.loss = torch.zeros((), device=device)
+        self.updates, self.replay = 0, None
+
+    def fits(self, prompt, completion):
+        return prompt.size(0) == self.prompt.size(0) and prompt.size(1) <= self.prompt.size(1) \
+            and completion.size(1) <= self.completion.size(1)
+
+    def update(self):
+        """The step: reads only the buffers, writes the weights, the optimizer's state and self.loss."""
+        logp, _ = self.model.score(self.prompt, self.prompt_mask, self.completion, self.completion_mask,
+                                   check=False)
+        loss = demo_nll(logp, self.completion_mask)
+        self.opt.zero_grad(set_to_none=True)  # in a graph: its backward writes the gradients afresh
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        self.loss.copy_(loss.detach())
+
+    def __call__(self, prompt, prompt_mask, completion, completion_mask):
+        """One update on a batch (CPU tensors, fits()) -> the loss, a tensor on the device."""
+        for buf, src, left in ((self.prompt, prompt, True), (self.prompt_mask, prompt_mask, True),
+                               (self.completion, completion, False), (self.completion_mask, completion_mask, False)):
+            host = torch.full(buf.shape, self.pad_id if buf.dtype == torch.long else 0, dtype=buf.dtype)
+            width = src.size(1)  # prompts stay left-padded, completions right-padded
+            (host[:, host.size(1) - width:] if left else host[:, :width]).copy_(src)
+            # pinned, so the copy does not wait for the GPU: the host makes the next batch meanwhile
+            buf.copy_(host.pin_memory() if buf.is_cuda else host, non_blocking=buf.is_cuda)
+        self.updates += 1
+        if not self.capture:
+            self.update()
+        elif self.replay is not None:
+            self.replay()
+        elif self.updates <= self.warmup:
+            engine.on_side_stream(self.update)
+        else:
+            self.replay = engine.captured(self.update)  # runs this update, records the next
+        return self.loss
 
 
 WARMSTART_VERSION = 1  # change it when warm_start trains differently, so no stale cache is reused
@@ -114,6 +189,12 @@ def warmstart_path(cfg):
     return os.path.join(cfg["warmstart_dir"], f"warmstart-{cfg['task']}-{key}.pt")
 
 
+def use_graph(cfg, device):
+    """Capture the warm start's update as a CUDA graph: on CUDA with cuda_graph on, in float32 (bf16
+    autocast keeps a cache that a graph must not)."""
+    return bool(cfg.get("cuda_graph", False)) and str(device).startswith("cuda") and cfg["dtype"] == "float32"
+
+
 def warm_start(cfg, task, tok, device, log):
     """The warm-start model: loaded from warmstart_from or the cache, else trained and cached."""
     path = cfg["warmstart_from"] or warmstart_path(cfg)
@@ -126,17 +207,20 @@ def warm_start(cfg, task, tok, device, log):
         log(f"warm start: loaded cached {path}")
         return model, path
     rng = random.Random(cfg["seed"] + 1000)
-    opt = sft_optimizer(model, cfg)
+    capture = use_graph(cfg, device)
+    opt = sft_optimizer(model, cfg, capturable=capture)
+    graph = None
+    if capture:
+        completion_len = max_completion_tokens(task, cfg["answers_per_rollout"])
+        graph = CapturedSFT(model, opt, cfg["sft_batch"], cfg["block_size"] - completion_len, completion_len, tok.eos)
     model.train()
     t0, tokens = time.time(), 0
     for step in range(cfg["sft_steps"]):
-        lr = cfg["sft_lr"] * min(1.0, (step + 1) / 50) * 0.5 * (1 + math.cos(math.pi * step / cfg["sft_steps"]))
-        for group in opt.param_groups:
-            group["lr"] = lr
+        set_lr(opt, cfg["sft_lr"] * min(1.0, (step + 1) / 50) * 0.5 * (1 + math.cos(math.pi * step / cfg["sft_steps"])))
         # a curriculum: the copy-from-the-prompt skill forms on the plain 1-answer format and then
         # transfers (mixing all formats from step 1, it barely formed: docs/RESULTS.md)
         single_only = step < cfg["sft_single_first"] * cfg["sft_steps"]
-        loss, n = sft_step(model, opt, task, tok, cfg, rng, device, single_only)
+        loss, n = sft_step(model, opt, task, tok, cfg, rng, device, single_only, graph)
         tokens += n
         if step % 100 == 0 or step == cfg["sft_steps"] - 1:
             log(f"warm start {step + 1}/{cfg['sft_steps']}: loss {loss.item():.3f}, "

@@ -52,3 +52,11 @@ def test_without_cuda_it_says_so(monkeypatch):
     monkeypatch.setattr("sys.argv", ["gpu_check.py", "--out", "/tmp/unused"])
     with pytest.raises(SystemExit, match="no CUDA device"):
         gpu_check.main()
+
+
+def test_the_captured_warm_start_check_passes_on_the_cpu(monkeypatch):
+    """On the CPU the fixed-shape update runs eagerly: it passes, within float rounding of the eager step."""
+    monkeypatch.setattr(gpu_check, "DEVICE", "cpu")
+    results = []
+    gpu_check.check_sft(results, steps=12)
+    assert len(results) == 1 and results[0]["ok"] and results[0]["loss_rel_diff"] < 1e-5, results

@@ -176,13 +176,24 @@ def time_warm_start(cfg, device, steps):
     weights it ends with (equal checksums: two versions of the code trained the same warm start)."""
     seconds = {True: [], False: []}  # single_only -> each step's seconds
     real_step = warmstart.sft_step
+    phase = []  # the phase of the step before
+
+    def settle():
+        """On CUDA, wait for the GPU and book the wait on the step before: steps are not synchronised
+        one by one (the host runs ahead, as in warm_start), only where a phase ends."""
+        if device == "cuda" and phase:
+            t0 = time.perf_counter()
+            torch.cuda.synchronize()
+            seconds[phase[-1]][-1] += time.perf_counter() - t0
 
     def timed_step(*args):
+        single = bool(args[7])
+        if phase and phase[-1] != single:
+            settle()
         t0 = time.perf_counter()
         out = real_step(*args)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        seconds[bool(args[7])].append(time.perf_counter() - t0)
+        seconds[single].append(time.perf_counter() - t0)
+        phase.append(single)
         return out
     warmstart.sft_step = timed_step  # warm_start looks the name up at each step
     try:
@@ -191,6 +202,7 @@ def time_warm_start(cfg, device, steps):
             model, _ = warmstart.warm_start({**cfg, "sft_steps": steps, "warmstart_from": "", "warmstart_dir": cache},
                                             make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"]),
                                             device, lambda msg: None)
+            settle()
             total = time.time() - t0
     finally:
         warmstart.sft_step = real_step

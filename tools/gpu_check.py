@@ -17,7 +17,10 @@ to OUT/gpu_check.json; exits 1 if any check failed. Needs a CUDA device; a few m
 4. The captured decode step (engine.generate_static, one CUDA graph launch per token) against
    engine.generate with TF32 off: the same tokens; the same step uncaptured too (which of the two a
    difference comes from); all three timed at the persona and code shapes.
-5. tools/bench.py --device cuda at train.py's defaults, at the gpu preset, and with cuda_graph=false
+5. The warm start's update captured as a CUDA graph (warmstart.CapturedSFT, batches padded to one
+   shape) against warmstart.sft_step eagerly, TF32 off, 40 steps from the same weights: the same
+   losses and weights up to float rounding; both timed.
+6. tools/bench.py --device cuda at train.py's defaults, at the gpu preset, and with cuda_graph=false
    (speeds, reported only).
 
 Left out: multi-GPU torchrun (NCCL) and any learning-quality claim; tests/ runs separately.
@@ -28,6 +31,7 @@ import copy
 import functools
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -38,8 +42,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import engine  # noqa: E402
+import train  # noqa: E402
+import warmstart  # noqa: E402
 from checkpoint import model_from_checkpoint  # noqa: E402
+from config import make_task  # noqa: E402
 from model import GPT, GPTConfig, PRESETS, Tokenizer, pad_left, pad_right  # noqa: E402
+from rollouts import max_completion_tokens  # noqa: E402
 
 tok = Tokenizer()
 DEVICE = "cuda"  # --device cpu dry-runs every check against the CPU itself
@@ -152,6 +160,44 @@ def check_graph(results):
                agree == 1.0, token_agreement=agree, token_agreement_uncaptured=agree_eager, **seconds)
 
 
+def check_sft(results, steps=40):
+    """The warm start's captured update (code task, its config) against the eager one: 40 steps each
+    from the same weights, on the same demonstrations; the losses and the weights must agree to float
+    rounding (the padded shapes and the capturable AdamW round differently), the seconds are reported."""
+    set_tf32(False)
+    cfg = train.resolve_config("configs/code.yaml")
+    task = make_task(cfg["task"], **cfg["task_options"])
+    torch.manual_seed(0)
+    eager_model = warmstart.build_model(cfg, tok, DEVICE).train()
+    graph_model = copy.deepcopy(eager_model)
+    capture = DEVICE == "cuda"
+    completion_len = max_completion_tokens(task, cfg["answers_per_rollout"])
+    runs = {"eager": (eager_model, warmstart.sft_optimizer(eager_model, cfg), None)}
+    opt = warmstart.sft_optimizer(graph_model, cfg, capturable=capture)
+    runs["captured"] = (graph_model, opt, warmstart.CapturedSFT(graph_model, opt, cfg["sft_batch"],
+                                                                cfg["block_size"] - completion_len,
+                                                                completion_len, tok.eos, capture=capture))
+    losses, seconds = {}, {}
+    for name, (model, opt, graph) in runs.items():
+        rng, losses[name] = random.Random(1000), []
+        for step in range(steps):
+            if step == 10:  # after the warm-up and the capture
+                torch.cuda.synchronize() if capture else None
+                t0 = time.time()
+            loss, _ = warmstart.sft_step(model, opt, task, tok, cfg, rng, DEVICE, single_only=step % 2 == 0,
+                                         graph=graph)
+            losses[name].append(loss.detach().clone())
+        torch.cuda.synchronize() if capture else None
+        seconds[name + " s a step"] = round((time.time() - t0) / (steps - 10), 5)
+    eager, captured = (torch.stack(losses[k]).cpu() for k in ("eager", "captured"))
+    loss_rel = float(((eager - captured).abs() / eager.abs()).max())
+    weight_diff = max(float((a - b).detach().abs().max())
+                      for a, b in zip(eager_model.parameters(), graph_model.parameters()))
+    record(results, f"warm-start update captured (code, {steps} steps): the eager losses and weights",
+           loss_rel < 1e-3 and weight_diff < 1e-4 and runs["captured"][2].updates == steps,
+           loss_rel_diff=loss_rel, weight_max_diff=weight_diff, **seconds)
+
+
 def check_train(results, out):
     runs = {"persona float32": ["task=persona"], "code float32": ["task=code"],
             "persona bf16 gpu preset compile": ["task=persona", "dtype=bfloat16", "model=gpu", "compile=true"]}
@@ -197,7 +243,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
     parser.add_argument("--out", default="out/gpu_check", help="folder for the runs and gpu_check.json")
     parser.add_argument("--device", default="cuda", help="cuda (default); cpu dry-runs the script")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["score", "generate", "graph", "train", "bench"])
+    parser.add_argument("--skip", nargs="*", default=[], choices=["score", "generate", "graph", "sft", "train", "bench"])
     args = parser.parse_args()
     global DEVICE
     DEVICE = args.device
@@ -208,6 +254,7 @@ def main():
     print(f"torch {torch.__version__}, {device_name}, CUDA {torch.version.cuda}", flush=True)
     results = []
     for check_name, check in (("score", check_score), ("generate", check_generate), ("graph", check_graph),
+                              ("sft", check_sft),
                               ("train", lambda r: check_train(r, args.out)),
                               ("bench", lambda r: check_bench(r, args.out))):
         if check_name in args.skip:

@@ -5,11 +5,13 @@
 #   2. tools/bench.py --device cuda at the code VPO shape, float32 as the experiment trains, with and
 #      without the captured decode step (cuda_graph), each alone on the GPU: against the runs' own step
 #      times in 1, what sharing the GPU costs;
-#   3. tools/gpu_check.py's sampler checks: the captured decode step draws the eager sampler's tokens;
-#   4. the code warm start's first 1,000 SFT steps, timed as the warm start runs them (both formats).
-# RUN=0 skips 1 (the measurements after it take ~2 minutes).
+#   3. tools/gpu_check.py's sampler checks (the captured decode step draws the eager sampler's tokens) and
+#      its check of the captured warm-start update (the eager losses and weights to float rounding);
+#   4. the code warm start's first 1,000 SFT steps, timed as the warm start runs them (both formats),
+#      with its update captured as a CUDA graph and eager.
+# RUN=0 skips 1 (the measurements after it take ~2 minutes), BENCH=0 skips 2.
 # Everything lands in $OUT (default out/gpu_speed): machine.txt, default_run.log, bench.log,
-# bench_code_vpo*.json, warm_start.json, graph_check/gpu_check.json and default_run.tgz (the experiment's results, summary and per-run logs/timings).
+# bench_code_vpo*.json, warm_start_graph_*.json, graph_check/gpu_check.json and default_run.tgz (the experiment's results, summary and per-run logs/timings).
 #
 #   OUT=out/gpu_speed BUDGET_S=560 bash tools/gpu_speed.sh CHECKPOINT
 #   DEVICE=cpu RUN_ARGS="--quick --set out_dir=out/gpu_speed_dry" BUDGET_S=300 bash tools/gpu_speed.sh CKPT  # dry run
@@ -24,6 +26,7 @@ DEVICE=${DEVICE:-cuda}
 BUDGET_S=${BUDGET_S:-560}
 RUN_ARGS=${RUN_ARGS:-}
 RUN=${RUN:-1}
+BENCH=${BENCH:-1}
 BENCH_RESERVE_S=${BENCH_RESERVE_S:-150}  # 2-4 below: 20-40 s each on an H100 (0: the run gets the whole budget)
 PY=$(command -v python3 || command -v python)
 export OMP_WAIT_POLICY=PASSIVE PYTHONUNBUFFERED=1
@@ -55,6 +58,7 @@ fi
 # 2. the bench at the code VPO shape, eager then captured, each alone
 : > "$OUT/bench.log"
 for graph in false true; do
+    [ "$BENCH" = 1 ] || break
     per=$(( $(left) / 3 ))
     [ "$per" -lt 20 ] && { echo "no time left for cuda_graph=$graph" >> "$OUT/bench.log"; continue; }
     echo "== bench code vpo cuda_graph=$graph (up to ${per}s)" >> "$OUT/bench.log"
@@ -64,15 +68,20 @@ for graph in false true; do
     echo "exit $?" >> "$OUT/bench.log"
 done
 
-# 3. the samplers on the device: fast = plain, captured = eager (same tokens with TF32 off), timed
+# 3. the samplers on the device: fast = plain, captured = eager (same tokens with TF32 off), timed; the
+#    captured warm-start update against the eager one
 [ "$(left)" -gt 20 ] && timeout -k 5 $(( $(left) / 2 )) $PY tools/gpu_check.py --device "$DEVICE" \
     --out "$OUT/graph_check" --skip score train bench >> "$OUT/bench.log" 2>&1
 echo "sampler checks exit $?" >> "$OUT/bench.log"
 
-# 4. the code warm start as it runs (its SFT steps, the single-answer phase first), 1,000 steps timed
-[ "$(left)" -gt 20 ] && timeout -k 5 $(( $(left) - 8 )) $PY tools/bench.py --device "$DEVICE" --config configs/code.yaml \
-    --set dtype=float32 --warm-start-steps 1000 --json "$OUT/warm_start.json" >> "$OUT/bench.log" 2>&1
-echo "warm start timing exit $?" >> "$OUT/bench.log"
+# 4. the code warm start as it runs (its SFT steps, the single-answer phase first), 1,000 steps timed,
+#    its update captured as a CUDA graph (the default) and eager
+for graph in true false; do
+    [ "$(left)" -gt 20 ] && timeout -k 5 $(( $(left) / 2 )) $PY tools/bench.py --device "$DEVICE" --config configs/code.yaml \
+        --set dtype=float32 cuda_graph=$graph --warm-start-steps 1000 --json "$OUT/warm_start_graph_$graph.json" \
+        >> "$OUT/bench.log" 2>&1
+    echo "warm start timing cuda_graph=$graph exit $?" >> "$OUT/bench.log"
+done
 
 # 5. the experiment's results and every run's log and step timings, packed as one file
 run_dir=$(sed -n 's/.*writing to \([^ ]*\)\/ (runs.*/\1/p' "$OUT/default_run.log" 2>/dev/null | head -1)
