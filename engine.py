@@ -160,8 +160,12 @@ def captured(step):
     replay: the whole step in one launch."""
     on_side_stream(step)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()  # recorded, not run
+    try:
+        with torch.cuda.graph(graph):
+            step()  # recorded, not run
+    except RuntimeError as e:  # e.g. an op that waits for the host, on another torch or GPU than we tested
+        raise RuntimeError(f"capturing a CUDA graph failed ({e}); run with --set cuda_graph=false to "
+                           f"sample and warm-start eagerly") from e
     return graph.replay
 
 

@@ -7,7 +7,9 @@ answers "3|", on the code task parents to edit), with cross-entropy on the compl
 first `sft_single_first` of the steps show the single-answer format alone. The weights are cached
 under a hash of everything that shapes them, so GRPO and VPO runs of the same task and seed start
 from the SAME weights. train.py's `parent_replay` reuses the demonstrations and the loss during RL.
-Read top to bottom: helpers both phases use, demonstrations, one step, the cache key, `warm_start`.
+Read top to bottom: helpers both phases use, demonstrations, one step, the same step captured as a
+CUDA graph (CapturedSFT: on a GPU, where a small model's step is bound by kernel launches), the cache
+key, `warm_start`.
 
 Deliberately left out: pretrained weights (all is trained from scratch on generated data), packing
 several demonstrations into a row, a validation loss (each RL run evaluates its start at step 0).

@@ -166,3 +166,19 @@ def test_cuda_graph_setting_captures_on_cuda_only_and_changes_no_answer_on_the_c
                for cfg in (off, on)]
     assert batches[0]["answers"] == batches[1]["answers"]
     assert torch.equal(batches[0]["rewards"], batches[1]["rewards"])
+
+
+def test_a_failed_capture_says_how_to_run_without_it(monkeypatch):
+    """A capture that fails (an op that waits for the host, another torch or GPU) names the setting
+    that turns capturing off, instead of a bare CUDA error deep inside a worker."""
+    class FailingGraph:
+        def __enter__(self):
+            raise RuntimeError("operation not permitted when stream is capturing")
+
+        def __exit__(self, *exc):
+            return False
+    monkeypatch.setattr(engine, "on_side_stream", lambda step: step())
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: None)
+    monkeypatch.setattr(torch.cuda, "graph", lambda graph: FailingGraph())
+    with pytest.raises(RuntimeError, match="cuda_graph=false"):
+        engine.captured(lambda: None)
