@@ -93,3 +93,15 @@ def test_warm_start_timing_splits_the_phases_and_trains_what_warm_start_trains(t
                                     lambda msg: None)
     assert r["checksum"] == sum(float(p.detach().double().sum()) for p in model.parameters())
     assert warmstart.sft_step.__name__ == "sft_step"  # the wrapper is gone again
+
+
+def test_profile_names_the_ops_and_rates_the_matmuls(tmp_path, capsys):
+    """--profile: the ops of our sampling by CPU time, and each matmul kind's FLOP rate (written too)."""
+    path = tmp_path / "profile.json"
+    bench.main(["--trl-config", "--profile", "--set", "model=nano", "prompts_per_step=2", "group_size=2",
+                "--json", str(path)])
+    out = capsys.readouterr().out
+    assert "aten::mm" in out and "GFLOP/s: aten::mm" in out
+    rates = json.load(open(path))["gflops"]
+    assert set(rates) == {"aten::mm", "aten::baddbmm + aten::bmm", "one 1024x1024x1024 matmul"}
+    assert all(r > 0 for r in rates.values())

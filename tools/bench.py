@@ -213,6 +213,42 @@ def time_warm_start(cfg, device, steps):
             "mixed_ms": 1000 * statistics.mean(seconds[False]) if seconds[False] else None, "checksum": checksum}
 
 
+def profile_sampling(cfg, device, force_length, top=12):
+    """Where our sampling's time goes at cfg's shape: torch.profiler's ops by self CPU time, and the
+    FLOP rate of the matmuls (the model's linear layers; the cache attention's batched one-row
+    matrices) against one large matmul's rate on this machine -> {op: GFLOP/s}."""
+    model, tok, task = setup(cfg, device)
+    model.eval()
+    m = train.answers_per_rollout(cfg)
+    problems = task.problems("train", cfg["prompts_per_step"], random.Random(0))
+    prompt, prompt_mask = pad_left([tok.encode(rollout_prompt(task, p, m)) for p in problems], tok.eos, device)
+
+    def sample():
+        engine.generate(model, prompt, prompt_mask, cfg["group_size"], m * task.max_answer_tokens + 1,
+                        -1 if force_length else tok.eos, temperature=cfg["temperature"],
+                        generator=torch.Generator(device=device).manual_seed(0))
+    for _ in range(2):
+        sample()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_flops=True) as prof:
+        sample()
+    ops = prof.key_averages()
+    print(ops.table(sort_by="self_cpu_time_total", row_limit=top))
+    rates = {}
+    for names in (("aten::mm",), ("aten::baddbmm", "aten::bmm")):
+        found = [e for e in ops if e.key in names]
+        seconds = sum(e.self_cpu_time_total for e in found) / 1e6
+        if seconds:
+            rates[" + ".join(names)] = sum(e.flops for e in found) / seconds / 1e9
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    a @ b
+    t0 = time.perf_counter()
+    for _ in range(5):
+        a @ b
+    rates["one 1024x1024x1024 matmul"] = 5 * 2 * 1024 ** 3 / (time.perf_counter() - t0) / 1e9
+    print("GFLOP/s: " + "; ".join(f"{k} {v:.1f}" for k, v in rates.items()))
+    return rates
+
+
 def run_ours(cfg, device, variants, warmup, repeats, checkpoint=None, force_length=False, sft=True, log=progress):
     """Every measurement, for each variant -> {variant: results, "_params": parameter count}."""
     base, tok, task = setup(cfg, device, checkpoint)
@@ -363,6 +399,8 @@ def parse_args(argv):
     parser.add_argument("--checkpoint", help="load these weights (a train.py checkpoint) instead of random ones")
     parser.add_argument("--warm-start-steps", type=int, metavar="N", help="instead: time the config's warm start "
                         "for N steps as a run builds it, per phase (single-answer, then mixed formats)")
+    parser.add_argument("--profile", action="store_true", help="instead: profile our sampling at the shape, "
+                        "its ops by CPU time and its matmuls' FLOP rate (CPU)")
     parser.add_argument("--json", help="write every figure to this JSON file")
     parser.add_argument("--trl-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -431,6 +469,12 @@ def main(argv=None):
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"config": cfg, "machine": machine, "warm_start": r}, f, indent=1)
+        return
+    if args.profile:
+        rates = profile_sampling(cfg, device, force_length=args.trl_config)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"config": cfg, "machine": machine, "gflops": rates}, f, indent=1)
         return
     results = run_ours(cfg, device, variants, args.warmup, args.repeats, args.checkpoint,
                        force_length=args.trl_config, sft=not args.no_sft)
