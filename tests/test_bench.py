@@ -96,12 +96,14 @@ def test_warm_start_timing_splits_the_phases_and_trains_what_warm_start_trains(t
 
 
 def test_profile_names_the_ops_and_rates_the_matmuls(tmp_path, capsys):
-    """--profile: the ops of our sampling by CPU time, and each matmul kind's FLOP rate (written too)."""
+    """--profile: the ops of our sampling by CPU time, and each matmul kind's share and FLOP rate in
+    sampling and in an RL step (written too)."""
     path = tmp_path / "profile.json"
     bench.main(["--trl-config", "--profile", "--set", "model=nano", "prompts_per_step=2", "group_size=2",
                 "--json", str(path)])
     out = capsys.readouterr().out
-    assert "aten::mm" in out and "GFLOP/s: aten::mm" in out
-    rates = json.load(open(path))["gflops"]
-    assert set(rates) == {"aten::mm", "aten::baddbmm + aten::bmm", "one 1024x1024x1024 matmul"}
-    assert all(r > 0 for r in rates.values())
+    assert "aten::mm" in out and "RL step: aten::mm" in out
+    rates = json.load(open(path))["matmuls"]
+    assert set(rates["sampling"]) == set(rates["RL step"]) == {"aten::mm", "aten::baddbmm + aten::bmm"}
+    assert all(0 < share < 1 and gflops > 0 for what in ("sampling", "RL step") for share, gflops in rates[what].values())
+    assert rates["one 1024x1024x1024 matmul, GFLOP/s"] > 0

@@ -9,6 +9,7 @@ not a test: nothing here asserts a speed.
     python tools/bench.py --checkpoint out/run/final.pt --set algo=vpo   # trained weights: real rollout lengths
     python tools/bench.py --device cuda          # bf16 autocast unless --set dtype=...; --json FILE saves it all
     python tools/bench.py --config configs/code.yaml --warm-start-steps 1500   # the warm start, per phase
+    python tools/bench.py --trl-config --profile # where sampling's time goes; the matmuls' FLOP rates
 
 - sampling: engine.generate for P prompts x G samples; tokens/s counts sampled tokens (eos included).
 - RL step: train.rl_step exactly as training runs it (sampling and rewards, advantages, update).
@@ -23,7 +24,7 @@ to 46 letters; no rollout ends early). TRL is never a dependency: it runs if imp
 process with its own memory.
 Random weights rarely sample <|eos|>, so without --checkpoint rollouts run to max_new_tokens. On a
 shared machine the CPU time of this process is the steadier number; the load average is printed.
-Deliberately left out: timing under torchrun, per-kernel profiles (torch.profiler's job), search.py.
+Deliberately left out: timing under torchrun, per-kernel GPU profiles (torch.profiler's job), search.py.
 """
 
 import os
@@ -213,10 +214,22 @@ def time_warm_start(cfg, device, steps):
             "mixed_ms": 1000 * statistics.mean(seconds[False]) if seconds[False] else None, "checksum": checksum}
 
 
+def matmul_rates(ops):
+    """torch.profiler's op averages -> {matmul kind: (share of the CPU time, GFLOP/s)}."""
+    total = sum(e.self_cpu_time_total for e in ops)
+    rates = {}
+    for names in (("aten::mm",), ("aten::baddbmm", "aten::bmm")):
+        found = [e for e in ops if e.key in names]
+        seconds = sum(e.self_cpu_time_total for e in found) / 1e6
+        if seconds:
+            rates[" + ".join(names)] = (seconds * 1e6 / total, sum(e.flops for e in found) / seconds / 1e9)
+    return rates
+
+
 def profile_sampling(cfg, device, force_length, top=12):
-    """Where our sampling's time goes at cfg's shape: torch.profiler's ops by self CPU time, and the
-    FLOP rate of the matmuls (the model's linear layers; the cache attention's batched one-row
-    matrices) against one large matmul's rate on this machine -> {op: GFLOP/s}."""
+    """Where our sampling's and RL step's time goes at cfg's shape: torch.profiler's ops of sampling
+    by self CPU time, and for both the share and FLOP rate of the matmuls (the model's linear layers;
+    the cache attention's batched one-row matrices), against one large matmul's rate on this machine."""
     model, tok, task = setup(cfg, device)
     model.eval()
     m = train.answers_per_rollout(cfg)
@@ -227,25 +240,28 @@ def profile_sampling(cfg, device, force_length, top=12):
         engine.generate(model, prompt, prompt_mask, cfg["group_size"], m * task.max_answer_tokens + 1,
                         -1 if force_length else tok.eos, temperature=cfg["temperature"],
                         generator=torch.Generator(device=device).manual_seed(0))
-    for _ in range(2):
-        sample()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_flops=True) as prof:
-        sample()
-    ops = prof.key_averages()
-    print(ops.table(sort_by="self_cpu_time_total", row_limit=top))
-    rates = {}
-    for names in (("aten::mm",), ("aten::baddbmm", "aten::bmm")):
-        found = [e for e in ops if e.key in names]
-        seconds = sum(e.self_cpu_time_total for e in found) / 1e6
-        if seconds:
-            rates[" + ".join(names)] = sum(e.flops for e in found) / seconds / 1e9
+    run = train.make_run(cfg, task, tok, copy.deepcopy(model), device)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    with variant("ours", force_length):
+        for _ in range(2):
+            sample(), train.rl_step(run)
+        with torch.profiler.profile(activities=activities, with_flops=True) as sampling:
+            sample()
+        with torch.profiler.profile(activities=activities, with_flops=True) as step:
+            train.rl_step(run)
+    print(sampling.key_averages().table(sort_by="self_cpu_time_total", row_limit=top))
     a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
     a @ b
     t0 = time.perf_counter()
     for _ in range(5):
         a @ b
-    rates["one 1024x1024x1024 matmul"] = 5 * 2 * 1024 ** 3 / (time.perf_counter() - t0) / 1e9
-    print("GFLOP/s: " + "; ".join(f"{k} {v:.1f}" for k, v in rates.items()))
+    large = 5 * 2 * 1024 ** 3 / (time.perf_counter() - t0) / 1e9
+    rates = {"sampling": matmul_rates(sampling.key_averages()), "RL step": matmul_rates(step.key_averages()),
+             "one 1024x1024x1024 matmul, GFLOP/s": large}
+    for what in ("sampling", "RL step"):
+        print(f"{what}: " + "; ".join(f"{k} {share:.0%} of the CPU time at {gflops:.1f} GFLOP/s"
+                                      for k, (share, gflops) in rates[what].items()))
+    print(f"one 1024x1024x1024 matmul: {large:.1f} GFLOP/s")
     return rates
 
 
@@ -399,8 +415,8 @@ def parse_args(argv):
     parser.add_argument("--checkpoint", help="load these weights (a train.py checkpoint) instead of random ones")
     parser.add_argument("--warm-start-steps", type=int, metavar="N", help="instead: time the config's warm start "
                         "for N steps as a run builds it, per phase (single-answer, then mixed formats)")
-    parser.add_argument("--profile", action="store_true", help="instead: profile our sampling at the shape, "
-                        "its ops by CPU time and its matmuls' FLOP rate (CPU)")
+    parser.add_argument("--profile", action="store_true", help="instead: profile our sampling and RL step at "
+                        "the shape: sampling's ops by CPU time, the matmuls' share and FLOP rate (CPU)")
     parser.add_argument("--json", help="write every figure to this JSON file")
     parser.add_argument("--trl-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -474,7 +490,7 @@ def main(argv=None):
         rates = profile_sampling(cfg, device, force_length=args.trl_config)
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"config": cfg, "machine": machine, "gflops": rates}, f, indent=1)
+                json.dump({"config": cfg, "machine": machine, "matmuls": rates}, f, indent=1)
         return
     results = run_ours(cfg, device, variants, args.warmup, args.repeats, args.checkpoint,
                        force_length=args.trl_config, sft=not args.no_sft)
