@@ -250,6 +250,26 @@ def profile_sampling(cfg, device, force_length, top=12):
         with torch.profiler.profile(activities=activities, with_flops=True) as step:
             train.rl_step(run)
     print(sampling.key_averages().table(sort_by="self_cpu_time_total", row_limit=top))
+    # the decode step's attention alone, at the middle of a rollout: what it reads, how fast
+    B, nh, hs = prompt.size(0) * cfg["group_size"], model.cfg.n_head, model.cfg.n_embd // model.cfg.n_head
+    max_new = m * task.max_answer_tokens + 1
+    T = prompt.size(1) + max_new // 2
+    cache = engine.KVCache(1, B, nh, prompt.size(1) + max_new, hs, device, torch.float32)
+    cache.length = T - 1
+    q, new_k, mask = torch.randn(B, nh, 1, hs), torch.randn(B, nh, 1, hs), torch.zeros(B, 1, 1, T)
+    for _ in range(20):
+        cache.attend(0, q, new_k, new_k, mask)
+    t0 = time.perf_counter()
+    for _ in range(500):
+        cache.attend(0, q, new_k, new_k, mask)
+    attend_s = (time.perf_counter() - t0) / 500
+    x = torch.randn(2 ** 26)
+    y = torch.empty_like(x)
+    y.copy_(x)
+    t0 = time.perf_counter()
+    for _ in range(5):
+        y.copy_(x)
+    copy_gbs = 5 * 2 * x.numel() * 4 / (time.perf_counter() - t0) / 1e9
     a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
     a @ b
     t0 = time.perf_counter()
@@ -257,11 +277,14 @@ def profile_sampling(cfg, device, force_length, top=12):
         a @ b
     large = 5 * 2 * 1024 ** 3 / (time.perf_counter() - t0) / 1e9
     rates = {"sampling": matmul_rates(sampling.key_averages()), "RL step": matmul_rates(step.key_averages()),
-             "one 1024x1024x1024 matmul, GFLOP/s": large}
+             "one 1024x1024x1024 matmul, GFLOP/s": large, "attention call, us": attend_s * 1e6,
+             "attention reads, GB/s": 2 * B * nh * T * hs * 4 / attend_s / 1e9, "copy, GB/s": copy_gbs}
     for what in ("sampling", "RL step"):
         print(f"{what}: " + "; ".join(f"{k} {share:.0%} of the CPU time at {gflops:.1f} GFLOP/s"
                                       for k, (share, gflops) in rates[what].items()))
-    print(f"one 1024x1024x1024 matmul: {large:.1f} GFLOP/s")
+    print(f"one 1024x1024x1024 matmul: {large:.1f} GFLOP/s; one decode attention call ({B} rows x {nh} heads x {T} "
+          f"keys): {attend_s * 1e6:.0f} us, its keys and values read at {rates['attention reads, GB/s']:.1f} GB/s "
+          f"(copying 256 MB: {copy_gbs:.1f} GB/s)")
     return rates
 
 
