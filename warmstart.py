@@ -214,7 +214,8 @@ def warm_start(cfg, task, tok, device, log):
     graph = None
     if capture:
         completion_len = max_completion_tokens(task, cfg["answers_per_rollout"])
-        graph = CapturedSFT(model, opt, cfg["sft_batch"], cfg["block_size"] - completion_len, completion_len, tok.eos)
+        prompt_len = max(1, cfg["block_size"] - completion_len)  # a batch that does not fit runs eagerly
+        graph = CapturedSFT(model, opt, cfg["sft_batch"], prompt_len, completion_len, tok.eos)
     model.train()
     t0, tokens = time.time(), 0
     for step in range(cfg["sft_steps"]):
