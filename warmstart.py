@@ -56,6 +56,7 @@ def sft_optimizer(model, cfg, capturable=False):
 
 
 def set_lr(opt, lr):
+    """The learning rate of every group of `opt`, a float or a tensor (a capturable optimizer's)."""
     for group in opt.param_groups:
         if torch.is_tensor(group["lr"]):
             group["lr"].fill_(lr)  # in place: a captured graph reads this very tensor
@@ -113,11 +114,13 @@ class CapturedSFT:
     left-padded to `prompt_len`, completions right-padded to `completion_len`): the same loss and
     gradients as sft_step's up to float rounding (tests/test_warmstart.py), not bit for bit. The first
     `warmup` updates run eagerly on a side stream (lazy initialisations must not land in the graph),
-    the next is recorded. capture=False runs the same fixed-shape update eagerly (the CPU tests)."""
+    the next is recorded. capture=False, or a model off CUDA, runs the same fixed-shape update eagerly
+    (the CPU tests)."""
 
     def __init__(self, model, opt, batch, prompt_len, completion_len, pad_id, capture=True, warmup=2):
         device = next(model.parameters()).device
-        self.model, self.opt, self.pad_id, self.capture, self.warmup = model, opt, pad_id, capture, warmup
+        self.model, self.opt, self.pad_id, self.warmup = model, opt, pad_id, warmup
+        self.capture = capture and device.type == "cuda"  # elsewhere the same update runs eagerly
         self.prompt = torch.full((batch, prompt_len), pad_id, dtype=torch.long, device=device)
         self.prompt_mask = torch.zeros(batch, prompt_len, dtype=torch.bool, device=device)
         self.completion = torch.full((batch, completion_len), pad_id, dtype=torch.long, device=device)
@@ -157,7 +160,7 @@ class CapturedSFT:
         elif self.updates <= self.warmup:
             engine.on_side_stream(self.update)
         else:
-            self.replay = engine.captured(self.update)  # runs this update, records the next
+            self.replay = engine.captured(self.update)  # runs this update, then records it for the next
         return self.loss
 
 
