@@ -26,9 +26,10 @@ def setup(overrides=()):
 
 def run_steps(model, cfg, task, tok, graph_shape, steps=6):
     """`steps` warm-start updates (mixed formats, parents) -> losses; graph_shape (prompt_len,
-    completion_len) sends them through a CapturedSFT that runs eagerly, None through sft_step alone."""
+    completion_len) sends them through a CapturedSFT (eager on the CPU, though capture is on by default),
+    None through sft_step alone."""
     opt, rng, losses = warmstart.sft_optimizer(model, cfg), random.Random(7), []
-    graph = warmstart.CapturedSFT(model, opt, cfg["sft_batch"], *graph_shape, tok.eos, capture=False) \
+    graph = warmstart.CapturedSFT(model, opt, cfg["sft_batch"], *graph_shape, tok.eos) \
         if graph_shape else None
     for step in range(steps):
         warmstart.set_lr(opt, cfg["sft_lr"] * (step + 1) / steps)
