@@ -57,12 +57,17 @@ def max_completion_tokens(task, m):
     return m * task.max_answer_tokens + 1
 
 
+def captures(cfg, device):
+    """Whether steps are captured as CUDA graphs: on CUDA with cuda_graph on. .get: a checkpoint
+    trained before the setting existed saved no such key."""
+    return bool(cfg.get("cuda_graph", False)) and str(device).startswith("cuda")
+
+
 def sampler_for(cfg, device):
-    """engine.generate_static (its step captured as a CUDA graph) on CUDA with cuda_graph on; else
+    """engine.generate_static (its step captured as a CUDA graph) where captures(); else
     engine.generate, which on the CPU is as fast or faster (it drops rows that have ended) and draws
-    the same tokens. .get: a checkpoint trained before the setting existed saved no such key."""
-    return engine.generate_static if cfg.get("cuda_graph", False) and str(device).startswith("cuda") \
-        else engine.generate
+    the same tokens."""
+    return engine.generate_static if captures(cfg, device) else engine.generate
 
 
 def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, device,

@@ -30,7 +30,7 @@ import checkpoint
 import engine
 from config import make_task
 from model import GPT, GPTConfig, PRESETS, pad_left, pad_right
-from rollouts import max_completion_tokens, rollout_prompt, rollout_text
+from rollouts import captures, max_completion_tokens, rollout_prompt, rollout_text
 
 
 def build_model(cfg, tok, device):
@@ -197,7 +197,7 @@ def warmstart_path(cfg):
 def use_graph(cfg, device):
     """Capture the warm start's update as a CUDA graph: on CUDA with cuda_graph on, in float32 (bf16
     autocast keeps a cache that a graph must not)."""
-    return bool(cfg.get("cuda_graph", False)) and str(device).startswith("cuda") and cfg["dtype"] == "float32"
+    return captures(cfg, device) and cfg["dtype"] == "float32"
 
 
 def warm_start(cfg, task, tok, device, log):

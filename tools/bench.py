@@ -127,16 +127,22 @@ def timed_reward(reward, spent, *args):
     return out
 
 
-def measure(model, tok, task, cfg, device, warmup, repeats):
-    """Sampling alone, then train.rl_step on a run made as training makes it (the steps train `model`)."""
+def sampler(model, tok, task, cfg, device):
+    """() -> engine.generate's rollouts for cfg's prompts_per_step training prompts x group_size, and
+    those prompts (P, Tp); engine.generate is looked up at each call (variant() swaps it)."""
     m = train.answers_per_rollout(cfg)
     problems = task.problems("train", cfg["prompts_per_step"], random.Random(0))
     prompt, prompt_mask = pad_left([tok.encode(rollout_prompt(task, p, m)) for p in problems], tok.eos, device)
     generator = torch.Generator(device=device).manual_seed(0)
+    return lambda: engine.generate(model, prompt, prompt_mask, cfg["group_size"], m * task.max_answer_tokens + 1,
+                                   tok.eos, temperature=cfg["temperature"], generator=generator), prompt
+
+
+def measure(model, tok, task, cfg, device, warmup, repeats):
+    """Sampling alone, then train.rl_step on a run made as training makes it (the steps train `model`)."""
+    sample, prompt = sampler(model, tok, task, cfg, device)
     model.eval()
-    wall, cpu, out, walls = timed(lambda: engine.generate(
-        model, prompt, prompt_mask, cfg["group_size"], m * task.max_answer_tokens + 1, tok.eos,
-        temperature=cfg["temperature"], generator=generator), device, warmup, repeats)
+    wall, cpu, out, walls = timed(sample, device, warmup, repeats)
     tokens = int(out["mask"].sum())
     r = {"sample_s": wall, "sample_cpu_s": cpu, "sample_tokens": tokens, "sample_tok_per_s": tokens / wall,
          "prompt_tokens": prompt.size(1), "completion_tokens": out["tokens"].size(1), "sample_walls": walls}
@@ -232,17 +238,10 @@ def profile_sampling(cfg, device, force_length, top=12):
     the cache attention's batched one-row matrices), against one large matmul's rate on this machine."""
     model, tok, task = setup(cfg, device)
     model.eval()
-    m = train.answers_per_rollout(cfg)
-    problems = task.problems("train", cfg["prompts_per_step"], random.Random(0))
-    prompt, prompt_mask = pad_left([tok.encode(rollout_prompt(task, p, m)) for p in problems], tok.eos, device)
-
-    def sample():
-        engine.generate(model, prompt, prompt_mask, cfg["group_size"], m * task.max_answer_tokens + 1,
-                        -1 if force_length else tok.eos, temperature=cfg["temperature"],
-                        generator=torch.Generator(device=device).manual_seed(0))
+    sample, prompt = sampler(model, tok, task, cfg, device)
     run = train.make_run(cfg, task, tok, copy.deepcopy(model), device)
     activities = [torch.profiler.ProfilerActivity.CPU]
-    with variant("ours", force_length):
+    with variant("ours", force_length):  # force_length: every rollout max_new_tokens long, as --trl times
         for _ in range(2):
             sample(), train.rl_step(run)
         with torch.profiler.profile(activities=activities, with_flops=True) as sampling:
@@ -252,30 +251,17 @@ def profile_sampling(cfg, device, force_length, top=12):
     print(sampling.key_averages().table(sort_by="self_cpu_time_total", row_limit=top))
     # the decode step's attention alone, at the middle of a rollout: what it reads, how fast
     B, nh, hs = prompt.size(0) * cfg["group_size"], model.cfg.n_head, model.cfg.n_embd // model.cfg.n_head
-    max_new = m * task.max_answer_tokens + 1
+    max_new = train.answers_per_rollout(cfg) * task.max_answer_tokens + 1
     T = prompt.size(1) + max_new // 2
     cache = engine.KVCache(1, B, nh, prompt.size(1) + max_new, hs, device, torch.float32)
     cache.length = T - 1
     q, new_k, mask = torch.randn(B, nh, 1, hs), torch.randn(B, nh, 1, hs), torch.zeros(B, 1, 1, T)
-    for _ in range(20):
-        cache.attend(0, q, new_k, new_k, mask)
-    t0 = time.perf_counter()
-    for _ in range(500):
-        cache.attend(0, q, new_k, new_k, mask)
-    attend_s = (time.perf_counter() - t0) / 500
-    x = torch.randn(2 ** 26)
+    attend_s = timed(lambda: cache.attend(0, q, new_k, new_k, mask), "cpu", 20, 500)[0]
+    x = torch.randn(2 ** 26)  # 256 MB: far beyond the caches
     y = torch.empty_like(x)
-    y.copy_(x)
-    t0 = time.perf_counter()
-    for _ in range(5):
-        y.copy_(x)
-    copy_gbs = 5 * 2 * x.numel() * 4 / (time.perf_counter() - t0) / 1e9
+    copy_gbs = 2 * x.numel() * 4 / timed(lambda: y.copy_(x), "cpu", 1, 5)[0] / 1e9
     a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
-    a @ b
-    t0 = time.perf_counter()
-    for _ in range(5):
-        a @ b
-    large = 5 * 2 * 1024 ** 3 / (time.perf_counter() - t0) / 1e9
+    large = 2 * 1024 ** 3 / timed(lambda: a @ b, "cpu", 1, 5)[0] / 1e9
     rates = {"sampling": matmul_rates(sampling.key_averages()), "RL step": matmul_rates(step.key_averages()),
              "one 1024x1024x1024 matmul, GFLOP/s": large, "attention call, us": attend_s * 1e6,
              "attention reads, GB/s": 2 * B * nh * T * hs * 4 / attend_s / 1e9, "copy, GB/s": copy_gbs}
