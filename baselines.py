@@ -8,6 +8,8 @@ grpo.grpo_advantages. train.ADVANTAGES gives each a name; docs/EXERCISES.md show
 - gdpo_advantages: GDPO (arXiv 2601.05242): normalise each reward component on its own, so one
   component cannot drown the others.
 - maxrl_advantages: MaxRL (arXiv 2602.02710): GRPO with the group's std replaced by its mean.
+- rloo_advantages: RLOO (Ahmadian et al. 2024, TRL's RLOOTrainer): each rollout's scalar score minus
+  the mean of the group's other rollouts, no std division.
 GRPO's own fixes against collapse (an entropy bonus, DAPO's clip-higher and dynamic sampling,
 Dr. GRPO's missing std division and constant loss normaliser) are flags on the shared loss and
 advantage: see grpo.py and train.py's DEFAULTS.
@@ -22,7 +24,7 @@ import math
 import torch
 
 
-def max_at_k_advantages(scores, k, eps=1e-6, std_norm=True):
+def max_at_k_advantages(scores, k, eps=1e-6, scale="group"):
     """scores (P, G) -> (P, G): each rollout's credit towards the best of k samples.
 
     Every k-subset S of a group is one best-of-k attempt worth max(S). rho, the mean of max(S) over
@@ -31,8 +33,9 @@ def max_at_k_advantages(scores, k, eps=1e-6, std_norm=True):
     rollout i. A_i = (m_i - rho) / (sigma + eps), 0 for a group whose sigma < eps: a rare good answer
     earns a lot, one of many identical good answers little. For 0/1 rewards this is pass@k
     training's closed form; k = 1 is GRPO; k = G gives zeros (one subset). Max@K's own variant
-    z-scores m over the group instead (same signs, another scale). std_norm=False keeps m_i - rho
-    undivided, as Dr. GRPO drops GRPO's std (sigma is a per-group scale, not part of the credit).
+    z-scores m over the group instead (same signs, another scale). scale="none" keeps m_i - rho
+    undivided, as Dr. GRPO drops GRPO's std (sigma is a per-group scale, not part of the credit);
+    scale="batch" divides by one sigma for the batch (the root-mean-square of the groups').
     Computed from sorted ranks, not by enumerating subsets: ascending (0-based), rank j is the
     maximum of C(j, k-1) subsets, and of C(j-1, k-2) of those that also hold a lower rank i.
     """
@@ -45,7 +48,8 @@ def max_at_k_advantages(scores, k, eps=1e-6, std_norm=True):
     sigma = (top * (v - rho) ** 2).sum(1, keepdim=True).sqrt()  # (P, 1)
     above = (pair * v).flip(1).cumsum(1).flip(1) - pair * v  # sum over the ranks above each one
     m = top * math.comb(G, k) / math.comb(G - 1, k - 1) * v + above  # (P, G) in sorted order
-    adv = torch.where(sigma < eps, torch.zeros_like(m), (m - rho) / (sigma + eps) if std_norm else m - rho)
+    spread = {"group": sigma, "batch": sigma.pow(2).mean().sqrt(), "none": None}[scale]
+    adv = torch.where(sigma < eps, torch.zeros_like(m), m - rho if spread is None else (m - rho) / (spread + eps))
     return torch.empty_like(adv).scatter_(1, order, adv).to(scores.dtype)
 
 
@@ -77,3 +81,14 @@ def maxrl_advantages(scores, eps=1e-6):
     """
     mean = scores.mean(dim=1, keepdim=True)
     return torch.where(mean > 0, (scores - mean) / (mean + eps), torch.zeros_like(scores))
+
+
+def rloo_advantages(scores):
+    """scores (P, G) -> (P, G): each rollout's score minus the mean of the OTHER G-1 rollouts.
+
+    The REINFORCE leave-one-out baseline, on the fixed scalarisation: unbiased (a rollout's baseline
+    does not depend on its own score) and on the score's own scale, so a group with a larger spread
+    pushes harder. Equal to G/(G-1) times the group-mean-centred score (Dr. GRPO's advantage).
+    """
+    G = scores.size(1)
+    return scores - (scores.sum(dim=1, keepdim=True) - scores) / (G - 1)

@@ -32,7 +32,7 @@ import re
 import numpy as np
 
 import lang
-from rewards import format_goal, heldout
+from rewards import checked_weights, format_goal, heldout, weighted_sum
 
 
 # A program's outputs do not depend on the problem, only on its text: the warm start's demonstrations
@@ -55,7 +55,7 @@ class CodeTask:
     x0 < t1 <= x1 < t2 <= .. <= xk. A program (a hypothesis) is a tuple of k thresholds."""
 
     def __init__(self, domain=16, thresholds=2, noise=0.2, early_switch=0.8, heldout_fraction=0.25,
-                 max_parents=2, window_share=0.0, fixed_width=False, edits=False):
+                 max_parents=2, window_share=0.0, fixed_width=False, edits=False, reward_weights=()):
         if not 1 <= thresholds <= 4 or not thresholds + 2 <= domain <= 100:
             raise ValueError(f"need 1 <= thresholds <= 4 and thresholds + 2 <= domain <= 100, "
                              f"got {thresholds} and {domain}")
@@ -72,6 +72,7 @@ class CodeTask:
         self.fixed_width = fixed_width  # 07, not 7: a child is its parent but for one number (measured)
         self.edits = edits  # children written as edits, "2-5" (measured: the warm start copied programs badly)
         self.max_answer_tokens = len(self.program_text([domain - 1] * thresholds)) + 3
+        self.reward_weights = checked_weights(reward_weights, self.dim)  # None: the mean
 
     # ---- problems: the hidden program, its examples, its plausible programs ----------------------
 
@@ -149,8 +150,9 @@ class CodeTask:
         return np.array([float(outputs[x] == truth[x]) for x in tests], dtype=np.float32)
 
     def scalarize(self, r):
-        """The mean of the components, as PersonaTask.scalarize (every caller goes through here)."""
-        return r.mean(-1)
+        """The mean of the components or reward_weights' sum, as PersonaTask.scalarize (every caller goes
+        through here)."""
+        return weighted_sum(r, self.reward_weights)
 
     def valid(self, problem, answer):
         """A program that parses and reproduces the prompt's examples."""

@@ -78,12 +78,18 @@ def resolve(defaults, algos, path=None, overrides=(), base=None):
         key, text = item.split("=", 1)
         updates.append((key.strip(), parse_value(text)))
     for key, value in updates:
+        if key in RENAMED:
+            raise ConfigError(f"config key '{key}' is now {RENAMED[key]}")
         if key not in defaults:
             hint = difflib.get_close_matches(key, defaults, n=1)
             raise ConfigError(f"unknown config key '{key}'" + (f" (did you mean '{hint[0]}'?)" if hint else ""))
         cfg[key] = _checked(key, value, defaults[key])
     validate(cfg, algos)
     return cfg
+
+
+# keys that changed name: a one-line pointer to the new one instead of an unknown-key error
+RENAMED = {"std_norm": "scale_rewards (true: group, false: none)"}
 
 
 def pick_device(name):
@@ -97,12 +103,13 @@ def pick_device(name):
     return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
 
 
-# Algorithms whose advantage divides by no group std of the score, so std_norm=false (Dr. GRPO's
-# first half) has nothing to drop; said rather than silently ignored.
+# Algorithms whose advantage divides by no group std of the score, so scale_rewards (which std to
+# divide by) has nothing to change; said rather than silently ignored.
 NO_GROUP_STD = {
     "gdpo": "its per-component std division is the method (without it: dr_grpo, rescaled per batch)",
     "maxrl": "it divides by the group's mean, not its std",  # MaxRL's estimator
     "vpo_loo": "its leave-one-out baseline divides by nothing",
+    "rloo": "its leave-one-out baseline divides by nothing",
 }
 
 
@@ -131,8 +138,10 @@ def validate(cfg, algos):
     need(0 < cfg["top_p"] <= 1, "top_p must be in (0, 1]")
     need(1 <= cfg["max_k"] < cfg["group_size"] or cfg["algo"] != "max_at_k",  # k = G: one subset, every advantage 0
          f"max_k must be in 1..group_size-1={cfg['group_size'] - 1} for max_at_k, got {cfg['max_k']}")
-    need(cfg["std_norm"] or cfg["algo"] not in NO_GROUP_STD,
-         f"std_norm=false does not apply to {cfg['algo']}: {NO_GROUP_STD.get(cfg['algo'])}")
+    need(cfg["scale_rewards"] in ("group", "batch", "none"),
+         f"scale_rewards must be group, batch or none, got '{cfg['scale_rewards']}'")
+    need(cfg["scale_rewards"] == "group" or cfg["algo"] not in NO_GROUP_STD,
+         f"scale_rewards={cfg['scale_rewards']} does not apply to {cfg['algo']}: {NO_GROUP_STD.get(cfg['algo'])}")
     need(cfg["loss_norm"] in ("tokens", "constant"), f"loss_norm must be tokens or constant, got '{cfg['loss_norm']}'")
     need(cfg["mutation_share"] == 0 or cfg["task"] == "code", "mutation_share > 0 needs the code task (parents are programs)")
     need(cfg["parent_replay"] == 0 or cfg["task"] == "code", "parent_replay > 0 needs the code task (parents are programs)")

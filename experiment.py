@@ -60,7 +60,7 @@ ALGOS = ["grpo", "vpo"]
 # paper gives (DAPO's clip-higher 0.28; the entropy bonus has no paper default: 0.01, a common value).
 VARIANTS = {
     "grpo_x3": ("grpo", {}),  # compute-matched GRPO: m times the prompts per step (run_config), as many answers as VPO
-    "dr_grpo": ("grpo", {"std_norm": False, "loss_norm": "constant"}),  # both halves of Dr. GRPO
+    "dr_grpo": ("grpo", {"scale_rewards": "none", "loss_norm": "constant"}),  # both halves of Dr. GRPO
     # clipping acts only from a batch's second update on (the ratio is 1 at the first), so clip-higher
     # is compared with GRPO at the same two updates per batch, not with one-update GRPO
     "grpo_2ep": ("grpo", {"epochs_per_batch": 2}),
@@ -75,7 +75,8 @@ VARIANTS = {
     "vpo_mutation": ("vpo", {"mutation_share": 0.25}),
 }
 CODE_ONLY = {"grpo_mutation", "vpo_mutation"}  # parents are programs: no such rows on the persona tasks
-ABLATIONS = ["multi_rlvr", "random_weights", "goal_conditioned", "vpo_loo", "max_at_k", "gdpo", "maxrl", *VARIANTS]
+ABLATIONS = ["multi_rlvr", "random_weights", "goal_conditioned", "vpo_loo", "max_at_k", "gdpo", "maxrl", "rloo",
+             *VARIANTS]
 # --quick: the evaluation and search at a smoke-test size (training sizes: configs/tiny.yaml)
 QUICK = dict(pool_n=6, pool_problems=6, evo_problems=2, evo_screen=6, evo_budget=12)
 

@@ -24,7 +24,7 @@ COLORS = {"warm_start": "0.55", "grpo": "tab:red", "vpo": "tab:blue", "multi_rlv
           "random_weights": "tab:purple", "goal_conditioned": "tab:brown", "vpo_loo": "tab:cyan",
           "grpo_x3": "tab:pink", "max_at_k": "tab:green", "gdpo": "tab:olive", "maxrl": "darkgoldenrod",
           "dr_grpo": "salmon", "grpo_2ep": "lightcoral", "grpo_clip_higher": "firebrick", "grpo_entropy": "orchid",
-          "dapo": "maroon"}
+          "dapo": "maroon", "rloo": "teal"}
 
 
 def _save(fig, path, **layout):

@@ -15,7 +15,8 @@ nearly collinear: the control task (persona_collinear), on which VPO should not 
 
 Each task offers: problems(split, n, rng) for a train/held-out split (`heldout`: a fixed hash of
 the problem, so the split never changes), prompt(problem, parents, goal) (a goal-conditioned prompt
-ends with its weighting, written by `format_goal`), reward(problem, answer) -> (D,), scalarize(r),
+ends with its weighting, written by `format_goal`), reward(problem, answer) -> (D,), scalarize(r)
+(the mean, or the weighted sum given by the task option `reward_weights`),
 demonstration(problem, m, rng) for the supervised warm start, answer_key() for deduplication and
 valid() for answers that can earn anything at all. Only the code task uses parents (programs shown
 with their scores), so the policy can serve as search.py's evolutionary mutation operator.
@@ -40,13 +41,37 @@ def heldout(key: str, fraction: float) -> bool:
     return (zlib.crc32(key.encode()) % 1000) < fraction * 1000
 
 
+def checked_weights(weights, dim):
+    """A task's `reward_weights` option -> None (the fixed scalarisation is the mean) or a list of D
+    non-negative floats summing to one; anything else is a ValueError naming what is wrong."""
+    if weights is None or len(weights) == 0:
+        return None
+    w = [float(x) for x in weights]
+    if len(w) != dim:
+        raise ValueError(f"reward_weights needs {dim} numbers (one per reward component), got {len(w)}")
+    if min(w) < 0 or not np.isfinite(w).all():
+        raise ValueError(f"reward_weights must be finite and non-negative, got {w}")
+    if abs(sum(w) - 1.0) > 1e-6:
+        raise ValueError(f"reward_weights must sum to 1, got {sum(w):.6g}")
+    return w
+
+
+def weighted_sum(r, weights):
+    """Reward vectors (..., D), numpy or torch -> (...): the fixed scalarisation, the mean of the
+    components when `weights` is None (as it always was, bit for bit), else the weighted sum."""
+    if weights is None:
+        return r.mean(-1)
+    return r @ (r.new_tensor(weights) if hasattr(r, "new_tensor") else np.asarray(weights, dtype=r.dtype))
+
+
 def format_goal(weights) -> str:
     """Goal-conditioned prompts carry the weighting as one digit per component (0..9)."""
     return " w" + "".join(str(min(9, int(round(9 * float(w))))) for w in weights)
 
 
 class PersonaTask:
-    def __init__(self, num_personas=4, answer_len=12, overlap=0.0, noise=0.25, heldout_fraction=0.25):
+    def __init__(self, num_personas=4, answer_len=12, overlap=0.0, noise=0.25, heldout_fraction=0.25,
+                 reward_weights=()):
         if not 1 <= num_personas <= 26:
             raise ValueError("num_personas must be in 1..26")
         if not 0.0 <= overlap <= 1.0:
@@ -57,6 +82,7 @@ class PersonaTask:
         self.noise = noise  # share of demonstration letters that please nobody (why 0.25: docs/RESULTS.md)
         self.heldout_fraction = heldout_fraction
         self.max_answer_tokens = answer_len + 1  # room for one separator/end token
+        self.reward_weights = checked_weights(reward_weights, self.dim)  # None: the mean
 
     def problems(self, split, n, rng: random.Random):
         """n problems (tuples of D distinct favourite letters) from 'train' or 'heldout'."""
@@ -85,8 +111,9 @@ class PersonaTask:
 
     def scalarize(self, r):
         """Reward vectors (..., D), numpy or torch -> (...): the fixed scalarisation GRPO trains on and
-        best@k reports (the mean of the components). Every caller goes through here."""
-        return r.mean(-1)
+        best@k reports: the mean of the components, or the task option reward_weights' weighted sum.
+        Every caller goes through here."""
+        return weighted_sum(r, self.reward_weights)
 
     def answer_key(self, answer):
         return answer

@@ -59,8 +59,12 @@ def result_key(cfg, settings, keys):
 
 
 def with_defaults(run_settings):
-    """A run's settings, a key added to train.DEFAULTS after the run at its default (it changed nothing)."""
-    return {**train.DEFAULTS, **run_settings}
+    """A run's settings, a key added to train.DEFAULTS after the run at its default (it changed nothing),
+    a renamed key under its new name (std_norm true/false is scale_rewards group/none)."""
+    settings = dict(run_settings)
+    if "std_norm" in settings:
+        settings["scale_rewards"] = "group" if settings.pop("std_norm") else "none"
+    return {**train.DEFAULTS, **settings}
 
 
 def same_key(stored, key):

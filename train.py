@@ -94,13 +94,15 @@ DEFAULTS = dict(
                                # search's prompt) in every RL update, against forgetting (PPO-ptx; replay_loss); 0: off
     max_k=4,                   # k of the max_at_k baseline (best of k samples)
     # GRPO's own fixes against collapse (grpo.py), for every algorithm, off by default
-    std_norm=True,             # divide advantages by the group's std (False: Dr. GRPO; refused where none is divided)
+    scale_rewards="group",     # the std an advantage divides by: group | batch (one for the whole batch, TRL's
+                               # option) | none (Dr. GRPO); only group where a method divides by no group std
     loss_norm="tokens",        # tokens: the loss is the batch's token mean; constant: token sum / (rollouts x
                                # longest possible completion), Dr. GRPO's other half
     clip_high=0.0,             # upper ratio clip 1 + clip_high (DAPO: 0.28); 0: the same as clip
-    entropy_coef=0.0,          # bonus for the policy's token entropy, with its gradient
+    entropy_coef=0.0,          # bonus for the policy's token entropy, with its gradient (x grpo.advantage_scale)
     format_coef=0.0,           # weight of a format reward's advantage (grpo.format_advantages: the share of a
-                               # rollout's answers that score at all), added to every algorithm's; 0: off
+                               # rollout's answers that score at all), added to every algorithm's, times the
+                               # RMS of that algorithm's advantages (grpo.advantage_scale); 0: off
     dynamic_sampling=0,        # DAPO: at most this many rounds of P fresh groups, until P groups' advantages
                                # are not all zero; flat groups fill in only if the rounds run out (0: off)
     temperature=1.0,
@@ -131,21 +133,24 @@ DEFAULTS = dict(
 # weightings w (P, N, D) and the config, and returns one advantage per rollout (P, G).
 # To try a new idea, write the function (in its own file, like baselines.py) and add a line here.
 ADVANTAGES = {
-    "grpo": (lambda r, s, w, cfg: grpo.grpo_advantages(s[:, :, 0], std_norm=cfg["std_norm"]), False),
-    "vpo": (lambda r, s, w, cfg: vpo.vpo_advantages(r, w, std_norm=cfg["std_norm"]), True),
+    "grpo": (lambda r, s, w, cfg: grpo.grpo_advantages(s[:, :, 0], scale=cfg["scale_rewards"]), False),
+    "vpo": (lambda r, s, w, cfg: vpo.vpo_advantages(r, w, scale=cfg["scale_rewards"]), True),
     # the paper's ablations: VPO's format without its weightings, its weightings without the format
-    "multi_rlvr": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.multi_rlvr_scores(s), std_norm=cfg["std_norm"]), True),
+    "multi_rlvr": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.multi_rlvr_scores(s), scale=cfg["scale_rewards"]),
+                   True),
     "random_weights": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.random_weight_scores(r[:, :, 0], w[:, 0]),
-                                                                 std_norm=cfg["std_norm"]), False),
+                                                                 scale=cfg["scale_rewards"]), False),
     "goal_conditioned": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.random_weight_scores(r[:, :, 0], w[:, 0]),
-                                                                   std_norm=cfg["std_norm"]),
+                                                                   scale=cfg["scale_rewards"]),
                          False),  # the same score; the weighting is also written into the prompt
     "vpo_loo": (lambda r, s, w, cfg: vpo.leave_one_out_advantages(vpo.set_scores(r, w)), True),  # an exercise
-    # the field's baselines (baselines.py); std_norm=false is refused where no group std is divided (config.py)
-    "max_at_k": (lambda r, s, w, cfg: baselines.max_at_k_advantages(s[:, :, 0], cfg["max_k"], std_norm=cfg["std_norm"]),
-                 False),
+    # the field's baselines (baselines.py); scale_rewards other than group is refused where no group std
+    # is divided (config.py)
+    "max_at_k": (lambda r, s, w, cfg: baselines.max_at_k_advantages(s[:, :, 0], cfg["max_k"],
+                                                                    scale=cfg["scale_rewards"]), False),
     "gdpo": (lambda r, s, w, cfg: baselines.gdpo_advantages(r[:, :, 0]), False),
     "maxrl": (lambda r, s, w, cfg: baselines.maxrl_advantages(s[:, :, 0]), False),
+    "rloo": (lambda r, s, w, cfg: baselines.rloo_advantages(s[:, :, 0]), False),
 }
 SET_ALGOS = {name for name, (_, uses_sets) in ADVANTAGES.items() if uses_sets}
 
@@ -199,11 +204,14 @@ def rl_step(run):
     scalar = run.task.scalarize(rewards)  # (P, G, m): the fixed scalarisation of every answer
     # on the groups trained, never on groups DAPO dropped (gdpo would normalise over groups not there)
     adv = ADVANTAGES[cfg["algo"]][0](rewards, scalar, weights, cfg)  # (P, G)
+    # the fixed-weight terms are sized to this method's advantages, so a coefficient means the same in every method
+    scale = grpo.advantage_scale(adv) if cfg["format_coef"] or cfg["entropy_coef"] else 1.0
     if cfg["format_coef"]:
-        adv = adv + cfg["format_coef"] * grpo.format_advantages(rewards, std_norm=cfg["std_norm"])
-    loss, stats, grad_norm = policy_update(run, batch, adv.reshape(-1).to(run.device))
+        adv = adv + cfg["format_coef"] * scale * grpo.format_advantages(rewards)
+    loss, stats, grad_norm = policy_update(run, batch, adv.reshape(-1).to(run.device), cfg["entropy_coef"] * scale)
     metrics = step_metrics(run, batch, rewards, scalar, weights, adv)
-    metrics = {"loss": loss, **stats, "grad_norm": grad_norm, **metrics, **sampling, "tokens": batch["num_tokens"],
+    metrics = {"loss": loss, **stats, "grad_norm": grad_norm, **metrics, **sampling, "adv_scale": scale,
+               "tokens": batch["num_tokens"],
                "sample_s": t_sample, "step_s": time.time() - t0}
     return distributed.reduce_metrics(metrics, run.world, run.device), batch
 
@@ -227,10 +235,10 @@ def sample_round(run):
     return batch, weights, [p is not None for p in parents]
 
 
-def policy_update(run, batch, adv):
+def policy_update(run, batch, adv, entropy_coef=0.0):
     """`epochs_per_batch` steps of the clipped policy loss (grpo.policy_loss: a token mean, or Dr. GRPO's
-    constant normaliser), with a KL to the warm start if kl_coef > 0 -> (loss, loss stats, grad norm)
-    of the last epoch."""
+    constant normaliser), with a KL to the warm start if kl_coef > 0 and an entropy bonus of weight
+    `entropy_coef` -> (loss, loss stats, grad norm) of the last epoch."""
     cfg = run.cfg
     inputs = (batch["prompt"], batch["prompt_mask"], batch["completion"], batch["completion_mask"])
     ref_logprobs = None
@@ -253,7 +261,7 @@ def policy_update(run, batch, adv):
             logprobs, entropy = run.scorer(*inputs)  # entropy keeps its gradient, for the entropy bonus
         loss, stats = grpo.policy_loss(logprobs.float(), batch["old_logprobs"], adv, batch["completion_mask"],
                                        cfg["clip"], ref_logprobs, cfg["kl_coef"], cfg["clip_high"] or None,
-                                       entropy.float(), cfg["entropy_coef"], normaliser=normaliser)
+                                       entropy.float(), entropy_coef, normaliser=normaliser)
         total = loss * share
         if demos is not None:  # the same demonstrations on every rank: DDP's mean over ranks leaves it as is
             replay = replay_loss(run, demos)

@@ -62,9 +62,9 @@ def set_scores(rewards, weights):
     return scalarised.max(dim=-1).values.mean(dim=-1)  # (P, G)
 
 
-def vpo_advantages(rewards, weights, eps=1e-6, std_norm=True):
+def vpo_advantages(rewards, weights, eps=1e-6, scale="group"):
     """rewards (P, G, M, D) with zero rows for missing/duplicate answers, weights (P, N, D) -> (P, G)."""
-    return grpo_advantages(set_scores(rewards, weights), eps, std_norm)
+    return grpo_advantages(set_scores(rewards, weights), eps, scale)
 
 
 def multi_rlvr_scores(scalar_rewards):

@@ -46,7 +46,7 @@ def test_a_setting_that_differs_from_the_boards_is_refused_by_name(overrides, se
 def test_a_methods_own_keys_may_differ():
     """Dr. GRPO's documented overrides are its own; the same keys on another method are refused."""
     board = stored.load_board(BOARD, ["persona"], [0])
-    own = {"dr_grpo": {"std_norm", "loss_norm"}, "grpo": set()}
+    own = {"dr_grpo": {"scale_rewards", "loss_norm"}, "grpo": set()}
     cfg = experiment.run_config("persona", "dr_grpo", 0, "out", True)
     stored.check_against(board, BOARD, {("persona", "dr_grpo", 0): cfg}, QUICK, own)
     with pytest.raises(train.ConfigError, match="'loss_norm'"):

@@ -127,13 +127,13 @@ def test_baselines_give_zeros_never_nan_on_groups_without_signal(fn):
     assert adv.shape == (3, 8) and torch.all(adv == 0)
 
 
-def test_max_at_k_without_std_norm_keeps_the_credit_undivided():
+def test_max_at_k_without_std_division_keeps_the_credit_undivided():
     # the hand case above: m = (.75, .75, 1), rho = 5/6, left undivided
-    got = max_at_k_advantages(torch.tensor([[0.0, 0.5, 1.0]]), 2, std_norm=False)
+    got = max_at_k_advantages(torch.tensor([[0.0, 0.5, 1.0]]), 2, scale="none")
     assert torch.allclose(got, torch.tensor([[-1 / 12, -1 / 12, 1 / 6]]), atol=1e-6)
 
 
-# ---------------------------------------------------------------- std_norm=false for every algorithm
+# ---------------------------------------------------------------- scale_rewards=none for every algorithm
 # One group of three rollouts of m = 2 answers in D = 2, and two weightings (the single-answer
 # weighted methods use the first). First answers (0,0), (1,0), (1,1): fixed scores 0, .5, 1.
 STD_REWARDS = torch.tensor([[[[0.0, 0.0], [0.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]], [[1.0, 1.0], [0.0, 0.0]]]])
@@ -147,31 +147,85 @@ UNDIVIDED = {
     "vpo": [-0.625, 0.25, 0.375],                  # set scores 0, (.75 + 1) / 2, (1 + 1) / 2
     "max_at_k": [-1 / 12, -1 / 12, 1 / 6],         # k = 2 on 0, .5, 1 (the hand case above)
 }
-REFUSED = {"gdpo": "per-component std", "maxrl": "group's mean", "vpo_loo": "leave-one-out"}
+REFUSED = {"gdpo": "per-component std", "maxrl": "group's mean", "vpo_loo": "leave-one-out", "rloo": "leave-one-out"}
 
 
-def test_std_norm_is_decided_for_every_algorithm():
+def test_scale_rewards_is_decided_for_every_algorithm():
     from train import ADVANTAGES
     assert set(UNDIVIDED) | set(REFUSED) == set(ADVANTAGES) and not set(UNDIVIDED) & set(REFUSED)
 
 
 @pytest.mark.parametrize("algo", sorted(UNDIVIDED))
-def test_std_norm_false_is_honoured(algo):
+def test_scale_rewards_none_is_honoured(algo):
     from train import ADVANTAGES, resolve_config
     fn = ADVANTAGES[algo][0]
     args = (STD_REWARDS, STD_REWARDS.mean(-1), STD_WEIGHTS)
-    undivided = fn(*args, resolve_config(overrides=[f"algo={algo}", "max_k=2", "std_norm=false"]))
+    undivided = fn(*args, resolve_config(overrides=[f"algo={algo}", "max_k=2", "scale_rewards=none"]))
     assert torch.allclose(undivided, torch.tensor([UNDIVIDED[algo]]), atol=1e-6)
     divided = fn(*args, resolve_config(overrides=[f"algo={algo}", "max_k=2"]))
     assert not torch.allclose(divided, undivided, atol=1e-3)  # the flag changes something
 
 
 @pytest.mark.parametrize("algo", sorted(REFUSED))
-def test_std_norm_false_is_refused_where_no_group_std_is_divided(algo):
+@pytest.mark.parametrize("scale", ["none", "batch"])
+def test_scale_rewards_is_refused_where_no_group_std_is_divided(algo, scale):
     from train import ConfigError, resolve_config
     resolve_config(overrides=[f"algo={algo}"])
     with pytest.raises(ConfigError) as err:
-        resolve_config(overrides=[f"algo={algo}", "std_norm=false"])
+        resolve_config(overrides=[f"algo={algo}", f"scale_rewards={scale}"])
     message = str(err.value)
-    assert message.startswith(f"std_norm=false does not apply to {algo}: ") and REFUSED[algo] in message
+    assert message.startswith(f"scale_rewards={scale} does not apply to {algo}: ") and REFUSED[algo] in message
     assert len(message.splitlines()) == 1
+
+
+# ---------------------------------------------------------------- RLOO and TRL's scale_rewards
+def test_rloo_is_each_score_minus_the_mean_of_the_others():
+    from baselines import rloo_advantages
+    got = rloo_advantages(torch.tensor([[1.0, 2.0, 6.0], [4.0, 4.0, 4.0]]))
+    # 1 - (2 + 6) / 2 = -3, 2 - (1 + 6) / 2 = -1.5, 6 - (1 + 2) / 2 = 4.5; a flat group gets zeros
+    assert torch.allclose(got, torch.tensor([[-3.0, -1.5, 4.5], [0.0, 0.0, 0.0]]))
+
+
+def test_rloo_trains_on_the_fixed_scalarisation_of_one_answer():
+    from train import ADVANTAGES, resolve_config
+    fn, uses_sets = ADVANTAGES["rloo"]
+    assert not uses_sets
+    got = fn(STD_REWARDS, STD_REWARDS.mean(-1), STD_WEIGHTS, resolve_config(overrides=["algo=rloo"]))
+    # fixed scores of the first answers 0, .5, 1: 0 - .75, .5 - .5, 1 - .25
+    assert torch.allclose(got, torch.tensor([[-0.75, 0.0, 0.75]]))
+
+
+def test_batch_scale_divides_by_one_std_for_the_whole_batch():
+    from grpo import grpo_advantages
+    scores = torch.tensor([[0.0, 1.0], [0.0, 3.0], [2.0, 2.0]])
+    # batch scores 0, 1, 0, 3, 2, 2: mean 4/3, population variance (16 + 1 + 16 + 25 + 4 + 4) / 9 / 4... by hand:
+    mean = 8 / 6
+    std = (sum((x - mean) ** 2 for x in [0, 1, 0, 3, 2, 2]) / 6) ** 0.5
+    want = torch.tensor([[-0.5, 0.5], [-1.5, 1.5], [0.0, 0.0]]) / std
+    assert torch.allclose(grpo_advantages(scores, scale="batch"), want, atol=1e-5)
+    with pytest.raises(ValueError, match="scale must be group, batch or none"):
+        grpo_advantages(scores, scale="rank")
+
+
+def test_max_at_k_batch_scale_divides_by_the_groups_pooled_sigma():
+    from baselines import max_at_k_advantages
+    scores = torch.tensor([[0.0, 0.5, 1.0], [0.0, 0.0, 2.0]])
+    none, group = max_at_k_advantages(scores, 2, scale="none"), max_at_k_advantages(scores, 2, scale="group")
+    sigma = none / group  # each group's own sigma (the credit is undivided in `none`)
+    pooled = (sigma[:, :1] ** 2).mean().sqrt()
+    assert torch.allclose(max_at_k_advantages(scores, 2, scale="batch"), none / pooled, atol=1e-5)
+
+
+def test_reward_weights_set_the_fixed_scalarisation_and_are_checked():
+    import numpy as np
+    from config import make_task
+    from train import ConfigError, resolve_config
+    r = torch.tensor([[1.0, 0.0, 0.5, 0.5]])
+    assert make_task("persona").scalarize(r).item() == pytest.approx(0.5)  # the mean by default
+    task = make_task("persona", reward_weights=[0.5, 0.0, 0.25, 0.25])
+    assert task.scalarize(r).item() == pytest.approx(0.75)
+    assert task.scalarize(np.array([[1.0, 0.0, 0.5, 0.5]])) == pytest.approx(0.75)  # numpy too
+    for bad, why in [([0.5, 0.5], "needs 4 numbers"), ([1.5, -0.5, 0, 0], "non-negative"),
+                     ([0.3, 0.3, 0.3, 0.0], "sum to 1")]:
+        with pytest.raises(ConfigError, match=why):
+            resolve_config(overrides=["task_options={reward_weights: %s}" % bad])

@@ -18,9 +18,9 @@ def test_defaults_are_valid():
     # the recipe, written out rather than read back from DEFAULTS (G = 8, m = 3, N = 100, alpha = 1: README and
     # docs/METHOD.md)
     assert {k: DEFAULTS[k] for k in ("task", "algo", "model", "group_size", "answers_per_rollout", "num_weights",
-                                     "alpha", "lr", "clip", "kl_coef", "std_norm", "loss_norm")} == dict(
+                                     "alpha", "lr", "clip", "kl_coef", "scale_rewards", "loss_norm")} == dict(
         task="persona", algo="vpo", model="cpu", group_size=8, answers_per_rollout=3, num_weights=100, alpha=1.0,
-        lr=1e-3, clip=0.2, kl_coef=0.0, std_norm=True, loss_norm="tokens")
+        lr=1e-3, clip=0.2, kl_coef=0.0, scale_rewards="group", loss_norm="tokens")
     # the check runs on the defaults themselves, not only on what a file or an override changes
     for key, bad, message in [("group_size", 1, "group_size must be >= 2"), ("lr", 0.0, "lr must be > 0"),
                               ("algo", "ppo", "algo must be one of"), ("top_p", 1.5, r"top_p must be in \(0, 1\]")]:

@@ -50,7 +50,7 @@ HEADLINE_METHODS = {
     "grpo": ("grpo", {}, False),
     "vpo": ("vpo", {}, False),
     "grpo_x3": ("grpo", {}, False),
-    "dr_grpo": ("grpo", {"std_norm": False, "loss_norm": "constant"}, False),
+    "dr_grpo": ("grpo", {"scale_rewards": "none", "loss_norm": "constant"}, False),
     "grpo_2ep": ("grpo", {"epochs_per_batch": 2}, False),
     "grpo_clip_higher": ("grpo", {"clip_high": 0.28, "epochs_per_batch": 2}, False),
     "grpo_entropy": ("grpo", {"entropy_coef": 0.01}, False),
@@ -166,7 +166,7 @@ def test_clip_higher_is_compared_with_grpo_at_the_same_updates_per_batch():
 
 
 def test_dr_grpo_and_dapo_rows_use_every_part_of_their_method():
-    assert _differences("persona", "grpo", "dr_grpo") == {"std_norm": (True, False), "loss_norm": ("tokens", "constant")}
+    assert _differences("persona", "grpo", "dr_grpo") == {"scale_rewards": ("group", "none"), "loss_norm": ("tokens", "constant")}
     dapo = experiment.run_config("code", "dapo", 0, "out/x")
     assert dapo["clip_high"] == 0.28 and dapo["epochs_per_batch"] >= 2 and dapo["dynamic_sampling"] > 1
 

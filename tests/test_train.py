@@ -204,8 +204,8 @@ def test_warm_start_key_follows_settings_and_task_code_not_trainer_text(tmp_path
     assert key() != before
 
 
-@pytest.mark.parametrize("flags", [["std_norm=false"], ["clip_high=0.28", "epochs_per_batch=2"], ["entropy_coef=0.05"],
-                                   ["std_norm=false", "loss_norm=constant"],
+@pytest.mark.parametrize("flags", [["scale_rewards=none"], ["scale_rewards=batch"], ["clip_high=0.28", "epochs_per_batch=2"], ["entropy_coef=0.05"],
+                                   ["scale_rewards=none", "loss_norm=constant"],
                                    ["dynamic_sampling=3", "task=code", "algo=vpo"],
                                    ["mutation_share=0.5", "task=code"], ["format_coef=0.5", "task=code", "algo=vpo"]])
 def test_grpo_fixes_and_mutation_prompts_run_end_to_end(tmp_path, flags):
@@ -240,9 +240,9 @@ def _rl_step_with_flat_groups(tmp_path, monkeypatch, flat, *overrides):
             np.random.default_rng(len(calls)).random((m, task.dim)).astype(np.float32)
     real_update = trainer.policy_update
 
-    def policy_update(run, batch, adv):
+    def policy_update(run, batch, adv, entropy_coef=0.0):
         trained.append(adv.clone())
-        return real_update(run, batch, adv)
+        return real_update(run, batch, adv, entropy_coef)
     monkeypatch.setattr(rollouts, "score_answers", score)
     monkeypatch.setattr(trainer, "policy_update", policy_update)
     run = trainer.Run(cfg, task, tok, model, torch.optim.AdamW(model.parameters()), trainer.distributed.Scorer(model),
@@ -371,7 +371,7 @@ def test_format_coef_adds_the_format_advantage_to_the_algorithms(tmp_path, monke
     r = rewards_seen[-1]
     assert (r.sum(-1) > 0).all()  # random rewards: every answer scores, so the format term is flat: no change
     assert torch.equal(adv[0.5], adv[0.0])
-    monkeypatch.setattr(trainer.grpo, "format_advantages", lambda r, std_norm=True: torch.ones(r.shape[:2]))
+    monkeypatch.setattr(trainer.grpo, "format_advantages", lambda r: torch.ones(r.shape[:2]))
     _, _, _, with_ones = _rl_step_with_flat_groups(tmp_path / "ones", monkeypatch, lambda p: False, "algo=grpo",
                                                    "format_coef=0.5")
     assert torch.allclose(with_ones, adv[0.0] + 0.5)
