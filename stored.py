@@ -98,7 +98,8 @@ def check_against(board, board_dir, configs, settings, method_keys):
         theirs, ours = ref["pools"]["key"]["run"], result_key(cfg, settings, POOL_KEYS)["run"]
         theirs, ours = with_defaults(theirs), with_defaults(ours)
         mine = method_keys[method] | method_keys["grpo"] | {"algo", "warmstart_from"}
-        for key in sorted(k for k in train.DEFAULTS if k not in mine and theirs.get(k) != ours.get(k)):
+        for key in sorted(k for k in train.DEFAULTS
+                          if k not in mine and k not in RESULT_NEUTRAL_KEYS and theirs.get(k) != ours.get(k)):
             raise ConfigError(f"--against {board_dir}: {task} seed {seed}: '{key}' is {ours[key]!r} here and "
                               f"{theirs[key]!r} on the board; compare with the board's settings")
         # the pools' problems, drawn as workers.pools_job draws them

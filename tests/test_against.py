@@ -33,6 +33,18 @@ def test_a_run_with_the_boards_settings_passes_the_check():
     stored.check_against(board, BOARD, _configs(), QUICK, _own())  # no error
 
 
+def test_a_result_neutral_setting_that_differs_from_the_boards_passes():
+    """cuda_graph (and threads, device, ...) change no result: a board stored with another value of one
+    of them is still the same recipe."""
+    board = stored.load_board(BOARD, ["persona", "code"], [0])
+    for record in board.values():
+        if "pools" in record:
+            record["pools"]["key"]["run"].update(cuda_graph=False, threads=4)
+    stored.check_against(board, BOARD, _configs(), QUICK, _own())  # no error
+    with pytest.raises(train.ConfigError, match="'lr'"):  # and a setting that does change results is still refused
+        stored.check_against(board, BOARD, _configs(lr=0.123), QUICK, _own())
+
+
 @pytest.mark.parametrize("overrides, settings, named", [({"lr": 0.123}, {}, "'lr'"),
                                                         ({"kl_coef": 0.5}, {}, "'kl_coef'"),
                                                         ({}, {"pool_n": 12}, "'pool_n'"),
