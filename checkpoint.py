@@ -27,8 +27,12 @@ from rollouts import rollout_prompt
 # the same tokens by a faster path, on CUDA only)
 RESULT_NEUTRAL_KEYS = ("resume", "overwrite", "quiet", "device", "threads", "peak_tflops", "out_dir", "warmstart_dir",
                        "cuda_graph")
-# a resumed run may also train for more steps than it was started with
-RUN_ONLY_KEYS = RESULT_NEUTRAL_KEYS + ("steps",)
+# how a finished run is measured (train.EVALUATION): never what it trains, so never in its folder's config
+EVAL_KEYS = ("pool_n", "pool_problems", "heldout_weightings", "evo_problems", "evo_min_plausible", "evo_screen",
+             "evo_budget", "evo_islands", "evo_migrate_every", "evo_capacity", "evo_explore", "evo_temperature",
+             "evo_top_p", "evo_children_per_call", "evo_positions_per_call")
+# a resumed run may also train for more steps than it was started with, and be measured otherwise
+RUN_ONLY_KEYS = RESULT_NEUTRAL_KEYS + EVAL_KEYS + ("steps",)
 
 
 def atomic_save(obj, path):
@@ -105,7 +109,7 @@ def write_config(cfg, out_dir):
     """config.yaml, written whole or not at all: a resume before the first ckpt.pt reads it back."""
     tmp = os.path.join(out_dir, f"config.yaml.{os.getpid()}.tmp")
     with open(tmp, "w") as f:
-        yaml.safe_dump({**cfg, "out_dir": out_dir}, f, sort_keys=False)
+        yaml.safe_dump({**{k: v for k, v in cfg.items() if k not in EVAL_KEYS}, "out_dir": out_dir}, f, sort_keys=False)
     os.replace(tmp, os.path.join(out_dir, "config.yaml"))
 
 

@@ -129,13 +129,17 @@ def validate(cfg, algos):
     for key in ("steps", "sft_steps", "eval_every", "ckpt_every", "kl_coef", "weight_decay", "threads", "peak_tflops",
                 "temperature", "clip_high", "entropy_coef", "format_coef", "dynamic_sampling", "parent_replay"):
         need(cfg[key] >= 0, f"{key} must be >= 0, got {cfg[key]}")
-    for key in ("prompts_per_step", "sft_batch", "num_weights", "epochs_per_batch", "eval_problems", "block_size"):
+    for key in ("prompts_per_step", "sft_batch", "num_weights", "epochs_per_batch", "eval_problems", "block_size",
+                "pool_n", "pool_problems", "heldout_weightings"):
         need(cfg[key] >= 1, f"{key} must be >= 1, got {cfg[key]}")
     need(cfg["group_size"] >= 2, f"group_size must be >= 2 for group-normalised advantages, got {cfg['group_size']}")
     need(cfg["answers_per_rollout"] >= 1, f"answers_per_rollout (m) must be >= 1, got {cfg['answers_per_rollout']}")
     need(cfg["weight_sampler"] in ("dirichlet", "sobol"), "weight_sampler must be dirichlet or sobol")
     need(cfg["weight_sampler"] != "sobol" or cfg["alpha"] == 1.0, "weight_sampler=sobol needs alpha=1")
     need(0 < cfg["top_p"] <= 1, "top_p must be in (0, 1]")
+    for key in (k for k in cfg if k.startswith("evo_")):
+        need(cfg[key] >= 0, f"{key} must be >= 0, got {cfg[key]}")
+    need(0 < cfg["evo_top_p"] <= 1, "evo_top_p must be in (0, 1]")
     need(1 <= cfg["max_k"] < cfg["group_size"] or cfg["algo"] != "max_at_k",  # k = G: one subset, every advantage 0
          f"max_k must be in 1..group_size-1={cfg['group_size'] - 1} for max_at_k, got {cfg['max_k']}")
     need(cfg["scale_rewards"] in ("group", "batch", "none"),

@@ -1,6 +1,7 @@
 """
 Test-time search with a trained policy: best@k / pass@k evaluation and an evolutionary search that
-uses the policy as its mutation operator. Every setting of both is in SETTINGS below.
+uses the policy as its mutation operator. Every setting of both is in train.DEFAULTS' evaluation and
+search section.
 
     python search.py --checkpoints out/code-grpo-s0/final.pt out/code-vpo-s0/final.pt --n 30
     python search.py --checkpoints out/warmstart/warmstart-code-*.pt --search   # and the searches
@@ -25,56 +26,18 @@ diffs (one edit changes one number), island resets, early stopping on stagnation
 import argparse
 import json
 import random
+import sys
 import time
 
 import numpy as np
 import torch
 
 from checkpoint import model_from_checkpoint
-from config import make_task, parse_value
+from config import ConfigError, make_task
+from train import DEFAULTS, EVAL_KEYS, resolve_config
 from metrics import best_at_k_curve, pareto_fraction, pass_at_k_curve, reward_space_diversity, scalarized_best_at_k
 from rollouts import sample_rollouts
 from vpo import sample_weights, set_scores
-
-# Every evaluation and search setting. Callers (experiment.py, main below) pass these values on;
-# no function has a default of its own that differs from this table.
-SETTINGS = dict(
-    # pools of answers (evaluate_checkpoint)
-    pool_n=30,                  # answers per held-out problem; k counts answers, up to pool_n
-    pool_problems=40,           # held-out problems per task and seed (the same for every method)
-    heldout_weightings=64,      # weightings for w-best@k, from a seed no training run uses
-    # which problems are searched (search_problems, experiment.py's screening)
-    evo_problems=64,            # searches per policy (the paper's case study: 32); at 32 a seed, claim 4's paired
-                                # interval over 3 seeds was +-0.35 wide, too wide to decide anything
-    evo_min_plausible=2000,     # a searched problem leaves >= this many plausible programs (task.num_plausible):
-                                # 10x the budget, so a same-budget sampler cannot stumble on the answer
-    evo_screen=112,             # candidate search problems (held-out, >= evo_min_plausible programs) whose
-                                # pools experiment.py screens: it keeps those no checkpoint's pool solves
-    # the search (run_searches)
-    evo_budget=200,             # candidates evaluated per search (the paper: 200 iterations of one program)
-    evo_islands=5,              # OpenEvolve's default
-    evo_migrate_every=50,       # candidates of a search between ring migrations (4 in a budget of 200)
-    evo_capacity=10,            # programs an island keeps, one per pass pattern, best first
-    evo_explore=0.3,            # chance a parent is any program of its island instead of the best
-    evo_temperature=0.7,        # sampling temperature of the search and of its control (OpenEvolve's)
-    evo_top_p=0.95,             # nucleus sampling, likewise (1.0: off)
-    evo_children_per_call=1,    # children per call: 1 (OpenEvolve's iteration); a set policy also runs at m
-    evo_positions_per_call=60_000,  # memory cap: rows x tokens per sampler call (~4 KB each on model=cpu)
-)
-
-
-def parse_setting(item):
-    """'evo_budget=100' -> ("evo_budget", 100), checked against SETTINGS: the default's type, a positive
-    count (non-negative for evo_ keys); ValueError in one line."""
-    key, _, text = (part.strip() for part in item.partition("="))
-    if key not in SETTINGS:
-        raise ValueError(f"unknown setting '{key}' (known: {', '.join(SETTINGS)})")
-    value, default = parse_value(text), SETTINGS[key]
-    if not isinstance(value, type(default)) or isinstance(value, bool) or value < (0 if key.startswith("evo_") else 1):
-        raise ValueError(f"setting '{key}' must be a {'non-negative' if key.startswith('evo_') else 'positive'} "
-                         f"{type(default).__name__}, got {value!r}")
-    return key, value
-
 
 def k_grid(n):
     """1, 2, 4, ... up to n (n itself included)."""
@@ -147,7 +110,7 @@ def heldout_weights(dim, n, seed):
     return sample_weights(1, n, dim, generator=torch.Generator().manual_seed(10_000 + seed))[0].numpy()
 
 
-def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=SETTINGS["heldout_weightings"], device="cpu",
+def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=DEFAULTS["heldout_weightings"], device="cpu",
                         m=None, task=None, as_written=True):
     """A checkpoint's pools on `problems`, measured; m and task default to its own (a shared warm start
     is scored on the task given)."""
@@ -326,10 +289,11 @@ def solved_curve(results, budget):
 
 def main():
     parser = argparse.ArgumentParser(description="best@k / pass@k of checkpoints on held-out problems, "
-                                                 "and with --search the evolutionary search (SETTINGS)")
+                                                 "and with --search the evolutionary search (train.DEFAULTS' "
+                                                 "evaluation and search section)")
     parser.add_argument("--checkpoints", nargs="+", required=True)
-    parser.add_argument("--n", type=int, default=SETTINGS["pool_n"], help="pool size in answers")
-    parser.add_argument("--problems", type=int, default=SETTINGS["pool_problems"])
+    parser.add_argument("--n", type=int, default=DEFAULTS["pool_n"], help="pool size in answers")
+    parser.add_argument("--problems", type=int, default=DEFAULTS["pool_problems"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--split", choices=["heldout", "train"], default="heldout",
                         help="train: to design a task or a setting without looking at the problems reported")
@@ -337,16 +301,19 @@ def main():
     parser.add_argument("--zero-repeats", action="store_true",
                         help="score pools as training does (a repeat inside a rollout scores zero), not as written")
     parser.add_argument("--search", action="store_true",
-                        help=f"also run_searches on {SETTINGS['evo_problems']} held-out problems with at least "
-                             f"{SETTINGS['evo_min_plausible']} plausible programs, next to the same-budget control")
-    parser.add_argument("--children-per-call", type=int, default=SETTINGS["evo_children_per_call"],
+                        help=f"also run_searches on {DEFAULTS['evo_problems']} held-out problems with at least "
+                             f"{DEFAULTS['evo_min_plausible']} plausible programs, next to the same-budget control")
+    parser.add_argument("--children-per-call", type=int, default=DEFAULTS["evo_children_per_call"],
                         help="with --search: 1, or the policy's m")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="SETTINGS keys for the search, e.g. evo_min_plausible=2000 evo_problems=16")
+    parser.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
+                        help="evaluation and search keys of train.DEFAULTS, e.g. evo_min_plausible=2000 evo_problems=16")
     args = parser.parse_args()
     rows, searches = [], {}
     try:
-        settings = dict(SETTINGS, **dict(parse_setting(item) for item in args.set))
+        other = [item for item in args.set if item.partition("=")[0].strip() not in EVAL_KEYS]
+        if other:
+            raise ConfigError(f"--set takes the evaluation and search keys only ({', '.join(EVAL_KEYS)}), got {other[0]}")
+        settings = resolve_config(overrides=args.set)
         for path in args.checkpoints:
             model, tok, cfg, m = model_from_checkpoint(path)
             task = make_task(cfg["task"], **cfg["task_options"])
@@ -359,7 +326,8 @@ def main():
                 searches[path] = run_searches(model, tok, task, hard, m, cfg, settings, args.seed,
                                               args.children_per_call)
     except (ValueError, FileNotFoundError, RuntimeError) as e:  # a bad setting, checkpoint or search: one line
-        raise SystemExit(f"error: {e}")
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     ks = rows[0][1]["ks"]
     print(f"{'checkpoint':40s} " + " ".join(f"best@{k:<3d}" for k in ks) + "  diversity  distinct  wasted")
     for path, r in rows:

@@ -2,7 +2,7 @@
 Train a small GPT policy with GRPO, VPO or one of the baselines, on a vector-reward task.
 
     python train.py --config configs/persona.yaml --set algo=vpo seed=1
-    python train.py                      # no --config: the headline experiment (experiment.py)
+    python train.py                      # no --config: DEFAULTS alone (persona, VPO)
 
 Read top to bottom: the hyperparameters (every one visible below, with a comment), the algorithm
 table, one RL step, DAPO's dynamic sampling (an option, off by default), the training loop.
@@ -126,6 +126,28 @@ DEFAULTS = dict(
     resume=False,              # continue the unfinished run in out_dir from its last checkpoint
     quiet=False,
 )
+# Evaluation and search (search.py, and the lab's pools and searches): how a finished run is measured.
+# They never change what a run trains (checkpoint.EVAL_KEYS: left out of the run's folder and result keys).
+EVALUATION = dict(
+    pool_n=30,                 # answers per held-out problem; k counts answers, up to pool_n
+    pool_problems=40,          # held-out problems per task and seed (the same for every method)
+    heldout_weightings=64,     # weightings for w-best@k, from a seed no training run uses
+    evo_problems=64,           # searches per policy (the paper's case study: 32; 64 narrows the interval)
+    evo_min_plausible=2000,    # a searched problem leaves >= this many plausible programs: 10x the budget, so a
+                               # same-budget sampler cannot stumble on the answer
+    evo_screen=112,            # candidate search problems the lab screens, keeping those no checkpoint's pool solves
+    evo_budget=200,            # candidates evaluated per search (the paper: 200 iterations of one program)
+    evo_islands=5,             # OpenEvolve's default
+    evo_migrate_every=50,      # candidates of a search between ring migrations
+    evo_capacity=10,           # programs an island keeps, one per pass pattern, best first
+    evo_explore=0.3,           # chance a parent is any program of its island instead of the best
+    evo_temperature=0.7,       # sampling temperature of the search and of its control (OpenEvolve's)
+    evo_top_p=0.95,            # nucleus sampling, likewise (1.0: off)
+    evo_children_per_call=1,   # children per call: 1 (OpenEvolve's iteration); a set policy also runs at m
+    evo_positions_per_call=60_000,  # memory cap: rows x tokens per sampler call
+)
+DEFAULTS.update(EVALUATION)
+EVAL_KEYS = tuple(EVALUATION)  # = checkpoint.EVAL_KEYS (a test holds them equal)
 
 # ----------------------------------------------------------------------------------------------
 # Algorithms: name -> (advantage, whether its rollouts hold a SET of m answers). An advantage gets
@@ -454,17 +476,12 @@ def train(cfg):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip(), epilog="Without --config, the "
-                                     "headline experiment runs: python experiment.py --help lists its flags.")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip(),
+                                     epilog="Many runs compared (the default experiment): python lab/experiment.py")
     parser.add_argument("--config", help="YAML file of overrides to the defaults at the top of train.py")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override config keys")
-    args, rest = parser.parse_known_args(argv)
-    if not args.config:  # the headline lives in experiment.py, above this file: run it as a program
-        os.execv(sys.executable, [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                               "experiment.py"), *argv])
-    if rest:
-        parser.error(f"unrecognized arguments with --config: {' '.join(rest)}")
+    parser.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
+                        help="override config keys (repeat --set as often as you like: every item counts)")
+    args = parser.parse_args(argv)
     try:
         train(resolve_config(args.config, args.set))
     except KeyboardInterrupt:  # Ctrl-C: no traceback; the checkpoints written so far stay

@@ -9,14 +9,14 @@ import os
 
 import pytest
 
-import experiment
+from lab import experiment
 import search
-import stored
+from lab import stored
 import train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BOARD = os.path.join(ROOT, "tests", "fixtures", "board")
-QUICK = {**search.SETTINGS, **experiment.QUICK}
+QUICK = experiment.evaluation_settings(["persona", "code"], True, {})
 
 
 def _configs(**overrides):

@@ -1,4 +1,4 @@
-"""tools/bench.py at a tiny size: every measurement runs and reports, the naive variants sample what the
+"""lab/bench.py at a tiny size: every measurement runs and reports, the naive variants sample what the
 optimised model samples, and the TRL comparison degrades to a message. No timing is asserted."""
 
 import json
@@ -8,8 +8,7 @@ import sys
 import pytest
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-import bench  # noqa: E402  (tools/ is scripts, not a package)
+from lab import bench  # noqa: E402
 import train  # noqa: E402
 from model import pad_left  # noqa: E402
 

@@ -80,9 +80,26 @@ def test_command_line_error_is_one_line_and_nonzero(tmp_path):
     result = subprocess.run([sys.executable, "train.py", "--set", "stpes=3", f"out_dir={tmp_path}/x"],
                             capture_output=True, text=True, cwd=__file__.rsplit("/tests/", 1)[0])
     assert result.returncode == 2
-    # the default run trains persona first, so the key is checked against persona's config first
-    assert result.stderr.strip() == "error: --set stpes=3 on task persona: unknown config key 'stpes' (did you mean 'steps'?)"
+    assert result.stderr.strip() == "error: unknown config key 'stpes' (did you mean 'steps'?)"
     assert not (tmp_path / "x").exists()  # nothing written before the config is valid
+    # the lab's runner checks a key against each task's config, persona first
+    result = subprocess.run([sys.executable, "lab/experiment.py", "--set", "stpes=3", f"out_dir={tmp_path}/x"],
+                            capture_output=True, text=True, cwd=__file__.rsplit("/tests/", 1)[0])
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: --set stpes=3 on task persona: unknown config key 'stpes' (did you mean 'steps'?)"
+
+
+def test_a_repeated_set_keeps_every_item(tmp_path):
+    """--set a=1 --set b=2 is --set a=1 b=2 (argparse's default keeps only the last --set)."""
+    root = __file__.rsplit("/tests/", 1)[0]
+    for command, first, second, said in [
+            (["train.py", "--config", "configs/persona.yaml"], "lr=-1", f"out_dir={tmp_path}/x", "lr must be > 0"),
+            (["lab/experiment.py"], "lr=-1", f"out_dir={tmp_path}/x", "lr must be > 0"),
+            (["search.py", "--checkpoints", "missing.pt"], "evo_budget=-1", "pool_n=5", "evo_budget must be >= 0")]:
+        result = subprocess.run([sys.executable, *command, "--set", first, "--set", second],
+                                capture_output=True, text=True, cwd=root)
+        assert result.returncode == 2 and said in result.stderr, (command, result.stderr)
+        assert not (tmp_path / "x").exists()
 
 
 def test_max_at_k_needs_k_below_the_group_size():

@@ -10,12 +10,12 @@ import time
 import pytest
 import yaml
 
-import experiment
+from lab import experiment
 import search
-import stored
+from lab import stored
 import train
 from config import read_yaml
-from stored import run_status
+from lab.stored import run_status
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -94,7 +94,7 @@ def test_set_reaches_search_settings_and_refuses_unknown_keys(capsys):
     with pytest.raises(SystemExit) as e:
         experiment.main(["--set", "evo_budgett=5"])
     assert e.value.code == 2 and "unknown config key 'evo_budgett'" in capsys.readouterr().err
-    assert "evo_budget" in search.SETTINGS
+    assert "evo_budget" in train.EVAL_KEYS
 
 
 def test_set_is_checked_against_each_chosen_task_config(capsys, monkeypatch):
@@ -109,7 +109,7 @@ def test_set_is_checked_against_each_chosen_task_config(capsys, monkeypatch):
 
 def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
     out = tmp_path / "exp"
-    command = [sys.executable, os.path.join(ROOT, "experiment.py"), "--quick", "--tasks", "code", "--algos", "vpo",
+    command = [sys.executable, os.path.join(ROOT, "lab", "experiment.py"), "--quick", "--tasks", "code", "--algos", "vpo",
                "--set", f"out_dir={out}", "steps=150", "ckpt_every=2", "eval_every=0"]
     # 150 steps (~9 s here) so that Ctrl-C sent after the first checkpoint lands mid-run: with 30 (~2 s)
     # the run sometimes finished before the signal did
@@ -185,18 +185,18 @@ def test_a_key_added_to_defaults_later_at_its_default_reuses_earlier_runs(tmp_pa
     _saved_run(run, older)
     assert run_status(cfg) == "finished"
     assert run_status(dict(cfg, parent_replay=0.5)) == "other"
-    older_key = stored.result_key(older, search.SETTINGS, ("pool_n",))
-    assert stored.same_key(older_key, stored.result_key(cfg, search.SETTINGS, ("pool_n",)))
-    assert not stored.same_key(older_key, stored.result_key(dict(cfg, parent_replay=0.5), search.SETTINGS,
+    older_key = stored.result_key(older, train.EVALUATION, ("pool_n",))
+    assert stored.same_key(older_key, stored.result_key(cfg, train.EVALUATION, ("pool_n",)))
+    assert not stored.same_key(older_key, stored.result_key(dict(cfg, parent_replay=0.5), train.EVALUATION,
                                                             ("pool_n",)))
-    assert not stored.same_key(None, stored.result_key(cfg, search.SETTINGS, ("pool_n",)))
+    assert not stored.same_key(None, stored.result_key(cfg, train.EVALUATION, ("pool_n",)))
 
 
 def test_a_stored_key_holding_a_retired_setting_at_its_only_value_still_matches():
     """evo_seeds (searches per problem) was removed at 1, the only value it took: committed search
     results keep it in their keys and are still reused; at any other value they are not."""
     cfg = train.resolve_config()
-    key = stored.result_key(cfg, search.SETTINGS, ("evo_budget",))
+    key = stored.result_key(cfg, train.EVALUATION, ("evo_budget",))
     retired = dict(key, settings={**key["settings"], "evo_seeds": 1})
-    assert "evo_seeds" not in search.SETTINGS and stored.same_key(retired, key)
+    assert "evo_seeds" not in train.EVALUATION and stored.same_key(retired, key)
     assert not stored.same_key(dict(key, settings={**key["settings"], "evo_seeds": 2}), key)

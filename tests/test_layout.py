@@ -126,7 +126,7 @@ def test_every_random_draw_is_made_on_its_generators_device(tmp_path, draws, alg
     problems = task.problems("heldout", 2, random.Random(0))
     search.evaluate_checkpoint(path, problems, 6, seed=0)  # pools and held-out weightings
     model, tok, cfg, m = model_from_checkpoint(path)
-    search.evolve_many(model, tok, task, problems[:1], cfg, dict(search.SETTINGS, evo_budget=6, evo_islands=2), 0, 1)
+    search.evolve_many(model, tok, task, problems[:1], cfg, dict(train.EVALUATION, evo_budget=6, evo_islands=2), 0, 1)
     assert {name for name, _, _ in draws} >= {"rand", "randint"}  # the sampler and the weightings were seen
     def same(a, b):  # "cuda" (the current device) and "cuda:0" are one device on a one-GPU machine
         a, b = torch.device(a), torch.device(b)

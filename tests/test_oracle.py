@@ -7,8 +7,8 @@ import random
 import numpy as np
 import pytest
 
-import oracle
-from oracle import (best_at_1, best_at_k_ceiling, best_subset, code_oracle, gap_closed, greedy_path,
+from lab import oracle
+from lab.oracle import (best_at_1, best_at_k_ceiling, best_subset, code_oracle, gap_closed, greedy_path,
                     pass_ceiling, reward_tensor, set_score_ceiling)
 from codetask import CodeTask
 

@@ -1,6 +1,6 @@
 """plots.py: the leaderboard figure is written and ranks the methods by their mean over seeds."""
 
-import plots
+from lab import plots
 
 
 def test_leaderboard_figure_writes_a_png_and_ranks_by_mean(tmp_path):

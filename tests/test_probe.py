@@ -1,4 +1,4 @@
-"""tools/probe_learning.py: a pool's numbers by hand, from a scripted policy, and its gaps closed."""
+"""probes/probe_learning.py: a pool's numbers by hand, from a scripted policy, and its gaps closed."""
 
 import os
 import sys
@@ -9,9 +9,10 @@ import torch
 
 from model import Tokenizer
 from codetask import CodeTask
+import train
 from train import resolve_config
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "probes"))
 from probe_learning import demo_numbers, gaps, placements, pool_numbers, training_curve  # noqa: E402
 
 PROBLEM = (4, 9, 2, 7, 12)  # f = (+ (< x 4) (< x 9)), shown at 2, 7, 12: t1 in 3..7, t2 in 8..12
@@ -90,7 +91,7 @@ def test_gaps_are_shares_of_the_warm_starts_distance_to_the_optimum():
 
 
 def test_search_ceiling_with_the_demonstrator_solves_what_sampling_does_not(monkeypatch):
-    """tools/search_ceiling.py: with the task's own demonstrator as mutation operator, every search
+    """probes/search_ceiling.py: with the task's own demonstrator as mutation operator, every search
     on a wide-gap problem finds the truth within the budget, and the blind variant moves one threshold."""
     import random
     import search
@@ -99,7 +100,7 @@ def test_search_ceiling_with_the_demonstrator_solves_what_sampling_does_not(monk
     problems = search.search_problems(task, "train", 4, 2000, seed=0)
     monkeypatch.setattr(search, "_sample", demonstrator_sampler(task, random.Random(0)))
     out = search.run_searches(None, None, task, problems, 1, resolve_config(overrides=["task=code"]),
-                              search.SETTINGS, 0, 1)
+                              train.EVALUATION, 0, 1)
     assert out["solved"] == 4 and out["mutations"]["invalid"] == 0 and out["sampling_solved"] <= 1
     rng, problem = random.Random(1), problems[0]
     parent = tuple(gap[0] for gap in task._gaps(problem))

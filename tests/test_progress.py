@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from experiment import SHARED_WARMSTART
-from workers import EXPECTED_S, Progress, job_left, schedule_left, steps_logged
+from lab.experiment import SHARED_WARMSTART
+from lab.workers import EXPECTED_S, Progress, job_left, schedule_left, steps_logged
 
 # The default experiment (python train.py: seed 0; persona, code and persona_collinear; GRPO and VPO) on a
 # 2-core VM with two workers, in the order workers.run_jobs runs it: the warm starts side by side,

@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-import experiment
-import plots
-import report
-import tables
+from lab import experiment
+from lab import plots
+from lab import report
+from lab import tables
 
 
 def _record(task, method, seed, best, passed=None, diversity=1.0, m=1, per_problem_diversity=None):

@@ -9,7 +9,8 @@ import torch
 from model import GPT, GPTConfig, PRESETS, Tokenizer
 from codetask import CodeTask
 from rewards import PersonaTask
-from search import SETTINGS, Island, evolve_many, k_grid, pool_metrics, run_searches, sampling_control, solved_curve
+from search import Island, evolve_many, k_grid, pool_metrics, run_searches, sampling_control, solved_curve
+from train import EVALUATION as SETTINGS
 from train import resolve_config
 
 
@@ -252,39 +253,45 @@ def test_run_searches_reports_search_and_control_side_by_side(monkeypatch):
         run_searches(None, tok, task, [PROBLEM], 3, cfg, settings, seed=0, children_per_call=2)
 
 
-def test_settings_table_drives_the_defaults(monkeypatch):
-    """SETTINGS is the one place a value is written: search.py run again with every entry of the table
-    changed, the functions' and the command line's defaults change with it (a default written out as a
-    number, even at today's value, would not)."""
+def test_the_evaluation_settings_have_one_home(monkeypatch):
+    """train.EVALUATION is the one place a value is written: the functions' and the command line's
+    defaults follow train.DEFAULTS (a default written out as a number, even at today's value, would not),
+    and --set reaches them, checked as every config key is."""
     import argparse
-    import ast
-    import inspect
-    import types
+    import importlib
     import search
+    import train
+    from checkpoint import EVAL_KEYS
+    assert train.EVAL_KEYS == EVAL_KEYS and set(EVAL_KEYS) <= set(train.DEFAULTS)  # the run folder leaves these out
     assert SETTINGS["evo_budget"] == 200 and SETTINGS["evo_problems"] == 64 and SETTINGS["pool_n"] == 30
     assert SETTINGS["evo_temperature"] == 0.7 and SETTINGS["evo_top_p"] == 0.95
-    tree = ast.parse(open(search.__file__).read())
-    at = next(i for i, node in enumerate(tree.body) if isinstance(node, ast.Assign)
-              and [getattr(t, "id", None) for t in node.targets] == ["SETTINGS"])
-    tree.body.insert(at + 1, ast.parse("SETTINGS.update({k: v + 1000 for k, v in SETTINGS.items()})").body[0])
-    edited = types.ModuleType("edited_search")
-    exec(compile(ast.fix_missing_locations(tree), search.__file__, "exec"), edited.__dict__)
-    assert edited.SETTINGS["evo_budget"] == 1200 and edited.SETTINGS["heldout_weightings"] == 1064
-    assert inspect.signature(edited.evaluate_checkpoint).parameters["num_heldout_weights"].default == 1064
+    assert not any(isinstance(getattr(search, name), dict) and "pool_n" in getattr(search, name)
+                   for name in dir(search) if name.isupper() and name != "DEFAULTS")  # no second table
+    monkeypatch.setitem(train.DEFAULTS, "pool_n", 1030)
+    monkeypatch.setitem(train.DEFAULTS, "pool_problems", 1040)
+    monkeypatch.setitem(train.DEFAULTS, "evo_children_per_call", 1001)
+    monkeypatch.setitem(train.DEFAULTS, "heldout_weightings", 1064)
+    edited = importlib.reload(search)
+    try:
+        import inspect
+        assert inspect.signature(edited.evaluate_checkpoint).parameters["num_heldout_weights"].default == 1064
 
-    class Parsed(Exception):
-        pass
+        class Parsed(Exception):
+            pass
 
-    def parse_and_stop(parser, *args, **kwargs):
-        raise Parsed(parse_args(parser, *args, **kwargs))
+        def parse_and_stop(parser, *args, **kwargs):
+            raise Parsed(parse_args(parser, *args, **kwargs))
 
-    parse_args = argparse.ArgumentParser.parse_args
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_and_stop)
-    monkeypatch.setattr("sys.argv", ["search.py", "--checkpoints", "ckpt.pt"])
-    with pytest.raises(Parsed) as parsed:
-        edited.main()
-    args = parsed.value.args[0]
-    assert (args.n, args.problems, args.children_per_call) == (1030, 1040, 1001)
+        parse_args = argparse.ArgumentParser.parse_args
+        monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_and_stop)
+        monkeypatch.setattr("sys.argv", ["search.py", "--checkpoints", "ckpt.pt"])
+        with pytest.raises(Parsed) as parsed:
+            edited.main()
+        args = parsed.value.args[0]
+        assert (args.n, args.problems, args.children_per_call) == (1030, 1040, 1001)
+    finally:
+        monkeypatch.undo()
+        importlib.reload(search)
 
 
 def test_search_problems_refuse_a_size_the_family_never_reaches():

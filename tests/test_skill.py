@@ -9,7 +9,8 @@ import torch
 
 from codetask import CodeTask
 from model import Tokenizer
-from search import SETTINGS, evolve_many, search_problems
+from search import evolve_many, search_problems
+from train import EVALUATION as SETTINGS
 from train import resolve_config
 
 

@@ -41,14 +41,14 @@ def test_every_algorithm_runs_end_to_end(tmp_path, algo):
 
 
 def _variants():
-    import experiment
+    from lab import experiment
     return experiment.VARIANTS
 
 
 @pytest.mark.parametrize("name", sorted(_variants()))
 def test_every_leaderboard_variant_runs_end_to_end(tmp_path, name):
     """experiment.VARIANTS: an algorithm with other settings (dr_grpo, dapo, ...) on tiny.yaml."""
-    import experiment
+    from lab import experiment
     algo, settings = _variants()[name]
     task = ["task=code"] if name in experiment.CODE_ONLY else []
     out = train(tiny(tmp_path, f"algo={algo}", *task, *[f"{k}={v}" for k, v in settings.items()]))

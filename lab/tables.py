@@ -11,8 +11,8 @@ import os
 
 import numpy as np
 
-import plots
-from report import (UNTRAINED, claims, fmt_interval, named_searches, paired, paired_search,
+from lab import plots
+from lab.report import (UNTRAINED, claims, fmt_interval, named_searches, paired, paired_search,
                     search_drivers, search_points, shown_name, verdict)
 
 

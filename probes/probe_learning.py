@@ -1,9 +1,9 @@
 """
 How much of the reachable gap a finished code run closed, measured on training problems.
 
-    python tools/probe_learning.py out/p1 out/p2 [--problems 40 --n 30 --json probe.json]
-    python tools/probe_learning.py out/final --split heldout   # once, for a finished recipe only
-    python tools/probe_learning.py out/p1 --curve              # its training log, 50 steps a row
+    python probes/probe_learning.py out/p1 out/p2 [--problems 40 --n 30 --json probe.json]
+    python probes/probe_learning.py out/final --split heldout   # once, for a finished recipe only
+    python probes/probe_learning.py out/p1 --curve              # its training log, 50 steps a row
 
 For each run folder (its final.pt and the warm start it started from) this samples pools of n answers
 on problems drawn from task.problems("train", ...) with a fixed seed of its own (not RL's), scores
@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lang  # noqa: E402
 from checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
 from metrics import best_at_k_curve, pass_at_k_curve  # noqa: E402
-from oracle import gap_closed, mean_oracle  # noqa: E402
+from lab.oracle import gap_closed, mean_oracle  # noqa: E402
 from config import make_task  # noqa: E402
 from search import k_grid, sample_pools  # noqa: E402
 from vpo import sample_weights, set_scores  # noqa: E402

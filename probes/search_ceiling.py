@@ -4,9 +4,9 @@ task's own demonstrator (CodeTask.demonstration, the thing the warm start imitat
 policy, on training problems. If this does not solve the search problems, no policy will; if it
 does and a policy does not, the policy's mutation skill is what to work on.
 
-    python tools/search_ceiling.py                       # configs/code.yaml's family, 32 problems
-    python tools/search_ceiling.py --blind               # a mutation that ignores the parent's score
-    python tools/search_ceiling.py --invalid 0.2         # and a fifth of the children unparseable
+    python probes/search_ceiling.py                       # configs/code.yaml's family, 32 problems
+    python probes/search_ceiling.py --blind               # a mutation that ignores the parent's score
+    python probes/search_ceiling.py --invalid 0.2         # and a fifth of the children unparseable
 
 No model is loaded: the search's sampler is swapped for the demonstrator (this file only). A child
 from parents is the best parent with one threshold moved (log-uniform step, at most the failed tests;
@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import search  # noqa: E402
 from config import make_task  # noqa: E402
+import train  # noqa: E402
 from train import resolve_config  # noqa: E402
 
 
@@ -60,7 +61,7 @@ def main():
     parser = argparse.ArgumentParser(description="the evolutionary search with the demonstrator as its mutation operator")
     parser.add_argument("--config", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                                          "configs", "code.yaml"))
-    parser.add_argument("--problems", type=int, default=search.SETTINGS["evo_problems"])
+    parser.add_argument("--problems", type=int, default=train.EVALUATION["evo_problems"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--blind", action="store_true", help="steps up to the whole gap, whatever the score")
     parser.add_argument("--invalid", type=float, default=0.0, help="share of children that are not programs")
@@ -68,8 +69,8 @@ def main():
     cfg = resolve_config(args.config)
     task = make_task(cfg["task"], **cfg["task_options"])
     search._sample = demonstrator_sampler(task, random.Random(args.seed), args.blind, args.invalid)
-    problems = search.search_problems(task, "train", args.problems, search.SETTINGS["evo_min_plausible"], args.seed)
-    out = search.run_searches(None, None, task, problems, 1, cfg, search.SETTINGS, args.seed, 1)
+    problems = search.search_problems(task, "train", args.problems, train.EVALUATION["evo_min_plausible"], args.seed)
+    out = search.run_searches(None, None, task, problems, 1, cfg, train.EVALUATION, args.seed, 1)
     mu = out["mutations"]
     print(f"search solved {out['solved']}/{out['searches']}, same-budget sampling {out['sampling_solved']}/"
           f"{out['searches']}; children {mu['children']}: invalid {mu['invalid'] / mu['children']:.2f}, "

@@ -3,8 +3,8 @@ The checks that need a GPU, in one script: does the CUDA path compute what the C
 and does every kind of run finish on it? Prints one PASS/FAIL line per check and writes them all
 to OUT/gpu_check.json; exits 1 if any check failed. Needs a CUDA device; a few minutes on one.
 
-    python tools/gpu_check.py --out out/gpu_check
-    python tools/gpu_check.py --device cpu     # a dry run of the script itself: CPU against CPU
+    python lab/gpu_check.py --out out/gpu_check
+    python lab/gpu_check.py --device cpu     # a dry run of the script itself: CPU against CPU
 
 1. The fast scorer (engine.score) on CUDA against the same weights on the CPU, in float32 with
    TF32 off: log-probs, entropies and gradients. Under bf16 autocast: how far they move (reported,
@@ -20,7 +20,7 @@ to OUT/gpu_check.json; exits 1 if any check failed. Needs a CUDA device; a few m
 5. The warm start's update captured as a CUDA graph (warmstart.CapturedSFT, batches padded to one
    shape) against warmstart.sft_step eagerly, TF32 off, 40 steps from the same weights: the same
    losses and weights up to float rounding; both timed.
-6. tools/bench.py --device cuda at train.py's defaults, at the gpu preset, and with cuda_graph=false
+6. lab/bench.py --device cuda at train.py's defaults, at the gpu preset, and with cuda_graph=false
    (speeds, reported only).
 
 Left out: multi-GPU torchrun (NCCL) and any learning-quality claim; tests/ runs separately.
@@ -222,9 +222,9 @@ def check_bench(results, out):
     for name, extra in {"defaults": [], "gpu preset bf16": ["--set", "model=gpu"],
                         "no cuda_graph": ["--set", "cuda_graph=false"]}.items():
         path = os.path.join(out, f"bench_{name.replace(' ', '_')}.json")
-        command = [sys.executable, os.path.join("tools", "bench.py"), "--device", DEVICE, "--json", path, *extra]
+        command = [sys.executable, os.path.join("lab", "bench.py"), "--device", DEVICE, "--json", path, *extra]
         proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
-        record(results, f"tools/bench.py --device cuda ({name}) runs", proc.returncode == 0,
+        record(results, f"lab/bench.py --device cuda ({name}) runs", proc.returncode == 0,
                output_tail=proc.stdout[-2500:] + proc.stderr[-1500:])
 
 

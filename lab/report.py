@@ -4,8 +4,8 @@ seed (results/<task>-<method>-s<seed>.json, through update_record), so that seed
 different sessions; this file reads them back, merges them over seeds and decides the paper's
 claims from them alone. tables.py writes the merged results as summary.md, results.json and figures.
 
-    python experiment.py --report out/headline                 # reprint and rewrite one experiment
-    python experiment.py --report out/seed0 out/seed1 out/seed2 --out out/merged   # merge seeds
+    python lab/experiment.py --report out/headline                 # reprint and rewrite one experiment
+    python lab/experiment.py --report out/seed0 out/seed1 out/seed2 --out out/merged   # merge seeds
 
 A difference between methods comes with a 95% paired-bootstrap interval over problems and seeds
 (the same held-out problems for every method of a seed), and every verdict follows one rule, stated
@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-import oracle
+from lab import oracle
 from metrics import paired_bootstrap_interval, rank_correlation_interval
 
 CURVES = ("best_at_k", "heldout_weight_best_at_k", "pass_at_k")

@@ -1,8 +1,8 @@
 """
 Each run's steps done and median seconds a step, from its timing.jsonl (a finished run or one cut
-short): what tools/gpu_speed.sh and tools/gpu_train_check.sh print after their runs.
+short): what lab/gpu_speed.sh and tools/gpu_train_check.sh print after their runs.
 
-    python tools/step_times.py out/headline/runs/*/timing.jsonl
+    python lab/step_times.py out/headline/runs/*/timing.jsonl
 
 Left out: means, percentiles, plots (the file has every step; read it for more).
 """

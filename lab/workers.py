@@ -25,7 +25,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 import torch
 
-import oracle
+from lab import oracle
 import search
 import train
 import warmstart

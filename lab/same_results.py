@@ -1,8 +1,8 @@
 """
-Does a change move any result? Runs the one-minute smoke experiment (`python train.py --quick`) on
+Does a change move any result? Runs the one-minute smoke experiment (`python lab/experiment.py --quick`) on
 an earlier commit and on the working tree, on this machine, and compares what they wrote.
 
-    python tools/same_results.py af9a526          # exit 0: the same results; 1: a list of what differs
+    python lab/same_results.py af9a526          # exit 0: the same results; 1: a list of what differs
 
 Compared byte for byte: every result file (results/*.json: pools, per-problem values, searches,
 training summaries), every run's metrics.jsonl, samples.jsonl and config.yaml, and the weights in
@@ -32,9 +32,11 @@ WARM_HASH = re.compile(r"warmstart-([a-z_]+)-[0-9a-f]{12}\.pt")
 
 
 def quick_run(tree):
-    """python train.py --quick in `tree` -> its output folder."""
+    """The smoke experiment in `tree` -> its output folder."""
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", PYTHONHASHSEED="0")
-    subprocess.run([sys.executable, "train.py", "--quick", "--set", f"out_dir={OUT}", "overwrite=true"], cwd=tree,
+    runner = os.path.join("lab", "experiment.py")  # before the lab had its own folder: train.py handed over
+    runner = runner if os.path.exists(os.path.join(tree, runner)) else "train.py"
+    subprocess.run([sys.executable, runner, "--quick", "--set", f"out_dir={OUT}", "overwrite=true"], cwd=tree,
                    env=env, check=True, stdout=subprocess.DEVNULL)
     return os.path.join(tree, OUT)
 

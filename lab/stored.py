@@ -20,9 +20,9 @@ import random
 
 import yaml
 
-import report
+from lab import report
 import train
-from checkpoint import RESULT_NEUTRAL_KEYS
+from checkpoint import EVAL_KEYS, RESULT_NEUTRAL_KEYS
 from config import ConfigError, make_task
 
 POOL_KEYS = ("pool_n", "pool_problems", "heldout_weightings")  # the settings a stored pool was made with
@@ -45,7 +45,8 @@ def run_status(cfg):
     saved = with_defaults(saved)  # a key added to DEFAULTS after that run reads as its default value
     # a cached warm start's file name is the hash of everything that shaped it, so a run copied into
     # another output folder (with its warm start) still counts as the same run
-    same = all(saved.get(k) == v for k, v in cfg.items() if k not in RESULT_NEUTRAL_KEYS + ("warmstart_from",)) and \
+    same = all(saved.get(k) == v for k, v in cfg.items()
+               if k not in RESULT_NEUTRAL_KEYS + EVAL_KEYS + ("warmstart_from",)) and \
         os.path.basename(str(saved.get("warmstart_from"))) == os.path.basename(str(cfg["warmstart_from"]))
     if not same:
         return "other"
@@ -54,7 +55,7 @@ def run_status(cfg):
 
 def result_key(cfg, settings, keys):
     """What a stored evaluation depends on: the run's settings and the evaluation's."""
-    return {"run": {k: v for k, v in sorted(cfg.items()) if k not in RESULT_NEUTRAL_KEYS + ("warmstart_dir",)},
+    return {"run": {k: v for k, v in sorted(cfg.items()) if k not in RESULT_NEUTRAL_KEYS + EVAL_KEYS + ("warmstart_dir",)},
             "settings": {k: settings[k] for k in keys}}
 
 
@@ -99,7 +100,7 @@ def check_against(board, board_dir, configs, settings, method_keys):
         theirs, ours = with_defaults(theirs), with_defaults(ours)
         mine = method_keys[method] | method_keys["grpo"] | {"algo", "warmstart_from"}
         for key in sorted(k for k in train.DEFAULTS
-                          if k not in mine and k not in RESULT_NEUTRAL_KEYS and theirs.get(k) != ours.get(k)):
+                          if k not in mine and k not in RESULT_NEUTRAL_KEYS + EVAL_KEYS and theirs.get(k) != ours.get(k)):
             raise ConfigError(f"--against {board_dir}: {task} seed {seed}: '{key}' is {ours[key]!r} here and "
                               f"{theirs[key]!r} on the board; compare with the board's settings")
         # the pools' problems, drawn as workers.pools_job draws them

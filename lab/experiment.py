@@ -1,22 +1,22 @@
 """
 The headline experiment: does training for diversity make test-time search pay off more as the
-budget grows? `python train.py` without --config hands over to this file.
+budget grows? Many runs, compared: the lab's entry point (train.py trains one run).
 
-    python experiment.py                        # the default comparison, sized for a laptop CPU
-    python experiment.py --quick                # a smoke-test size: a minute, numbers meaningless
-    python experiment.py --seeds 0 1 2          # mean, spread and intervals over seeds
-    python experiment.py --ablations            # also the ablations and baselines (ABLATIONS below)
-    python experiment.py --tasks code --algos grpo vpo grpo_x3
-    python experiment.py --set out_dir=out/h1 kl_coef=0 pool_n=60   # train.py keys and search.SETTINGS keys
-    python experiment.py --report out/headline  # reprint (and rewrite) the report from result files
-    python experiment.py --algos NEW --seeds 0 1 2 --against docs/figures/leaderboard   # NEW among a board
+    python lab/experiment.py                        # the default comparison, sized for a laptop CPU
+    python lab/experiment.py --quick                # a smoke-test size: a minute, numbers meaningless
+    python lab/experiment.py --seeds 0 1 2          # mean, spread and intervals over seeds
+    python lab/experiment.py --ablations            # also the ablations and baselines (ABLATIONS below)
+    python lab/experiment.py --tasks code --algos grpo vpo grpo_x3
+    python lab/experiment.py --set out_dir=out/h1 kl_coef=0 pool_n=60   # any train.DEFAULTS key
+    python lab/experiment.py --report out/headline  # reprint (and rewrite) the report from result files
+    python lab/experiment.py --algos NEW --seeds 0 1 2 --against docs/figures/leaderboard   # NEW among a board
 
 For each task (persona, code, and the collinear control) and seed: one warm start, then every
 method from it; then every checkpoint (warm start included) samples a pool of answers per held-out
 problem; then, on code problems that no checkpoint's pool solved, an evolutionary search per
 checkpoint at equal budgets. A run's training settings: train.DEFAULTS <- configs/<task>.yaml <- --set
 <- the method's row in VARIANTS <- algo, seed, out_dir (`--quick` lays configs/tiny.yaml over the task
-file); the evaluation and search settings: search.SETTINGS (QUICK shrinks them for --quick). The jobs
+file); the evaluation and search settings are train.EVALUATION's keys of the same config. The jobs
 run in `--workers` processes (workers.py), each as soon as what it needs is done (Headline below).
 
 Writes into out_dir: runs/ (each training run's folder), warmstart/, results/ (one small JSON per task,
@@ -36,21 +36,22 @@ import sys
 import time
 from functools import partial
 
-import numpy as np
-import torch
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository: configs/, the reference
+sys.path.insert(0, HERE)  # so that `python lab/experiment.py` finds the reference and the lab package
 
-import report
-import search
-import tables
-import train
-from config import ConfigError, make_task, parse_value, pick_device
-from report import read_record, training_summary, update_record
-from stored import POOL_KEYS, SEARCH_KEYS, board_problems, check_against, load_board, result_key, run_status, same_key
-from warmstart import warmstart_path
-from workers import (Job, Progress, default_workers, oracle_job, pools_job, run_jobs, search_job, solved_job,
-                     steps_logged, warm_start_job)
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import search  # noqa: E402
+import train  # noqa: E402
+from config import ConfigError, make_task, parse_value, pick_device  # noqa: E402
+from warmstart import warmstart_path  # noqa: E402
+from lab import report, tables  # noqa: E402
+from lab.report import read_record, training_summary, update_record  # noqa: E402
+from lab.stored import (POOL_KEYS, SEARCH_KEYS, board_problems, check_against, load_board, result_key,  # noqa: E402
+                        run_status, same_key)
+from lab.workers import (Job, Progress, default_workers, oracle_job, pools_job, run_jobs, search_job,  # noqa: E402
+                         solved_job, steps_logged, warm_start_job)
 TASKS = ["persona", "code", "persona_collinear"]  # each trains with configs/<task>.yaml
 # The control's prompts and demonstrations are the persona task's (only the reward differs), so it
 # starts from the persona warm start instead of training its own.
@@ -77,8 +78,6 @@ VARIANTS = {
 CODE_ONLY = {"grpo_mutation", "vpo_mutation"}  # parents are programs: no such rows on the persona tasks
 ABLATIONS = ["multi_rlvr", "random_weights", "goal_conditioned", "vpo_loo", "max_at_k", "gdpo", "maxrl", "rloo",
              *VARIANTS]
-# --quick: the evaluation and search at a smoke-test size (training sizes: configs/tiny.yaml)
-QUICK = dict(pool_n=6, pool_problems=6, evo_problems=2, evo_screen=6, evo_budget=12)
 
 
 def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
@@ -337,14 +336,26 @@ class Headline:
               flush=True)
 
 
+def evaluation_settings(tasks, quick, overrides):
+    """The evaluation and search keys (train.EVALUATION) the tasks' configs agree on; one set for the
+    experiment, as every method is measured alike."""
+    found = {t: {k: run_config(t, "grpo", 0, "out", quick, overrides)[k] for k in train.EVAL_KEYS} for t in tasks}
+    first = found[tasks[0]]
+    for task_name, settings in found.items():
+        for key in (k for k in train.EVAL_KEYS if settings[k] != first[k]):
+            raise ConfigError(f"'{key}' is {first[key]!r} on {tasks[0]} and {settings[key]!r} on {task_name}: "
+                              f"the experiment measures every task alike")
+    return first
+
+
 def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos=None, seeds=None, workers=None,
-                 settings_overrides=None, against=None):
+                 against=None):
     """The experiment: its settings, every job planned, the jobs run on the workers, the report."""
     overrides = dict(overrides or {})
-    settings = {**search.SETTINGS, **(QUICK if quick else {}), **(settings_overrides or {})}
     seeds = list(seeds) if seeds else [overrides.pop("seed")] if "seed" in overrides else [0]
     overrides.pop("seed", None)
     out_dir = overrides.pop("out_dir", "") or ("out/quick" if quick else "out/headline")
+    settings = evaluation_settings(tasks or list(TASKS), quick, overrides)
     workers = workers or default_workers(pick_device(overrides.get("device", "auto")))
     methods = list(algos or ALGOS) + (ABLATIONS if ablations else [])
     progress = Progress(workers, quick, SHARED_WARMSTART)
@@ -371,8 +382,9 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="train.py keys applied to every run, or search.SETTINGS keys (out_dir: the experiment's folder)")
+    parser.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
+                        help="train.DEFAULTS keys applied to every run, evaluation and search keys included "
+                        "(out_dir: the experiment's folder)")
     parser.add_argument("--quick", action="store_true", help="smoke-test size (numbers mean nothing)")
     parser.add_argument("--ablations", action="store_true", help=f"also run {', '.join(ABLATIONS)}")
     parser.add_argument("--tasks", nargs="*", choices=TASKS, metavar="TASK", help=f"only these (of {', '.join(TASKS)})")
@@ -401,12 +413,9 @@ def main(argv=None):
             print(tables.summary_markdown(results))
             print("wrote " + ", ".join(paths))
             return
-        overrides, settings = {}, {}
-        for item in args.set:  # search settings, or train.py keys checked against DEFAULTS now
+        overrides = {}
+        for item in args.set:  # train.DEFAULTS keys, checked now
             key, value = (part.strip() for part in item.split("=", 1)) if "=" in item else (item, "")
-            if key in search.SETTINGS:
-                settings.update([search.parse_setting(item)])
-                continue
             for task_name in args.tasks or TASKS:  # checked now, against the config each task trains with
                 try:
                     train.resolve_config(os.path.join(HERE, "configs", f"{task_name}.yaml"), overrides=[item])
@@ -421,7 +430,7 @@ def main(argv=None):
         if args.against:
             overrides.setdefault("out_dir", "out/against")
         run_headline(overrides, quick=args.quick, ablations=args.ablations, tasks=args.tasks, algos=args.algos,
-                     seeds=args.seeds, workers=args.workers, settings_overrides=settings, against=args.against)
+                     seeds=args.seeds, workers=args.workers, against=args.against)
     except KeyboardInterrupt:
         sys.exit(130)
     except (ConfigError, FileNotFoundError, RuntimeError, FloatingPointError, ValueError) as e:

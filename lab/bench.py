@@ -3,13 +3,13 @@ How fast is training? Speed and memory of sampling rollouts, of one RL step and 
 (SFT) step, for a config of train.py: medians over repeated steps after a warm-up. A benchmark,
 not a test: nothing here asserts a speed.
 
-    python tools/bench.py                        # train.py's DEFAULTS: persona, cpu preset, 8 prompts x 8 samples
-    python tools/bench.py --naive                # also without the shared prompt, and without the KV cache
-    python tools/bench.py --trl                  # the TRL comparison's shape, ours and TRL's GRPOTrainer
-    python tools/bench.py --checkpoint out/run/final.pt --set algo=vpo   # trained weights: real rollout lengths
-    python tools/bench.py --device cuda          # bf16 autocast unless --set dtype=...; --json FILE saves it all
-    python tools/bench.py --config configs/code.yaml --warm-start-steps 1500   # the warm start, per phase
-    python tools/bench.py --trl-config --profile # where sampling's time goes; the matmuls' FLOP rates
+    python lab/bench.py                        # train.py's DEFAULTS: persona, cpu preset, 8 prompts x 8 samples
+    python lab/bench.py --naive                # also without the shared prompt, and without the KV cache
+    python lab/bench.py --trl                  # the TRL comparison's shape, ours and TRL's GRPOTrainer
+    python lab/bench.py --checkpoint out/run/final.pt --set algo=vpo   # trained weights: real rollout lengths
+    python lab/bench.py --device cuda          # bf16 autocast unless --set dtype=...; --json FILE saves it all
+    python lab/bench.py --config configs/code.yaml --warm-start-steps 1500   # the warm start, per phase
+    python lab/bench.py --trl-config --profile # where sampling's time goes; the matmuls' FLOP rates
 
 - sampling: engine.generate for P prompts x G samples; tokens/s counts sampled tokens (eos included).
 - RL step: train.rl_step exactly as training runs it (sampling and rewards, advantages, update).
@@ -412,7 +412,7 @@ def table(results, variants, trl=None):
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
     parser.add_argument("--config", help="YAML file of overrides to train.py's DEFAULTS")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override config keys")
+    parser.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE", help="override config keys")
     parser.add_argument("--device", default="cpu", help="cpu | cuda | mps | auto (default cpu)")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: the config's threads)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
