@@ -28,9 +28,11 @@ Deliberately left out: hyperparameter sweeps, more than one GPU.
 """
 
 import argparse
+import glob
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -138,6 +140,8 @@ class Headline:
             own = {a: set(VARIANTS.get(a, (a, {}))[1]) | ({"prompts_per_step"} if a == "grpo_x3" else set())
                    for a in methods + ["grpo"]}
             check_against(self.board, against, self.configs, settings, own)
+            for cfg in self.first.values():
+                reuse_warm_start(warmstart_path(dict(cfg, warmstart_from="")), progress)
         for cfg in self.configs.values():  # refuse before anything runs, not after an hour
             if run_status(cfg) == "other" and not cfg["overwrite"]:
                 raise ConfigError(f"{cfg['out_dir']} holds a run with other settings; choose another out_dir "
@@ -185,8 +189,8 @@ class Headline:
                     if a != "warm_start" and train.answers_per_rollout(self.configs[("code", a, s)]) > 1:
                         progress.plan("search_set", ("code", a, s))
         progress.say(f"writing to {self.out_dir}/ (runs/, results/, summary.md, figures) with {progress.workers} "
-                     f"worker processes; expected time about {progress.seconds_left() / 60:.1f} min (measured on a "
-                     f"2-core VM; the progress lines below correct it for this machine)")
+                     f"worker processes; expected time about {progress.seconds_left() / 60:.1f} min on this CPU "
+                     f"({progress.machine_note}; the progress lines below correct it as the runs show their pace)")
 
     def start(self):
         """Queue the warm starts to train (one in the cache is ready at once) -> the queue."""
@@ -348,6 +352,30 @@ def evaluation_settings(tasks, quick, overrides):
     return first
 
 
+def reuse_warm_start(path, progress):
+    """Against a board: a warm start cached under another experiment's folder (out/*/warmstart/, the same
+    file name: a hash of everything that shaped it) is copied into this one's cache instead of retrained."""
+    if os.path.exists(path):
+        return
+    found = sorted(glob.glob(os.path.join("out", "*", "warmstart", os.path.basename(path))))
+    if found:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        shutil.copyfile(found[0], path)
+        progress.say(f"warm start: reusing {found[0]}")
+
+
+def against_records(board_dir, out_dir, tasks, methods, seeds):
+    """The board's records of the tasks and seeds run here and this run's; a method already on the board
+    is this run's as its own row, "<method> (yours)", beside the board's -> (records, the new rows' names)."""
+    board = [r for r in report.load_records([board_dir]) if r["task"] in tasks and r["seed"] in seeds]
+    on_board = {r["method"] for r in board}
+    mine = [r for r in report.load_records([out_dir])
+            if r["task"] in tasks and r["method"] in methods and r["seed"] in seeds]
+    for r in mine:
+        r["method"] = f"{r['method']} (yours)" if r["method"] in on_board else r["method"]
+    return board + mine, [f"{m} (yours)" if m in on_board else m for m in methods]
+
+
 def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos=None, seeds=None, workers=None,
                  against=None):
     """The experiment: its settings, every job planned, the jobs run on the workers, the report."""
@@ -359,6 +387,8 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
     workers = workers or default_workers(pick_device(overrides.get("device", "auto")))
     methods = list(algos or ALGOS) + (ABLATIONS if ablations else [])
     progress = Progress(workers, quick, SHARED_WARMSTART)
+    if quick:
+        progress.say("SMOKE TEST (--quick): tiny models, pools and searches; the numbers and verdicts mean nothing")
     headline = Headline(tasks or list(TASKS), methods, seeds, settings, out_dir, quick, overrides, progress, against)
     headline.plan()
     try:
@@ -366,17 +396,19 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
     except KeyboardInterrupt:
         headline.say_what_was_kept()
         raise
-    # against a board: its records of the seeds run here (so every mean, rank and interval pairs the same
-    # seeds), a record of this run winning over the board's
-    board = [r for r in report.load_records([against]) if r["seed"] in seeds] if against else []
-    records = {(r["task"], r["method"], r["seed"]): r for r in board + report.load_records([out_dir])}
-    results = report.merge(list(records.values()), TASKS)
+    if against:  # the board's records of the tasks and seeds run here, so every interval pairs the same seeds
+        records, new_rows = against_records(against, out_dir, headline.tasks, methods, seeds)
+    else:
+        records = list({(r["task"], r["method"], r["seed"]): r for r in report.load_records([out_dir])}.values())
+    results = report.merge(records, TASKS)
     results.update(settings=settings, quick=quick, wall_s=round(time.time() - progress.t0, 1))
     if against:  # the new methods' rows beside the board's, with their intervals and verdicts
-        results.update(against=against, new_methods=methods)
+        results.update(against=against, new_methods=new_rows)
     paths = tables.write_report(out_dir, results, headline.samples)
-    print("\n" + tables.summary_markdown(results))
-    progress.say("wrote " + ", ".join(paths))
+    summary = tables.summary_markdown(results)
+    # against a board the comparison fits a screen; the rest of the report is in summary.md
+    print("\n" + ("\n".join(tables.against_table(results, header=True)) if against else summary))
+    progress.say("wrote " + ", ".join(paths) + (" (SMOKE TEST: the numbers mean nothing)" if quick else ""))
     return results
 
 

@@ -13,18 +13,38 @@ Deliberately left out: interactive plots, styling beyond what makes the comparis
 """
 
 import os
+import zlib
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only: works on a headless machine
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 
-COLORS = {"warm_start": "0.55", "grpo": "tab:red", "vpo": "tab:blue", "multi_rlvr": "tab:orange",
-          "random_weights": "tab:purple", "goal_conditioned": "tab:brown", "vpo_loo": "tab:cyan",
-          "grpo_x3": "tab:pink", "max_at_k": "tab:green", "gdpo": "tab:olive", "maxrl": "darkgoldenrod",
-          "dr_grpo": "salmon", "grpo_2ep": "lightcoral", "grpo_clip_higher": "firebrick", "grpo_entropy": "orchid",
-          "dapo": "maroon", "rloo": "teal"}
+# One colour per method, the same in every figure (tab20's twenty, then dark extras for new methods);
+# a method run against a board ("vpo (yours)") is magenta, the optimum black.
+COLORS = {"vpo": "#1f77b4", "vpo_loo": "#aec7e8", "grpo": "#d62728", "grpo_x3": "#ff9896", "multi_rlvr": "#ff7f0e",
+          "grpo_mutation": "#ffbb78", "max_at_k": "#2ca02c", "dapo": "#98df8a", "random_weights": "#9467bd",
+          "goal_conditioned": "#c5b0d5", "dr_grpo": "#8c564b", "grpo_2ep": "#c49c94", "grpo_clip_higher": "#e377c2",
+          "grpo_entropy": "#f7b6d2", "warm_start": "#7f7f7f", "warm_start_m3": "#c7c7c7", "gdpo": "#bcbd22",
+          "maxrl": "#dbdb8d", "rloo": "#17becf", "vpo_mutation": "#9edae5", "optimum": "black"}
+EXTRA = ["#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354"]
+SMOKE = "SMOKE TEST (--quick): the numbers mean nothing"
+
+
+def color(method):
+    """The method's colour: its own, magenta for a row run against a board, else a stable extra one."""
+    if method.endswith("(yours)") or " (yours)" in method:
+        return "magenta"
+    base = method.split(" (")[0]
+    return COLORS.get(base) or EXTRA[zlib.crc32(base.encode()) % len(EXTRA)]
+
+
+def _mark(fig, smoke):
+    """A smoke run's figures say so in their title."""
+    if smoke:
+        fig.suptitle(SMOKE, color="red", fontsize=10, y=1.0)
 
 
 def _save(fig, path, **layout):
@@ -42,9 +62,9 @@ def _curves(ax, per_method, metric):
             continue
         values, spread = np.array(e[metric]), np.array(e[metric + "_spread"])
         style = "o-" if e["m"] > 1 or a == "warm_start" else "o--"
-        ax.plot(e["ks"], values, style, color=COLORS.get(a), label=a, ms=3, lw=2 if a in ("grpo", "vpo") else 1.2)
+        ax.plot(e["ks"], values, style, color=color(a), label=a, ms=3, lw=2 if a in ("grpo", "vpo") else 1.2)
         if spread.any():
-            ax.fill_between(e["ks"], values - spread / 2, values + spread / 2, color=COLORS.get(a), alpha=0.15)
+            ax.fill_between(e["ks"], values - spread / 2, values + spread / 2, color=color(a), alpha=0.15)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("k (answers)")
     ax.grid(alpha=0.3)
@@ -59,6 +79,7 @@ def best_at_k(out_dir, results):
         _curves(axes[row][1], per_algo, "heldout_weight_best_at_k")
         axes[row][1].set_title(f"{t}: best@k, held-out weightings w.r")
         axes[row][0].legend(fontsize=7 if len(per_algo) < 8 else 6, ncol=1 if len(per_algo) < 8 else 2)
+    _mark(fig, results.get("quick"))
     return _save(fig, os.path.join(out_dir, "best_at_k.png"))
 
 
@@ -69,6 +90,7 @@ def pass_at_k(out_dir, results):
     _curves(ax, results["tasks"]["code"], "pass_at_k")
     ax.set(ylabel="pass@k", title="code: pass@k (every hidden test passes)")
     ax.legend(fontsize=8)
+    _mark(fig, results.get("quick"))
     return _save(fig, os.path.join(out_dir, "pass_at_k.png"))
 
 
@@ -98,7 +120,8 @@ def reward_vectors(out_dir, results, samples, problems_shown=3):
             ax.set_title(f"{t}: {a}", fontsize=9)
             ax.set(xlabel="reward component", yticks=[])
         axes[row][0].set_ylabel(f"{problems_shown} problems x n answers")
-    fig.suptitle("Reward vectors of sampled answers (rows) on held-out problems", fontsize=10)
+    fig.suptitle("Reward vectors of sampled answers (rows) on held-out problems"
+                 + (f"\n{SMOKE}" if results.get("quick") else ""), fontsize=10)
     return _save(fig, os.path.join(out_dir, "reward_vectors.png"))
 
 
@@ -115,11 +138,13 @@ def training(out_dir, results):
                     values = np.array(curve[metric])
                     window = max(1, len(values) // 20)
                     smooth = np.convolve(values, np.ones(window) / window, mode="valid")
-                    axes[row][col].plot(steps[window - 1:], smooth, color=COLORS.get(a), label=a)
+                    axes[row][col].plot(steps[window - 1:], smooth, color=color(a), label=a)
                     axes[row][col].set_title(f"{t}: {title}", fontsize=9)
                     axes[row][col].set_xlabel("RL step")
+                    axes[row][col].xaxis.set_major_locator(MaxNLocator(integer=True))
         if axes[row][0].get_legend_handles_labels()[0]:
             axes[row][0].legend(fontsize=8)
+    _mark(fig, results.get("quick"))
     return _save(fig, os.path.join(out_dir, "training.png"))
 
 
@@ -136,19 +161,20 @@ def evolution(out_dir, results):
             if not ev:
                 continue
             curve = ev["solved_curve"]
-            ax.plot(range(1, len(curve) + 1), curve, style, color=COLORS.get(a), lw=1.8,
+            ax.plot(range(1, len(curve) + 1), curve, style, color=color(a), lw=1.8,
                     label=f"{a}{what} ({ev['solved']}/{ev['searches']})")
             if name == "evolution" and "sampling_curve" in ev:
-                ax.plot(range(1, len(curve) + 1), ev["sampling_curve"], "--", color=COLORS.get(a), lw=0.9,
+                ax.plot(range(1, len(curve) + 1), ev["sampling_curve"], "--", color=color(a), lw=0.9,
                         label=f"{a}, sampling ({ev.get('sampling_solved', 0)}/{ev['searches']})")
     ax.set(xlabel="candidates evaluated", ylabel="fraction of searches solved")
     ax.set_title("Evolutionary search vs same-budget sampling, hard held-out code problems", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
+    _mark(fig, results.get("quick"))
     return _save(fig, os.path.join(out_dir, "evolution.png"))
 
 
-def leaderboard_figure(rows, path, columns=3):
+def leaderboard_figure(rows, path, columns=3, smoke=False):
     """rows {board title: [(method, [value per seed])]} -> a PNG at path, one panel per board: the methods
     ranked by mean (best on top) as horizontal bars (15+ names stay readable), each seed a dot on its
     bar, so a gap smaller than the seeds' scatter shows as one; a method that did not train last, in
@@ -165,9 +191,9 @@ def leaderboard_figure(rows, path, columns=3):
         pad = 0.08 * (values.max() - values.min()) + 1e-3
         left = values.min() - pad  # bars start at the panel's edge: small gaps must stay visible
         for y, (method, v) in enumerate(entries):
-            color = "0.75" if method.endswith(untrained) else COLORS.get(method.split(" ")[0], "0.4")
-            ax.barh(y, np.mean(v) - left, left=left, height=0.6, color=color, alpha=0.35)
-            ax.plot(v, [y] * len(v), "o", color=color, ms=3.5)
+            shade = "0.75" if method.endswith(untrained) else color(method)
+            ax.barh(y, np.mean(v) - left, left=left, height=0.6, color=shade, alpha=0.35)
+            ax.plot(v, [y] * len(v), "o", color=shade, ms=3.5)
         ax.set_yticks(range(len(entries)), [m for m, _ in entries], fontsize=7)
         ax.invert_yaxis()  # best on top
         ax.set_xlim(left, values.max() + pad)
@@ -176,11 +202,12 @@ def leaderboard_figure(rows, path, columns=3):
     for ax in list(axes.flat)[len(ranked):]:
         ax.axis("off")
     fig.text(0.5, 0.005, "bar: mean over seeds; dots: one seed each", ha="center", fontsize=7)
+    _mark(fig, smoke)
     _save(fig, path, rect=(0, 0.02, 1, 1))
     return {t: [m for m, _ in entries] for t, entries in ranked.items()}
 
 
-def search_drivers_figure(points, path):
+def search_drivers_figure(points, path, smoke=False):
     """points [(method, seed, {"solved", "diversity", "invalid", ...})] -> a PNG at path: one dot per method
     (its mean over seeds), search solved against reward-space diversity, coloured by the share of its
     children that were invalid: whether diversity or a kept mutation skill goes with solving more."""
@@ -197,6 +224,7 @@ def search_drivers_figure(points, path):
            title="code: search solved against diversity (a dot per trained method, mean over seeds)")
     ax.title.set_fontsize(9)
     ax.grid(alpha=0.3)
+    _mark(fig, smoke)
     _save(fig, path)
 
 

@@ -229,7 +229,8 @@ def fmt_interval(interval):
 def shown_name(per_method, name):
     """A method's name as every table and figure shows it: UNTRAINED appended when it did not train
     (a set policy's search row, "vpo (m per call)", follows its method)."""
-    return name + UNTRAINED if did_not_train(per_method.get(name.split(" (")[0], {})) else name
+    entry = per_method.get(name) or per_method.get(name.rsplit(" (", 1)[0], {})  # "vpo (yours) (m per call)"
+    return name + UNTRAINED if did_not_train(entry) else name
 
 
 def did_not_train(entry):

@@ -16,9 +16,13 @@ from lab.report import (UNTRAINED, claims, fmt_interval, named_searches, paired,
                     search_drivers, search_points, shown_name, verdict)
 
 
+SMOKE = "SMOKE TEST (--quick): tiny models, pools and searches; the numbers and verdicts below mean nothing."
+
+
 def summary_markdown(results):
     """summary.md, its sections in the order of the module docstring."""
-    lines = [f"Seeds {results['seeds']}, commit(s) {', '.join(results['commits'])}"
+    lines = [f"**{SMOKE}**", ""] if results.get("quick") else []
+    lines += [f"Seeds {results['seeds']}, commit(s) {', '.join(results['commits'])}"
              + (f", wall time {results['wall_s']:.0f} s" if results.get("wall_s") else "")
              + f". Machine(s): {' | '.join(results.get('machines', []))} (a seed reproduces bit for bit only on"
              " the machine that ran it). Held-out problems; k counts answers.", ""]
@@ -166,11 +170,11 @@ def write_report(out_dir, results, samples=None):
     rows = leaderboard_rows(results)
     if rows:
         paths.append(os.path.join(out_dir, "leaderboard.png"))
-        plots.leaderboard_figure(rows, paths[-1])
+        plots.leaderboard_figure(rows, paths[-1], smoke=results.get("quick", False))
     points = search_points(results)
     if search_drivers(results):
         paths.append(os.path.join(out_dir, "search_drivers.png"))
-        plots.search_drivers_figure(points, paths[-1])
+        plots.search_drivers_figure(points, paths[-1], smoke=results.get("quick", False))
     return paths
 
 
@@ -189,17 +193,22 @@ def drivers_table(results):
     return lines + [""]
 
 
-def against_table(results):
-    """Each new method (--against) on every board it joined: its rank among the trained methods, and its
-    difference from VPO, GRPO and the warm start with its interval and verdict (report.verdict)."""
+def against_table(results, header=False):
+    """Each new method (--against) on every board it joined: its rank among the trained methods, its mean
+    beside the board's VPO, GRPO and warm start, and its difference from each with a paired 95% interval
+    over problems and seeds and its verdict (report.verdict). header: a line saying what ran, for the
+    console."""
     new = results.get("new_methods", [])
-    lines = [f"## {', '.join(new)} against the board in {results.get('against')}", "",
-             "| board | method | rank | mean | - VPO [95%] | - GRPO [95%] | - warm start [95%] |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [f"**{SMOKE}**", ""] if results.get("quick") and header else []
+    lines += [f"## {', '.join(new)} against the board in {results.get('against')}", "",
+              f"Tasks {', '.join(results['tasks'])}, seeds {results['seeds']}; yes: the interval is above 0, no: "
+              f"below 0, within noise: it holds 0.", "",
+              "| board | method | rank | mean | - VPO [95%] | - GRPO [95%] | - warm start [95%] |",
+              "|---|---|---|---|---|---|---|"]
     for title, rows in leaderboards(results, others=("vpo", "grpo", "warm_start")):
         ranked = [r[0] for r in sorted(rows, key=lambda r: -np.mean(r[1])) if not r[0].endswith(UNTRAINED)]
         for method, values, *intervals in rows:
-            if method.split(" (")[0] in new:
+            if any(method == n or method.startswith(n + " (") for n in new):
                 rank = f"{ranked.index(method) + 1} of {len(ranked)}" if method in ranked else "unranked"
                 cells = [f"{fmt_interval(iv)} {verdict(iv)}" if iv else "" for iv in intervals]
                 lines.append(f"| {title} | {method} | {rank} | {np.mean(values):.3f} | " + " | ".join(cells) + " |")

@@ -104,7 +104,7 @@ def longest_first(job):
 
 
 def default_workers(device):
-    """Two workers on the CPU (one per core of the 2-core VM this was built for); on CUDA as many as
+    """Two workers on the CPU (one per core of a 2-core laptop-class machine); on CUDA as many as
     the jobs that can run at once in the default experiment (6 training runs, then pools), bounded by
     the CPU cores, because each worker's rewards and kernel launches take a core of their own."""
     return min(8, os.cpu_count() or 1) if device == "cuda" else 2
@@ -145,18 +145,26 @@ def run_jobs(ready, workers, progress):
 # ----------------------------------------------------------------------------------------------
 # Telling the user what is happening
 
-# Seconds one job took at configs/<task>.yaml on the 2-core VM this was built on (one torch thread, two
-# workers busy: the headline and leaderboard runs of 2026-11-26, with parent_replay; docs/RESULTS.md;
-# the code warm start: the default run's 216 s once rewards were kept by program text), for the first
-# estimate; training jobs at EXPECTED_STEPS (steps x prompts_per_step), a second update
-# per batch adding half (grpo_2ep's code runs: 375 s against GRPO's 250). The progress lines then
-# rescale by how fast the finished jobs go.
+# Seconds one job takes at configs/<task>.yaml on a 2-core VM with AVX-512 (one torch thread, both
+# workers busy; docs/RESULTS.md), for the first estimate; training jobs at EXPECTED_STEPS (steps x
+# prompts_per_step), a second update per batch adding half. The progress lines then rescale by how
+# fast the jobs go here.
 EXPECTED_S = {("warm", "persona"): 55, ("warm", "code"): 220, ("train", "persona"): 33,
               ("train", "persona", "set"): 90, ("train", "code"): 63, ("train", "code", "set"): 225,
               ("pools", "persona"): 2, ("pools", "code"): 3, ("screen", "code"): 10, ("search", "code"): 20,
               ("search_set", "code"): 15, ("oracle", "code"): 60}
 EXPECTED_STEPS = {"persona": 250 * 8, "code": 400 * 16}  # steps x prompts_per_step behind EXPECTED_S
 QUICK_SCALE = 0.04  # a --quick job takes about this share of its headline time
+AVX2_SCALE = 2.1  # float32 matmuls without AVX-512: the default experiment took this many times as long
+
+
+def machine_scale():
+    """(how many times EXPECTED_S a job takes on this CPU, a note saying why) before any job has run."""
+    kernels = torch.backends.cpu.get_cpu_capability()
+    if "AVX512" in kernels:
+        return 1.0, f"times measured on a 2-core AVX-512 VM, and this CPU has {kernels} kernels"
+    return AVX2_SCALE, (f"{AVX2_SCALE}x the times measured on a 2-core AVX-512 VM: this CPU has {kernels} kernels, "
+                        f"as the 2-core AVX2 VM on which the default experiment took {AVX2_SCALE}x as long")
 
 
 class Progress:
@@ -169,7 +177,8 @@ class Progress:
 
     def __init__(self, workers, quick, shared_warmstart, every=30.0):
         self.t0, self.last, self.every, self.workers = time.time(), time.time(), every, workers
-        self.scale = QUICK_SCALE if quick else 1.0
+        machine, self.machine_note = machine_scale()
+        self.scale = (QUICK_SCALE if quick else 1.0) * machine
         self.shared_warmstart = shared_warmstart
         self.pending, self.done, self.ratios, self.first_step = {}, [], {}, {}
 

@@ -98,3 +98,40 @@ def test_the_command_refuses_a_mismatch_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.count("\n") == 1 and "'lr' is 0.123 here" in err
     assert not os.path.exists(tmp_path / "results")  # refused before anything ran
+
+
+def test_a_method_already_on_the_board_runs_as_its_own_row_on_the_tasks_asked(tmp_path, capsys):
+    """An edited vpo.py run as `vpo` against the board: its row "vpo (yours)" beside the board's vpo, with
+    paired intervals and verdicts against the board's VPO, GRPO and warm start; only persona is shown."""
+    out = str(tmp_path / "yours")
+    experiment.main(["--quick", "--tasks", "persona", "--algos", "vpo", "--against", BOARD, "--set", f"out_dir={out}"])
+    console = capsys.readouterr().out
+    summary = open(os.path.join(out, "summary.md")).read()
+    for text in (console, summary):
+        assert "SMOKE TEST" in text  # a --quick run says its numbers mean nothing
+        assert f"## vpo (yours) against the board in {BOARD}" in text and "Tasks persona, seeds [0]" in text
+        row = next(line for line in text.splitlines() if line.startswith("| persona: w-best@6 | vpo (yours) |"))
+        assert row.count("[") == 3 and row.count("within noise") + row.count("yes") + row.count("no") >= 3
+        assert "code:" not in text.split("## vpo (yours)")[1].split("\n\n## ")[0]  # only the task that ran
+    assert summary.index("## vpo (yours) against") < summary.index("### persona")  # the comparison comes first
+    assert "| vpo |" in summary and "| vpo (yours) |" in summary  # the board's vpo and the new one, side by side
+    assert len(console.split("## vpo (yours) against")[1].splitlines()) < 20  # the comparison fits a screen
+    results = json.load(open(os.path.join(out, "results.json")))
+    assert set(results["tasks"]) == {"persona"} and "vpo (yours)" in results["tasks"]["persona"]
+
+
+def test_against_reuses_a_warm_start_cached_by_another_experiment(tmp_path, monkeypatch, capsys):
+    cfg = experiment.run_config("persona", "vpo", 0, str(tmp_path / "mine"), True)
+    path = experiment.warmstart_path(cfg)
+    elsewhere = tmp_path / "out" / "headline" / "warmstart" / os.path.basename(path)
+    elsewhere.parent.mkdir(parents=True)
+    elsewhere.write_bytes(b"weights")
+    monkeypatch.chdir(tmp_path)
+
+    class Say:
+        said = []
+
+        def say(self, msg):
+            self.said.append(msg)
+    experiment.reuse_warm_start(path, Say())
+    assert open(path, "rb").read() == b"weights" and "reusing" in Say.said[0]

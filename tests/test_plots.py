@@ -12,3 +12,25 @@ def test_leaderboard_figure_writes_a_png_and_ranks_by_mean(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
     assert order["code"] == ["vpo", "warm_start", "grpo"]  # means .5, .46, .25
     assert order["persona"] == methods[::-1]
+
+
+def test_every_method_has_its_own_colour_in_every_figure():
+    known = list(plots.COLORS)
+    shades = [plots.color(m) for m in known] + [plots.color("vpo (yours)")]
+    assert len(set(shades)) == len(shades)  # no two methods share a colour (the warm starts and optimum included)
+    assert plots.color("vpo (m per call)") == plots.color("vpo")  # a method's search row keeps its colour
+    assert plots.color("my_new_method") == plots.color("my_new_method") and plots.color("my_new_method") not in \
+        [plots.color(m) for m in known]
+
+
+def test_a_smoke_runs_figures_say_so_in_their_title(tmp_path, monkeypatch):
+    import matplotlib.figure
+    titles = []
+    real = matplotlib.figure.Figure.suptitle
+    monkeypatch.setattr(matplotlib.figure.Figure, "suptitle", lambda fig, t, **kw: titles.append(t) or real(fig, t, **kw))
+    plots.leaderboard_figure({"persona: w-best@6": [("vpo", [0.5]), ("grpo", [0.4])]}, str(tmp_path / "a.png"),
+                             smoke=True)
+    assert titles and "SMOKE TEST" in titles[-1]
+    titles.clear()
+    plots.leaderboard_figure({"persona: w-best@6": [("vpo", [0.5]), ("grpo", [0.4])]}, str(tmp_path / "b.png"))
+    assert not titles
