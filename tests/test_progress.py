@@ -6,7 +6,14 @@ import os
 import pytest
 
 from lab.experiment import SHARED_WARMSTART
-from lab.workers import EXPECTED_S, Progress, job_left, schedule_left, steps_logged
+from lab import workers
+from lab.workers import AVX2_SCALE, EXPECTED_S, Progress, job_left, machine_scale, schedule_left, steps_logged
+
+
+@pytest.fixture(autouse=True)
+def avx512(monkeypatch):
+    """The recorded run is an AVX-512 VM's: its expectations are EXPECTED_S as they stand."""
+    monkeypatch.setattr(workers, "machine_scale", lambda: (1.0, "an AVX-512 VM"))
 
 # The default experiment (python train.py: seed 0; persona, code and persona_collinear; GRPO and VPO) on a
 # 2-core VM with two workers, in the order workers.run_jobs runs it: the warm starts side by side,
@@ -128,3 +135,14 @@ def test_persona_collinear_is_expected_at_persona_cost():
     progress = Progress(workers=2, quick=False, shared_warmstart=SHARED_WARMSTART)
     cfg = {"algo": "grpo", "steps": 250, "prompts_per_step": 8}
     assert progress.expected("train", ("persona_collinear", "grpo", 0), cfg) == EXPECTED_S[("train", "persona")]
+
+
+def test_the_first_estimate_is_scaled_for_a_cpu_without_avx512(monkeypatch):
+    monkeypatch.setattr(workers.torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    monkeypatch.setattr(workers, "machine_scale", machine_scale)  # the real one, not the fixture's
+    scale, note = machine_scale()
+    assert scale == AVX2_SCALE and "AVX2" in note
+    slow = Progress(workers=2, quick=False, shared_warmstart=SHARED_WARMSTART)
+    monkeypatch.setattr(workers.torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    fast = Progress(workers=2, quick=False, shared_warmstart=SHARED_WARMSTART)
+    assert slow.expected("warm", ("code", 0)) == pytest.approx(AVX2_SCALE * fast.expected("warm", ("code", 0)))
