@@ -10,9 +10,10 @@ grpo.grpo_advantages. train.ADVANTAGES gives each a name; docs/EXERCISES.md show
 - maxrl_advantages: MaxRL (arXiv 2602.02710): GRPO with the group's std replaced by its mean.
 - rloo_advantages: RLOO (Ahmadian et al. 2024, TRL's RLOOTrainer): each rollout's scalar score minus
   the mean of the group's other rollouts, no std division.
-GRPO's own fixes against collapse (an entropy bonus, DAPO's clip-higher and dynamic sampling,
-Dr. GRPO's missing std division and constant loss normaliser) are flags on the shared loss and
-advantage: see grpo.py and train.py's DEFAULTS.
+GRPO's own fixes against collapse (an entropy bonus, DAPO's clip-higher, Dr. GRPO's missing std
+division and constant loss normaliser) are flags on the shared loss and advantage: see grpo.py and
+train.py's DEFAULTS. DAPO's dynamic sampling is here, at the end: the sampler and the advantage
+come in as arguments, so this file needs neither.
 
 Deliberately left out: Max@K's off-policy importance correction and PKPO's leave-one-out
 baselines, GDPO's conditioned rewards (reward design, done before the advantage), anything that
@@ -22,6 +23,7 @@ needs a learned model.
 import math
 
 import torch
+import torch.nn.functional as F
 
 
 def max_at_k_advantages(scores, k, eps=1e-6, scale="group"):
@@ -61,7 +63,7 @@ def gdpo_advantages(rewards, eps=1e-6):
     z-scores, then divides by the std of the sums over the whole batch (their mean is 0 by construction;
     under torchrun, each rank's share), as the paper, so the scale does not grow with D. What it gives up: a change counts in
     its component's own stds, not by its size, which on persona drifts the policy to one-letter
-    words (measured: docs/RESULTS.md, "GDPO on persona ends below the warm start").
+    words (docs/RESULTS.md, "GDPO on persona ends below the warm start").
     """
     std = rewards.std(dim=1, keepdim=True, unbiased=False)  # (P, 1, D)
     z = torch.where(std < eps, torch.zeros_like(rewards), (rewards - rewards.mean(dim=1, keepdim=True)) / std.clamp(min=eps))
@@ -92,3 +94,52 @@ def rloo_advantages(scores):
     """
     G = scores.size(1)
     return scores - (scores.sum(dim=1, keepdim=True) - scores) / (G - 1)
+
+
+# ----------------------------------------------------------------------------------------------
+# DAPO's dynamic sampling (train.py's dynamic_sampling > 0; off by default)
+
+def sample_spread_groups(run, sample_round, advantage):
+    """DAPO's dynamic sampling -> (batch, weightings, sampling metrics): keep the groups whose advantage
+    has spread, refill from the next round, until P have spread or dynamic_sampling rounds are drawn;
+    then flat groups fill the gaps, the earliest first. Groups with parents keep their configured share,
+    as in every step (without it the search's mutation skill went untrained: every child was invalid).
+    Under torchrun each rank draws again on its own: the ranks' problem streams part.
+    sample_round(run) -> (batch, weightings, which groups show parents): one round of P fresh groups;
+    advantage(rewards, scalarised rewards, weightings, cfg) -> (P, G): the run's algorithm."""
+    cfg, P = run.cfg, run.cfg["prompts_per_step"] // run.world
+    parents_wanted = round(cfg["mutation_share"] * P)  # of the P groups kept, those showing parents
+    rounds, spread, shows_parents, keep = [], [], [], []  # spread, shows_parents: per group, across rounds
+    while len(rounds) < cfg["dynamic_sampling"] and not (len(keep) == P and all(spread[g] for g in keep)):
+        batch, weights, shown = sample_round(run)
+        adv = advantage(batch["rewards"], run.task.scalarize(batch["rewards"]), weights, cfg)
+        rounds.append((batch, weights))
+        spread += (adv.abs().sum(1) > 0).tolist()
+        shows_parents += shown
+        ranked = sorted(range(len(spread)), key=lambda g: not spread[g])  # spread first, each in the order drawn
+        plain, mutating = [g for g in ranked if not shows_parents[g]], [g for g in ranked if shows_parents[g]]
+        keep = plain[:P - parents_wanted] + mutating[:parents_wanted]
+    # a rank short of one kind (torchrun can split the kinds unevenly): the other kind fills in
+    keep = sorted(keep + (plain[P - parents_wanted:] + mutating[parents_wanted:])[:P - len(keep)])
+    batch = pick_groups([b for b, _ in rounds], keep, run.tok.eos, cfg["group_size"])
+    weights = torch.cat([w for _, w in rounds])[keep]
+    return batch, weights, {"sampling_rounds": len(rounds), "flat_groups_kept": sum(not spread[g] for g in keep)}
+
+
+def pick_groups(batches, groups, pad_id, G):
+    """Batches of several sampling rounds -> one batch of the prompt groups `groups` (numbered across
+    the rounds). Prompts stay left-padded and completions right-padded (with pad_id and zero
+    log-probs), to the widest round: padding is masked, so no score changes."""
+    rows = torch.tensor([g * G + i for g in groups for i in range(G)], device=batches[0]["completion"].device)
+
+    def cat(key, value, left=False):
+        width = max(b[key].size(1) for b in batches)
+        return torch.cat([F.pad(b[key], (width - b[key].size(1), 0) if left else (0, width - b[key].size(1)),
+                                value=value) for b in batches])[rows]
+    problems, answers = [p for b in batches for p in b["problems"]], [a for b in batches for a in b["answers"]]
+    completion_mask = cat("completion_mask", False)
+    return dict(problems=[problems[g] for g in groups], answers=[answers[g] for g in groups],
+                prompt=cat("prompt", pad_id, left=True), prompt_mask=cat("prompt_mask", False, left=True),
+                completion=cat("completion", pad_id), completion_mask=completion_mask,
+                old_logprobs=cat("old_logprobs", 0.0), entropy=cat("entropy", 0.0),
+                rewards=torch.cat([b["rewards"] for b in batches])[groups], num_tokens=int(completion_mask.sum()))

@@ -1,6 +1,8 @@
 """
-Checkpoints and run folders: saving atomically, loading safely, resuming exactly. A student can skip
-this file: train.py calls it to save and resume, search.py to load a policy.
+Checkpoints and run folders: saving atomically, loading safely, resuming exactly, what a run logs
+(each RL step's metrics, a quick held-out look), and the optimizer step that stops a run before a
+non-finite number reaches a checkpoint. A student can skip this file: train.py calls it to step,
+save, resume and log, search.py to load a policy.
 
 - Saving writes a temporary file, fsyncs it and renames it: a kill mid-write never tears a checkpoint.
 - Loading uses torch.load(weights_only=True): tensors, numbers, strings, lists, tuples and dicts, and
@@ -14,23 +16,24 @@ Deliberately left out: sharded or asynchronous checkpoints, keeping more than th
 
 import json
 import os
+import random
 import time
 
+import numpy as np
 import torch
 import yaml
 
-from config import ConfigError
+import vpo
+from config import EVALUATION, ConfigError
 from model import GPT, GPTConfig, Tokenizer
-from rollouts import rollout_prompt
+from rollouts import rollout_prompt, sample_rollouts
 
 # keys that never change what a run computes: where it writes, how loudly, on what hardware (cuda_graph:
 # the same tokens by a faster path, on CUDA only)
 RESULT_NEUTRAL_KEYS = ("resume", "overwrite", "quiet", "device", "threads", "peak_tflops", "out_dir", "warmstart_dir",
                        "cuda_graph")
-# how a finished run is measured (train.EVALUATION): never what it trains, so never in its folder's config
-EVAL_KEYS = ("pool_n", "pool_problems", "heldout_weightings", "evo_problems", "evo_min_plausible", "evo_screen",
-             "evo_budget", "evo_islands", "evo_migrate_every", "evo_capacity", "evo_explore", "evo_temperature",
-             "evo_top_p", "evo_children_per_call", "evo_positions_per_call")
+# how a finished run is measured (config.EVALUATION): never what it trains, so never in its folder's config
+EVAL_KEYS = tuple(EVALUATION)
 # a resumed run may also train for more steps than it was started with, and be measured otherwise
 RUN_ONLY_KEYS = RESULT_NEUTRAL_KEYS + EVAL_KEYS + ("steps",)
 
@@ -147,6 +150,68 @@ def run_state(run, step):
     return {"model": run.model.state_dict(), "model_config": vars(run.model.cfg), "config": run.cfg, "m": run.m,
             "step": step, "optimizer": run.opt.state_dict(), "rng": run.rng.getstate(),
             "generator": run.generator.get_state(), "torch_rng": torch.get_rng_state()}
+
+
+def guarded_step(run, loss):
+    """backward, clip, optimizer step; stop the run at the first non-finite number, before it
+    reaches a checkpoint (the last one is kept). Every divergence check of the step is here."""
+    def stop(what):
+        raise FloatingPointError(f"{what} (lr={run.cfg['lr']}); stopping, the last checkpoint is kept")
+    if not torch.isfinite(loss):
+        stop(f"non-finite loss ({loss.item()})")
+    run.opt.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.cfg["max_grad_norm"])
+    if not torch.isfinite(grad_norm):
+        stop("non-finite gradient norm")
+    run.opt.step()
+    if not torch.stack([torch.isfinite(p).all() for p in run.model.parameters()]).all():  # one sync
+        stop("non-finite weights after the optimizer step")
+    return float(grad_norm)
+
+
+def step_metrics(run, batch, rewards, scalar, weights, adv, set_algo):
+    """What explains a step (CleanRL-style): rewards, the set score, advantage stats, entropy, diversity.
+    set_algo: the run's rollouts are sets, scored under its own weightings."""
+    task, P, G = run.task, len(batch["answers"]), run.cfg["group_size"]
+    valid = rewards.sum(-1) > 0  # (P, G, m) answers that parsed and were not repeats
+    if not set_algo:  # the same 32 weightings at every step, from their own generator:
+        # logging must never draw from the training stream (removing a log line would change the run)
+        weights = vpo.sample_weights(1, 32, task.dim, generator=torch.Generator().manual_seed(0)).expand(P, -1, -1)
+    set_score = vpo.set_scores(rewards, weights)
+    distinct = np.mean([len({task.answer_key(row[0]) for row in group}) / G for group in batch["answers"]])
+    mask = batch["completion_mask"].float()
+    return {
+        "reward_scalar": float(scalar[valid].mean()) if valid.any() else 0.0,
+        "reward_per_component": [round(float(x), 4) for x in rewards.reshape(-1, task.dim)[valid.reshape(-1)].mean(0)]
+        if valid.any() else [0.0] * task.dim,
+        "set_score": float(set_score.mean()),
+        "valid_answers": float(valid.float().mean()),
+        "adv_mean": float(adv.mean()), "adv_std": float(adv.std()),
+        "zero_std_groups": float((adv.abs().sum(1) == 0).float().mean()),
+        "entropy": float((batch["entropy"] * mask).sum() / mask.sum()),
+        "distinct_first_answers": float(distinct),
+    }
+
+
+def evaluate_heldout(run, files, step, seed=12345):
+    """A quick held-out look, written to metrics.jsonl and the log: two rollouts per problem, mean fixed
+    scalar reward. The same problems (and random numbers) at every evaluation and in every run. Rank 0
+    only (no collective calls inside)."""
+    if run.rank:
+        return {"heldout_scalar": float("nan")}
+    problems = run.task.problems("heldout", run.cfg["eval_problems"], random.Random(seed))
+    run.model.eval()
+    batch = sample_rollouts(run.model, run.tok, run.task, problems, run.m, 2, run.cfg,
+                            torch.Generator(device=run.device).manual_seed(seed), run.device)
+    valid = batch["rewards"].sum(-1) > 0  # (P, 2, m)
+    scalar = run.task.scalarize(batch["rewards"])
+    ev = {"heldout_scalar": float(scalar[valid].mean()) if valid.any() else 0.0,
+          "heldout_best_in_rollout": float(scalar.max(-1).values.mean()), "heldout_valid": float(valid.float().mean())}
+    files.write("metrics.jsonl", {"kind": "eval", "step": step, **ev})
+    files.log(f"eval @ {step}: held-out scalar {ev['heldout_scalar']:.3f}, best-in-rollout "
+              f"{ev['heldout_best_in_rollout']:.3f}, valid {ev['heldout_valid']:.2f}")
+    return ev
 
 
 class RunFiles:

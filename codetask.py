@@ -16,11 +16,11 @@ most 56 programs). configs/code.yaml sets the family of the results: three thres
 hidden tests, up to ~9,000 programs), half the problems' examples in a narrow window (`window_share`:
 some problems pinned down, others open to thousands of programs), two-digit thresholds
 (`fixed_width`), and children written as edits of the best parent, "2-5" for its second threshold
-down by 5 (`edits`). "Measured" in a comment points to docs/RESULTS.md, "The code task's design, as
-measured", which keeps the numbers behind each setting.
+down by 5 (`edits`). docs/RESULTS.md, "The code task's design, as measured", keeps the numbers
+behind each setting.
 
-Deliberately left out: any other program family (the earlier `(if (< x t) a b)` was removed; commit
-b5f2386 has it) and partial credit inside a test.
+Deliberately left out: any other program family (the earlier `(if (< x t) a b)` was too easy to rank
+methods; docs/HISTORY.md) and partial credit inside a test.
 """
 
 import functools
@@ -65,12 +65,12 @@ class CodeTask:
         self.DOMAIN = list(range(domain))
         self.dim = domain - (thresholds + 1)  # every input but the k + 1 shown is a hidden test
         self.noise = noise  # the share of demonstrations that ignore the examples
-        self.early_switch = early_switch  # a habit (_habit), like a pretrained model's bias (measured)
+        self.early_switch = early_switch  # a habit (_habit), like a pretrained model's bias: RL has something to find
         self.heldout_fraction = heldout_fraction
         self.max_parents = max_parents
         self.window_share = window_share  # examples in a narrow window: pinned-down problems beside open ones
-        self.fixed_width = fixed_width  # 07, not 7: a child is its parent but for one number (measured)
-        self.edits = edits  # children written as edits, "2-5" (measured: the warm start copied programs badly)
+        self.fixed_width = fixed_width  # 07, not 7: a child is its parent but for one number, easy to copy
+        self.edits = edits  # children written as edits, "2-5": the warm start copied whole programs badly
         self.max_answer_tokens = len(self.program_text([domain - 1] * thresholds)) + 3
         self.reward_weights = checked_weights(reward_weights, self.dim)  # None: the mean
 
@@ -142,7 +142,7 @@ class CodeTask:
 
     def reward(self, problem, answer):
         """Any string -> (D,) of per-test pass (1) / fail (0); lang.run never raises. A program that
-        contradicts an example scores zero (measured: else RL drifted away from the examples)."""
+        contradicts an example scores zero (else RL drifts away from the examples)."""
         outputs = domain_outputs(answer, self.domain) if isinstance(answer, str) else lang.run(answer, self.DOMAIN)
         truth, tests = domain_targets(problem[:self.k], self.domain), self.tests(problem)
         if any(outputs[x] != truth[x] for x in self.shown(problem)):
@@ -167,8 +167,8 @@ class CodeTask:
     # ---- demonstrations: what the warm start imitates ---------------------------------------------
 
     def demonstration(self, problem, m, rng, parents=None):
-        """m programs for the warm start, different from each other where the examples allow (measured:
-        repeats taught it to repeat itself). Without parents, programs with the habit; with parents
+        """m programs for the warm start, different from each other where the examples allow
+        (repeats teach it to repeat itself). Without parents, programs with the habit; with parents
         (worst to best), the best parent mutated, written with `edits` as that edit ('2-5')."""
         out, programs = [], []
         for _ in range(m):
@@ -227,7 +227,7 @@ class CodeTask:
     def _mutate(self, program, problem, rng, avoid=(), max_step=None):
         """Move one threshold, staying consistent, preferably into a program not in `avoid`, by at most
         `max_step`, by default the number of hidden tests the program fails (shown in the prompt, and
-        the truth is no farther). The size is log-uniform, so small steps stay likely (measured)."""
+        the truth is no farther). The size is log-uniform, so small steps stay likely at every distance."""
         if max_step is None:
             max_step = max(1, round(self.dim * (1 - self.scalarize(self.reward(problem, self.program_text(program))))))
         now = list(program)

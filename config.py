@@ -24,6 +24,27 @@ class ConfigError(ValueError):
     pass
 
 
+# Evaluation and search (search.py, and the lab's pools and searches): how a finished run is measured;
+# part of train.DEFAULTS, but never what a run trains (checkpoint.EVAL_KEYS: left out of its folder's config).
+EVALUATION = dict(
+    pool_n=30,                 # answers per held-out problem; k counts answers, up to pool_n
+    pool_problems=40,          # held-out problems per task and seed (the same for every method)
+    heldout_weightings=64,     # weightings for w-best@k, from a seed no training run uses
+    evo_problems=64,           # searches per policy (the paper's case study: 32; 64 narrows the interval)
+    evo_min_plausible=2000,    # plausible programs a searched problem leaves: 10x the budget, no lucky sampler
+    evo_screen=112,            # candidate search problems the lab screens, keeping those no checkpoint's pool solves
+    evo_budget=200,            # candidates evaluated per search (the paper: 200 iterations of one program)
+    evo_islands=5,             # OpenEvolve's default
+    evo_migrate_every=50,      # candidates of a search between ring migrations
+    evo_capacity=10,           # programs an island keeps, one per pass pattern, best first
+    evo_explore=0.3,           # chance a parent is any program of its island instead of the best
+    evo_temperature=0.7,       # sampling temperature of the search and of its control (OpenEvolve's)
+    evo_top_p=0.95,            # nucleus sampling, likewise (1.0: off)
+    evo_children_per_call=1,   # children per call: 1 (OpenEvolve's iteration); a set policy also runs at m
+    evo_positions_per_call=60_000,  # memory cap: rows x tokens per sampler call
+)
+
+
 def parse_value(text):
     """'3' -> 3, '1e-3' -> 0.001 (YAML 1.1 would keep it a string), 'true' -> True, '{a: 1}' -> dict."""
     for convert in (int, float):

@@ -1,6 +1,7 @@
 """
-Several processes with torchrun: `torchrun --standalone --nproc_per_node=N train.py --config ...`.
-A student can skip this file: with one process every function here is a no-op or a plain call.
+The process a run trains in (its device, threads and seeds), and several of them with torchrun:
+`torchrun --standalone --nproc_per_node=N train.py --config ...`. A student can skip this file: with
+one process every torchrun function here is a no-op or a plain call.
 
 Every rank draws the same global batch of prompt groups and keeps its share (a group never spans
 ranks, so group-normalised advantages need no communication); DistributedDataParallel averages the
@@ -13,10 +14,29 @@ Deliberately left out: tensor or pipeline parallelism, sharded optimizers (the m
 
 import contextlib
 import os
+import random
 
+import numpy as np
 import torch
 
 import engine
+from config import ConfigError, pick_device
+
+
+def start_process(cfg):
+    """Device, torchrun rank and world, threads and seeds -> (device, rank, world)."""
+    rank, world, device = init(cfg["device"])  # before any folder is made: a bad device writes nothing
+    if device.startswith("cuda"):  # TF32 matmuls: ~free speed on Ampere and later, fine for RL
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    if cfg["prompts_per_step"] % world:
+        raise ConfigError(f"prompts_per_step={cfg['prompts_per_step']} must be a multiple of the {world} ranks")
+    if cfg["threads"]:
+        torch.set_num_threads(cfg["threads"])
+    random.seed(cfg["seed"])
+    np.random.seed(cfg["seed"])
+    torch.manual_seed(cfg["seed"])
+    return device, rank, world
 
 
 class Scorer(torch.nn.Module):
@@ -31,8 +51,10 @@ class Scorer(torch.nn.Module):
         return engine.score(self.model, prompt, prompt_mask, completion, completion_mask)
 
 
-def init(device):
-    """(rank, world, device) from torchrun's environment; (0, 1, device) when run plainly."""
+def init(name):
+    """The device setting (config.pick_device) -> (rank, world, device) from torchrun's environment;
+    (0, 1, device) when run plainly."""
+    device = pick_device(name)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
         return 0, 1, device
@@ -48,8 +70,10 @@ def init(device):
     return torch.distributed.get_rank(), world, device
 
 
-def wrap(scorer, world):
-    return torch.nn.parallel.DistributedDataParallel(scorer) if world > 1 else scorer
+def scorer(model, world, compile=False):
+    """engine.score of `model` as a module: DDP-wrapped under torchrun, torch.compiled if asked."""
+    wrapped = torch.nn.parallel.DistributedDataParallel(Scorer(model)) if world > 1 else Scorer(model)
+    return torch.compile(wrapped) if compile else wrapped
 
 
 @contextlib.contextmanager
@@ -100,8 +124,7 @@ def replicas_in_sync(model, world, device):
 
 def finish(world):
     """Tear down together: a rank that destroys its group and exits while another still works (rank 0
-    saving final.pt) leaves gloo's connection threads to a race at exit; once, in CI, rank 1 aborted
-    (SIGABRT) there."""
+    saving final.pt) leaves gloo's connection threads to a race at exit (rank 1 aborted there)."""
     if world > 1:
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()

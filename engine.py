@@ -8,17 +8,18 @@ generate(model, ...):
 - each prompt runs through the model once (prefill) and its keys/values are copied for its G
   samples, instead of G prefills of the same prompt;
 - a preallocated KV cache, so each new token costs one position, not the whole sequence;
-- rows that have ended leave the batch once a quarter of it has ended (code rollouts -35%);
-- a one-query decode step uses two batched matmuls instead of SDPA's per-row kernels (2-6%).
+- rows that have ended leave the batch once a quarter of it has ended, so they stop costing compute;
+- a one-query decode step uses two batched matmuls instead of SDPA's per-row kernels.
 generate_static(model, ...): generate's samples with every decode step the same shapes (the whole
 batch, the whole cache, positions held in tensors), so that on a GPU one step is captured once as a
 CUDA graph and replayed, one launch per token instead of ~40 (sampling at these sizes is bound by
 launches, not arithmetic); elsewhere it runs the same step eagerly.
+sample(cfg, model, ...): the sampler a run's settings ask for (generate_static where steps are
+captured as CUDA graphs, else generate), the one call rollouts.py makes.
 score(model, ...):
 - each distinct prompt runs once and its keys/values serve every row that repeats it;
 - completions are scored in length buckets, each padded only to its own longest row, instead of
   every row padded to the longest rollout of the batch.
-Measured figures are in the README's speed section (`python lab/bench.py --naive`).
 
 Deliberately left out: torch.compile of the decode step (slower on CPU: docs/RESULTS.md; on a GPU the
 captured graph is the same idea without a compiler), paged or quantised caches, speculative decoding.
@@ -118,8 +119,8 @@ def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, te
         if t == max_new_tokens - 1 or bool(done.all()):
             break  # stop as soon as every row has ended: no wasted decode steps
         if drop_finished and int(done.sum()) * 4 >= len(done):
-            # once a quarter of the batch has ended, drop those rows (code, 3 answers: rollouts 35%
-            # faster; dropping at every single ending: 30%, as each drop copies the cache)
+            # once a quarter of the batch has ended, drop those rows: not at every ending, as each
+            # drop copies the cache
             keep = ~done
             rows, tok, done, key_mask, next_pos = rows[keep], tok[keep], done[keep], key_mask[keep], next_pos[keep]
             cache.keep_rows(keep)
@@ -182,8 +183,7 @@ def generate_static(model, prompt, prompt_mask, num_samples, max_new_tokens, eos
     logits = logits.float()
     cache.at.fill_(Tp)  # where the first new token's key goes
     # generate's random numbers: one (B, 1) draw a step, in order. One (T, B, 1) draw would give the
-    # same numbers on the CPU only: CUDA's generator offsets each call (measured on an H100: 4% of the
-    # tokens agreed)
+    # same numbers on the CPU only: CUDA's generator offsets each call
     generator = generator if generator is not None else default_generator(device)
     state = generator.get_state()
     uniforms = torch.stack([torch.rand(B, 1, device=device, generator=generator) for _ in range(max_new_tokens)])
@@ -224,14 +224,19 @@ def generate_static(model, prompt, prompt_mask, num_samples, max_new_tokens, eos
     if not bool(torch.isfinite(logprobs).all()):
         raise FloatingPointError("non-finite logits while sampling: the policy diverged; stopping, the last "
                                  "checkpoint is kept")
-    # generate draws only until every row has ended: leave the generator where generate leaves it, so
-    # that the next call draws what it would draw after generate
+    rewind(generator, state, tokens, eos_id)
+    return completion_dict(tokens, logprobs, entropy, eos_id)
+
+
+def rewind(generator, state, tokens, eos_id):
+    """generate draws only until every row has ended: put the generator (at `state` before the draws)
+    where generate leaves it, so that the next call draws what it would draw after generate."""
+    B, max_new_tokens = tokens.shape
     ended = tokens == eos_id
     last = torch.where(ended.any(1), ended.int().argmax(1), max_new_tokens - 1)  # (B,) each row's last step
     generator.set_state(state)
     for _ in range(int(last.max()) + 1):
-        torch.rand(B, 1, device=device, generator=generator)
-    return completion_dict(tokens, logprobs, entropy, eos_id)
+        torch.rand(B, 1, device=tokens.device, generator=generator)
 
 
 def default_generator(device):
@@ -241,6 +246,27 @@ def default_generator(device):
     if device.type != "cpu":
         raise ValueError(f"generate_static on {device.type}: pass a generator on that device")
     return torch.default_generator
+
+
+def captures(cfg, device):
+    """Whether steps are captured as CUDA graphs: on CUDA with cuda_graph on. .get: a checkpoint
+    trained before the setting existed saved no such key."""
+    return bool(cfg.get("cuda_graph", False)) and str(device).startswith("cuda")
+
+
+def sampler_for(cfg, device):
+    """generate_static (its step captured as a CUDA graph) where captures(); else generate, which on
+    the CPU is as fast or faster (it drops rows that have ended) and draws the same tokens."""
+    return generate_static if captures(cfg, device) else generate
+
+
+def sample(cfg, model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, generator):
+    """num_samples completions per prompt with the sampler and the sampling settings (temperature,
+    top_k, top_p; 0 and 1.0 switch the last two off) of the run's config `cfg`."""
+    sampler = sampler_for(cfg, prompt.device)
+    return sampler(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id,
+                   temperature=cfg["temperature"], top_k=cfg["top_k"] or None,
+                   top_p=cfg["top_p"] if cfg["top_p"] < 1 else None, generator=generator)
 
 
 class SharedPrompts:

@@ -313,7 +313,7 @@ def sample_from_logits(logits, temperature=1.0, top_k=None, top_p=None, generato
         sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
         logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
     # inverse-CDF sampling: one random number per row where torch.multinomial draws one per
-    # vocabulary entry (measured: 46 us instead of 568 us for 64 x 260, ~5% of a rollout).
+    # vocabulary entry: far cheaper, and a caller can draw the numbers ahead (generate_static).
     # Dividing by the last entry makes the CDF end at exactly 1 > u, and a zero-probability
     # token repeats its predecessor's CDF value, so it can never be chosen.
     cdf = logits.softmax(-1).cumsum(-1)

@@ -57,19 +57,6 @@ def max_completion_tokens(task, m):
     return m * task.max_answer_tokens + 1
 
 
-def captures(cfg, device):
-    """Whether steps are captured as CUDA graphs: on CUDA with cuda_graph on. .get: a checkpoint
-    trained before the setting existed saved no such key."""
-    return bool(cfg.get("cuda_graph", False)) and str(device).startswith("cuda")
-
-
-def sampler_for(cfg, device):
-    """engine.generate_static (its step captured as a CUDA graph) where captures(); else
-    engine.generate, which on the CPU is as fast or faster (it drops rows that have ended) and draws
-    the same tokens."""
-    return engine.generate_static if captures(cfg, device) else engine.generate
-
-
 def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, device,
                     parents=None, goals=None, as_written=False):
     """Sample `group_size` rollouts of m answers for each problem and score them (for training,
@@ -86,10 +73,8 @@ def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, d
                                          goal=goals[i] if goals is not None else None))
                for i, p in enumerate(problems)]
     prompt_ids, prompt_mask = pad_left(prompts, tok.eos, device)
-    sampler = sampler_for(cfg, device)
-    out = sampler(model, prompt_ids, prompt_mask, group_size, max_completion_tokens(task, m), tok.eos,
-                  temperature=cfg["temperature"], top_k=cfg["top_k"] or None,
-                  top_p=cfg["top_p"] if cfg["top_p"] < 1 else None, generator=generator)
+    out = engine.sample(cfg, model, prompt_ids, prompt_mask, group_size, max_completion_tokens(task, m), tok.eos,
+                        generator)
     tokens, mask = out["tokens"].cpu(), out["mask"].cpu()  # one copy each, not one per row
     G = group_size
     rewards = np.zeros((len(problems), G, m, task.dim), dtype=np.float32)

@@ -1,7 +1,7 @@
 """
 Test-time search with a trained policy: best@k / pass@k evaluation and an evolutionary search that
-uses the policy as its mutation operator. Every setting of both is in train.DEFAULTS' evaluation and
-search section.
+uses the policy as its mutation operator. Every setting of both is in config.EVALUATION, part of
+train.DEFAULTS.
 
     python search.py --checkpoints out/code-grpo-s0/final.pt out/code-vpo-s0/final.pt --n 30
     python search.py --checkpoints out/warmstart/warmstart-code-*.pt --search   # and the searches

@@ -26,6 +26,9 @@ import torch
 from grpo import grpo_advantages
 
 
+WEIGHT_SAMPLERS = ("dirichlet", "sobol")  # the names sample_weights knows; config.py checks weight_sampler here
+
+
 def sample_weights(num_groups, num_weights, dim, alpha=1.0, sampler="dirichlet", generator=None):
     """(P, N, D) weightings on the simplex, N per prompt group.
 
@@ -53,7 +56,7 @@ def sample_weights(num_groups, num_weights, dim, alpha=1.0, sampler="dirichlet",
         u, _ = torch.sort(u, dim=-1)
         edges = torch.cat([torch.zeros_like(u[..., :1]), u, torch.ones_like(u[..., :1])], dim=-1)
         return edges[..., 1:] - edges[..., :-1]  # spacings of D-1 sorted uniforms: uniform on the simplex
-    raise ValueError(f"unknown sampler '{sampler}' (choose dirichlet or sobol)")
+    raise ValueError(f"unknown sampler '{sampler}' (choose one of {', '.join(WEIGHT_SAMPLERS)})")
 
 
 def set_scores(rewards, weights):

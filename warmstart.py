@@ -6,7 +6,8 @@ It trains on demonstrations in every format RL and search show the policy (one a
 answers "3|", on the code task parents to edit), with cross-entropy on the completion tokens; the
 first `sft_single_first` of the steps show the single-answer format alone. The weights are cached
 under a hash of everything that shapes them, so GRPO and VPO runs of the same task and seed start
-from the SAME weights. train.py's `parent_replay` reuses the demonstrations and the loss during RL.
+from the SAME weights. train.py's `parent_replay` reuses the demonstrations and the loss during RL
+(replay_loss).
 Read top to bottom: helpers both phases use, demonstrations, one step, the same step captured as a
 CUDA graph (CapturedSFT: on a GPU, where a small model's step is bound by kernel launches), the cache
 key, `warm_start`.
@@ -30,7 +31,7 @@ import checkpoint
 import engine
 from config import make_task
 from model import GPT, GPTConfig, PRESETS, pad_left, pad_right
-from rollouts import captures, max_completion_tokens, rollout_prompt, rollout_text
+from rollouts import max_completion_tokens, rollout_prompt, rollout_text
 
 
 def build_model(cfg, tok, device):
@@ -85,6 +86,17 @@ def padded_demos(task, tok, cfg, rng, device, single_only=False, parents_only=Fa
 def demo_nll(logp, completion_mask):
     """The warm start's loss: cross-entropy on the completion tokens only."""
     return -(logp * completion_mask).sum() / completion_mask.sum()
+
+
+def replay_loss(model, demos, cfg, device):
+    """The warm start's cross-entropy on `demos`' completion tokens, under the current policy: RL's
+    parent replay. Why: RL trains on plain prompts only (as the paper does), and a model this small
+    forgets what no RL prompt asks for (docs/RESULTS.md: children written from parents went invalid).
+    Through the unwrapped model: under torchrun its gradient adds to the DDP forward's in the same backward."""
+    prompt, prompt_mask, completion, completion_mask = demos
+    with autocast(cfg, device):
+        logp, _ = engine.score(model, prompt, prompt_mask, completion, completion_mask, share_prompt=False)
+    return demo_nll(logp.float(), completion_mask)
 
 
 def sft_step(model, opt, task, tok, cfg, rng, device, single_only=False, graph=None):
@@ -197,7 +209,7 @@ def warmstart_path(cfg):
 def use_graph(cfg, device):
     """Capture the warm start's update as a CUDA graph: on CUDA with cuda_graph on, in float32 (bf16
     autocast keeps a cache that a graph must not)."""
-    return captures(cfg, device) and cfg["dtype"] == "float32"
+    return engine.captures(cfg, device) and cfg["dtype"] == "float32"
 
 
 def warm_start(cfg, task, tok, device, log):

@@ -6,22 +6,19 @@ to OUT/gpu_check.json; exits 1 if any check failed. Needs a CUDA device; a few m
     python lab/gpu_check.py --out out/gpu_check
     python lab/gpu_check.py --device cpu     # a dry run of the script itself: CPU against CPU
 
-1. The fast scorer (engine.score) on CUDA against the same weights on the CPU, in float32 with
-   TF32 off: log-probs, entropies and gradients. Under bf16 autocast: how far they move (reported,
-   bounded loosely: bf16 keeps ~3 significant digits).
-2. The fast sampler (engine.generate) against model.generate on CUDA, same generator seed: the same
-   tokens (what tests/test_engine.py checks on the CPU), and the same tokens again on a rerun.
-3. train.py end to end on CUDA (configs/tiny.yaml): persona and code in float32, and the README's
-   GPU path (bf16 autocast, the gpu preset, torch.compile); each must finish, log its device, and
+1. score: engine.score on CUDA against the same weights on the CPU, float32 with TF32 off: log-probs,
+   entropies and gradients; under bf16 autocast how far they move (bounded loosely).
+2. generate: engine.generate against model.generate on CUDA, same seed: the same tokens (as
+   tests/test_engine.py checks on the CPU), and the same tokens again on a rerun.
+3. graph: the captured decode step (engine.generate_static) against engine.generate, TF32 off: the
+   same tokens, and uncaptured too (which of the two a difference comes from); all three timed.
+4. sft: the warm start's update captured as a CUDA graph (warmstart.CapturedSFT) against
+   warmstart.sft_step eagerly, TF32 off, from the same weights: the same losses and weights up to
+   float rounding; both timed.
+5. train: train.py end to end on CUDA (configs/tiny.yaml): persona and code in float32, and the
+   README's GPU path (bf16, the gpu preset, torch.compile); each must finish, log its device, and
    leave a final.pt that loads on the CPU.
-4. The captured decode step (engine.generate_static, one CUDA graph launch per token) against
-   engine.generate with TF32 off: the same tokens; the same step uncaptured too (which of the two a
-   difference comes from); all three timed at the persona and code shapes.
-5. The warm start's update captured as a CUDA graph (warmstart.CapturedSFT, batches padded to one
-   shape) against warmstart.sft_step eagerly, TF32 off, 40 steps from the same weights: the same
-   losses and weights up to float rounding; both timed.
-6. lab/bench.py --device cuda at train.py's defaults, at the gpu preset, and with cuda_graph=false
-   (speeds, reported only).
+6. bench: lab/bench.py --device cuda at train.py's defaults, the gpu preset, and cuda_graph=false.
 
 Left out: multi-GPU torchrun (NCCL) and any learning-quality claim; tests/ runs separately.
 """
@@ -89,43 +86,55 @@ def set_tf32(on):
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = on
 
 
+def seeded():
+    return torch.Generator(DEVICE).manual_seed(1)
+
+
+def timed(fn, times):
+    """fn() `times` times -> the mean seconds of one call, the device's queue included."""
+    torch.cuda.synchronize() if DEVICE == "cuda" else None
+    t0 = time.time()
+    for _ in range(times):
+        fn()
+    torch.cuda.synchronize() if DEVICE == "cuda" else None
+    return round((time.time() - t0) / times, 5)
+
+
+def score_diffs(reference, other):
+    """How far scored()'s results `other` are from `reference`'s."""
+    (lr, er, gr), (lo, eo, go) = reference, other
+    return {"max_logprob_diff": float((lr - lo).abs().max()), "mean_logprob_diff": float((lr - lo).abs().mean()),
+            "max_entropy_diff": float((er - eo).abs().max()), "grad_rel_diff": float((gr - go).norm() / gr.norm())}
+
+
 def check_score(results):
     set_tf32(False)  # train.py turns TF32 on; the comparison with the CPU needs full float32
     for preset in SCORE_PRESETS:
         cpu, gpu = model_pair(preset)
         batch = score_batch()
-        lc, ec, gc = scored(cpu, batch)
-        lg, eg, gg = scored(gpu, batch)
-        grad_rel = float((gc - gg).norm() / gc.norm())
+        reference = scored(cpu, batch)
+        d = score_diffs(reference, scored(gpu, batch))
         record(results, f"score float32 {preset} preset: CUDA = CPU",
-               (lc - lg).abs().max() < 1e-4 and (ec - eg).abs().max() < 1e-4 and grad_rel < 1e-4,
-               max_logprob_diff=float((lc - lg).abs().max()), max_entropy_diff=float((ec - eg).abs().max()),
-               grad_rel_diff=grad_rel)
-        lb, eb, gb = scored(gpu, batch, bf16=True)
-        grad_rel = float((gc - gb).norm() / gc.norm())
+               d["max_logprob_diff"] < 1e-4 and d["max_entropy_diff"] < 1e-4 and d["grad_rel_diff"] < 1e-4, **d)
+        d = score_diffs(reference, scored(gpu, batch, bf16=True))
         # loose: a bug (a wrong mask, a cast in the wrong place) moves log-probs by whole nats
         record(results, f"score bf16 autocast {preset} preset: near float32",
-               (lc - lb).abs().mean() < 0.05 and grad_rel < 0.1,
-               mean_logprob_diff=float((lc - lb).abs().mean()), max_logprob_diff=float((lc - lb).abs().max()),
-               grad_rel_diff=grad_rel)
+               d["mean_logprob_diff"] < 0.05 and d["grad_rel_diff"] < 0.1, **d)
     set_tf32(True)
 
 
 def check_generate(results):
     """With TF32 off the fast sampler must draw exactly the plain sampler's tokens; with TF32 on (as
-    train.py runs on CUDA) the two compute logits through different matmul shapes, ~1e-3 apart, and
+    train.py runs on CUDA) the two compute logits through different matmul shapes, a little apart, and
     a uniform that falls that close to a CDF step picks the neighbouring token: reported, and only
     a rerun with the same seed must repeat itself."""
-    _, gpu = model_pair("cpu")
-    gpu.eval()
+    gpu = model_pair("cpu")[1].eval()
     p, pm = pad_left([[tok.bos, 10, 11, tok.answer], [tok.bos, 1, 2, 3, 4, 5, tok.answer]], tok.eos, DEVICE)
     for tf32 in (False, True):
         set_tf32(tf32)
         for sampling in (dict(), dict(temperature=0.7, top_k=20), dict(top_p=0.9)):
-            draw = functools.partial(engine.generate, gpu, p, pm, 8, 40, tok.eos, **sampling)
-            plain = gpu.generate(p, pm, 8, 40, tok.eos, generator=torch.Generator(DEVICE).manual_seed(1), **sampling)
-            fast = draw(generator=torch.Generator(DEVICE).manual_seed(1))
-            again = draw(generator=torch.Generator(DEVICE).manual_seed(1))
+            plain, fast, again = (sampler(gpu, p, pm, 8, 40, tok.eos, generator=seeded(), **sampling)
+                                  for sampler in (GPT.generate, engine.generate, engine.generate))
             agree = float((fast["tokens"] == plain["tokens"]).float().mean())
             rerun = torch.equal(fast["tokens"], again["tokens"])
             record(results, f"generate on CUDA, TF32 {'on' if tf32 else 'off'}, {sampling or 'temperature 1'}: "
@@ -138,24 +147,17 @@ def check_graph(results):
     compute exactly); the seconds of each at two shapes are reported, not checked."""
     set_tf32(False)
     for preset, (P, G, new) in {"cpu": (8, 8, 48), "nano": (16, 8, 112)}.items():
-        _, gpu = model_pair(preset)
-        gpu.eval()
+        gpu = model_pair(preset)[1].eval()
         p, pm = pad_left([[tok.bos, *range(10, 18 + i % 4), tok.answer] for i in range(P)], tok.eos, DEVICE)
-        seconds = {}
-        eager = functools.partial(engine.generate_static, capture=False)  # tells a capture bug from a step bug
-        for name, sampler in (("generate", engine.generate), ("generate_static", engine.generate_static),
-                              ("generate_static eager", eager)):
-            out = sampler(gpu, p, pm, G, new, tok.eos, generator=torch.Generator(DEVICE).manual_seed(1))
-            torch.cuda.synchronize() if DEVICE == "cuda" else None
-            t0 = time.time()
-            for _ in range(5):
-                sampler(gpu, p, pm, G, new, tok.eos, generator=torch.Generator(DEVICE).manual_seed(1))
-            torch.cuda.synchronize() if DEVICE == "cuda" else None
-            seconds[name] = round((time.time() - t0) / 5, 4)
-            seconds[name + " tokens"] = out["tokens"]
-        plain = seconds.pop("generate tokens")
-        agree = float((plain == seconds.pop("generate_static tokens")).float().mean())
-        agree_eager = float((plain == seconds.pop("generate_static eager tokens")).float().mean())
+        samplers = {"generate": engine.generate, "generate_static": engine.generate_static,
+                    "generate_static eager": functools.partial(engine.generate_static, capture=False)}
+        tokens, seconds = {}, {}  # the uncaptured step tells a capture bug from a step bug
+        for name, sampler in samplers.items():
+            draw = functools.partial(sampler, gpu, p, pm, G, new, tok.eos)
+            tokens[name] = draw(generator=seeded())["tokens"]
+            seconds[name] = timed(lambda: draw(generator=seeded()), 5)
+        agree, agree_eager = (float((tokens["generate"] == tokens[k]).float().mean())
+                              for k in ("generate_static", "generate_static eager"))
         record(results, f"generate_static captured ({preset} preset, {P}x{G} samples of {new}): the same tokens",
                agree == 1.0, token_agreement=agree, token_agreement_uncaptured=agree_eager, **seconds)
 
@@ -168,34 +170,36 @@ def check_sft(results, steps=40):
     cfg = train.resolve_config("configs/code.yaml")
     task = make_task(cfg["task"], **cfg["task_options"])
     torch.manual_seed(0)
-    eager_model = warmstart.build_model(cfg, tok, DEVICE).train()
-    graph_model = copy.deepcopy(eager_model)
-    capture = DEVICE == "cuda"
-    completion_len = max_completion_tokens(task, cfg["answers_per_rollout"])
-    runs = {"eager": (eager_model, warmstart.sft_optimizer(eager_model, cfg), None)}
-    opt = warmstart.sft_optimizer(graph_model, cfg, capturable=capture)
-    runs["captured"] = (graph_model, opt, warmstart.CapturedSFT(graph_model, opt, cfg["sft_batch"],
-                                                                cfg["block_size"] - completion_len,
-                                                                completion_len, tok.eos, capture=capture))
-    losses, seconds = {}, {}
-    for name, (model, opt, graph) in runs.items():
+    models = {"eager": warmstart.build_model(cfg, tok, DEVICE).train()}
+    models["captured"] = copy.deepcopy(models["eager"])
+    capture, width = DEVICE == "cuda", max_completion_tokens(task, cfg["answers_per_rollout"])
+    losses, seconds, graph = {}, {}, None
+    for name, model in models.items():
+        opt = warmstart.sft_optimizer(model, cfg, capturable=capture and name == "captured")
+        if name == "captured":
+            graph = warmstart.CapturedSFT(model, opt, cfg["sft_batch"], cfg["block_size"] - width, width, tok.eos,
+                                          capture=capture)
         rng, losses[name] = random.Random(1000), []
-        for step in range(steps):
-            if step == 10:  # after the warm-up and the capture
-                torch.cuda.synchronize() if capture else None
-                t0 = time.time()
-            loss, _ = warmstart.sft_step(model, opt, task, tok, cfg, rng, DEVICE, single_only=step % 2 == 0,
-                                         graph=graph)
+
+        def step():  # the formats alternate, single answers first
+            loss, _ = warmstart.sft_step(model, opt, task, tok, cfg, rng, DEVICE,
+                                         single_only=len(losses[name]) % 2 == 0, graph=graph)
             losses[name].append(loss.detach().clone())
-        torch.cuda.synchronize() if capture else None
-        seconds[name + " s a step"] = round((time.time() - t0) / (steps - 10), 5)
-    eager, captured = (torch.stack(losses[k]).cpu() for k in ("eager", "captured"))
+        for _ in range(10):  # the warm-up and the capture
+            step()
+        seconds[name + " s a step"] = timed(step, steps - 10)
+    eager, captured = (torch.stack(losses[k]).cpu() for k in models)
     loss_rel = float(((eager - captured).abs() / eager.abs()).max())
     weight_diff = max(float((a - b).detach().abs().max())
-                      for a, b in zip(eager_model.parameters(), graph_model.parameters()))
+                      for a, b in zip(models["eager"].parameters(), models["captured"].parameters()))
     record(results, f"warm-start update captured (code, {steps} steps): the eager losses and weights",
-           loss_rel < 1e-3 and weight_diff < 1e-4 and runs["captured"][2].updates == steps,
+           loss_rel < 1e-3 and weight_diff < 1e-4 and graph.updates == steps,
            loss_rel_diff=loss_rel, weight_max_diff=weight_diff, **seconds)
+
+
+def run_script(*args):
+    """python ARGS in the repository root, its output captured."""
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
 
 
 def check_train(results, out):
@@ -204,15 +208,12 @@ def check_train(results, out):
     for name, extra in runs.items():
         run_dir = os.path.join(out, "runs", name.replace(" ", "_"))
         t0 = time.time()
-        proc = subprocess.run([sys.executable, "train.py", "--config", "configs/tiny.yaml", "--set",
-                               f"out_dir={run_dir}", f"warmstart_dir={out}/warmstart", f"device={DEVICE}", *extra],
-                              cwd=ROOT, capture_output=True, text=True, timeout=900)
-        seconds = time.time() - t0
-        log = open(os.path.join(run_dir, "log.txt")).read() if os.path.exists(os.path.join(run_dir, "log.txt")) else ""
-        loads = False
-        if proc.returncode == 0:
-            model, _, _, _ = model_from_checkpoint(os.path.join(run_dir, "final.pt"))  # onto the CPU
-            loads = all(q.device.type == "cpu" and torch.isfinite(q).all() for q in model.parameters())
+        proc = run_script("train.py", "--config", "configs/tiny.yaml", "--set", f"out_dir={run_dir}",
+                          f"warmstart_dir={out}/warmstart", f"device={DEVICE}", *extra)
+        seconds, log_path = time.time() - t0, os.path.join(run_dir, "log.txt")
+        log = open(log_path).read() if os.path.exists(log_path) else ""
+        loads = proc.returncode == 0 and all(q.device.type == "cpu" and torch.isfinite(q).all() for q in
+                                             model_from_checkpoint(os.path.join(run_dir, "final.pt"))[0].parameters())
         record(results, f"train.py {name} on CUDA: finishes, final.pt loads on the CPU",
                proc.returncode == 0 and f"device {DEVICE}" in log and loads, seconds=round(seconds, 1),
                last_log_line=(log.strip().splitlines() or [""])[-1], stderr_tail=proc.stderr[-1500:])
@@ -222,8 +223,7 @@ def check_bench(results, out):
     for name, extra in {"defaults": [], "gpu preset bf16": ["--set", "model=gpu"],
                         "no cuda_graph": ["--set", "cuda_graph=false"]}.items():
         path = os.path.join(out, f"bench_{name.replace(' ', '_')}.json")
-        command = [sys.executable, os.path.join("lab", "bench.py"), "--device", DEVICE, "--json", path, *extra]
-        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        proc = run_script(os.path.join("lab", "bench.py"), "--device", DEVICE, "--json", path, *extra)
         record(results, f"lab/bench.py --device cuda ({name}) runs", proc.returncode == 0,
                output_tail=proc.stdout[-2500:] + proc.stderr[-1500:])
 
@@ -233,17 +233,17 @@ def record(results, name, ok, **details):
     results.append({"check": name, "ok": ok, **details})
     shown = {k: v for k, v in details.items() if not isinstance(v, str)}
     print(f"{'PASS' if ok else 'FAIL'}  {name}  {shown}", flush=True)
-    if not ok:
-        for k, v in details.items():
-            if isinstance(v, str) and v:
-                print(f"      {k}: {v}", flush=True)
+    for k, v in details.items():
+        if not ok and isinstance(v, str) and v:
+            print(f"      {k}: {v}", flush=True)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
     parser.add_argument("--out", default="out/gpu_check", help="folder for the runs and gpu_check.json")
     parser.add_argument("--device", default="cuda", help="cuda (default); cpu dry-runs the script")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["score", "generate", "graph", "sft", "train", "bench"])
+    parser.add_argument("--skip", nargs="*", default=[], metavar="CHECK",
+                        choices=["score", "generate", "graph", "sft", "train", "bench"])
     args = parser.parse_args()
     global DEVICE
     DEVICE = args.device
@@ -252,11 +252,10 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     device_name = torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
     print(f"torch {torch.__version__}, {device_name}, CUDA {torch.version.cuda}", flush=True)
-    results = []
-    for check_name, check in (("score", check_score), ("generate", check_generate), ("graph", check_graph),
-                              ("sft", check_sft),
-                              ("train", lambda r: check_train(r, args.out)),
-                              ("bench", lambda r: check_bench(r, args.out))):
+    results, checks = [], {"score": check_score, "generate": check_generate, "graph": check_graph, "sft": check_sft,
+                           "train": functools.partial(check_train, out=args.out),
+                           "bench": functools.partial(check_bench, out=args.out)}
+    for check_name, check in checks.items():
         if check_name in args.skip:
             continue
         try:

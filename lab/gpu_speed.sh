@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The speed measurements that need a GPU (issue 33), in one script, so one short loan suffices:
+# The speed measurements that need a GPU, in one script, so one short loan suffices:
 #   1. the default experiment, `python train.py`, end to end: wall time and every job's time (its log);
 #      on CUDA the runner trains on the GPU with several workers sharing it (workers.default_workers);
 #   2. lab/bench.py --device cuda at the code VPO shape, float32 as the experiment trains, with and
@@ -9,9 +9,10 @@
 #      its check of the captured warm-start update (the eager losses and weights to float rounding);
 #   4. the code warm start's first 1,000 SFT steps, timed as the warm start runs them (both formats),
 #      with its update captured as a CUDA graph and eager.
-# RUN=0 skips 1 (the measurements after it take ~2 minutes), BENCH=0 skips 2.
+# RUN=0 skips 1, BENCH=0 skips 2.
 # Everything lands in $OUT (default out/gpu_speed): machine.txt, default_run.log, bench.log,
-# bench_code_vpo*.json, warm_start_graph_*.json, graph_check/gpu_check.json and default_run.tgz (the experiment's results, summary and per-run logs/timings).
+# bench_code_vpo*.json, warm_start_graph_*.json, graph_check/gpu_check.json and default_run.tgz
+# (the experiment's results, summary and per-run logs and timings).
 #
 #   OUT=out/gpu_speed BUDGET_S=560 bash lab/gpu_speed.sh CHECKPOINT
 #   DEVICE=cpu RUN_ARGS="--quick --set out_dir=out/gpu_speed_dry" BUDGET_S=300 bash lab/gpu_speed.sh CKPT  # dry run
@@ -27,7 +28,7 @@ BUDGET_S=${BUDGET_S:-560}
 RUN_ARGS=${RUN_ARGS:-}
 RUN=${RUN:-1}
 BENCH=${BENCH:-1}
-BENCH_RESERVE_S=${BENCH_RESERVE_S:-150}  # 2-4 below: 20-40 s each on an H100 (0: the run gets the whole budget)
+BENCH_RESERVE_S=${BENCH_RESERVE_S:-150}  # seconds kept for 2-4 below (0: the run gets the whole budget)
 PY=$(command -v python3 || command -v python)
 export OMP_WAIT_POLICY=PASSIVE PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
@@ -52,7 +53,7 @@ if [ "$RUN" = 1 ]; then
     pkill -f "experiment.py" 2>/dev/null; pkill -f "multiprocessing.spawn" 2>/dev/null; sleep 2
     # each run's steps done and median seconds a step (its timing.jsonl), finished or cut short
     run_dir=$(sed -n 's/.*writing to \([^ ]*\)\/ (runs.*/\1/p' "$OUT/default_run.log" | head -1)
-    $PY lab/step_times.py "${run_dir:-out/headline}"/runs/*/timing.jsonl >> "$OUT/default_run.log" 2>&1
+    $PY lab/bench.py --step-times "${run_dir:-out/headline}"/runs/*/timing.jsonl >> "$OUT/default_run.log" 2>&1
 fi
 
 # 2. the bench at the code VPO shape, eager then captured, each alone

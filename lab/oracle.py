@@ -211,10 +211,10 @@ def code_oracle(task, problem, ks, weights, m=3, exact_limit=50_000, max_tensor=
         rng = np.random.default_rng(seed)
         uniform = np.full((1, task.dim), 1.0 / task.dim)
         tables, const = _gap_tables(task, problem, uniform)
-        best1 = float(const.mean()) + sum(float(M[0].mean(axis=0).max()) for M in tables)  # each gap alone
+        best1 = float(const.mean()) + sum(float(M[0].mean(axis=0).max()) for M in tables)  # gaps are independent
         passes = {k: min(1.0, k / H) for k in ks}  # every plausible program has its own pass pattern
         values, uppers = _separable_ceiling(task, problem, uniform, max(ks), budget, exact_limit, rng)
-        best_k = {k: float(values[min(k, H) - 1]) for k in ks}  # greedy sets are nested
+        best_k = {k: float(values[min(k, H) - 1]) for k in ks}  # greedy sets are nested: one path serves every k
         best_k_upper = {k: float(uppers[min(k, H) - 1]) for k in ks}
         values, uppers = _separable_ceiling(task, problem, weights, m, budget, exact_limit, rng)
         set_value, set_upper = float(values[-1]), float(uppers[-1])

@@ -1,14 +1,14 @@
 """
-Does a change move any result? Runs the one-minute smoke experiment (`python lab/experiment.py --quick`) on
-an earlier commit and on the working tree, on this machine, and compares what they wrote.
+Does a change move any result? Runs the smoke experiment (`python lab/experiment.py --quick`) on an
+earlier commit and on the working tree, on this machine, and compares what they wrote.
 
-    python lab/same_results.py af9a526          # exit 0: the same results; 1: a list of what differs
+    python lab/same_results.py HEAD~1           # exit 0: the same results; 1: a list of what differs
 
 Compared byte for byte: every result file (results/*.json: pools, per-problem values, searches,
 training summaries), every run's metrics.jsonl, samples.jsonl and config.yaml, and the weights in
 every run's final.pt and every warm start. Left out, because they name the code or the clock, not
-the results: the commit and machine fields, a search's seconds, timing.jsonl and log.txt, and the hash in a warm start's
-file name (it follows the task's code, so it changes when that code moves between files).
+the results: the commit and machine fields, a search's seconds, timing.jsonl and log.txt, and the
+hash in a warm start's file name (it follows the task's code, so it changes when that code moves).
 A refactor that keeps every number passes this; a seed reproduces bit for bit only on one machine,
 so both sides run here. Needs git (the earlier commit is checked out in a temporary worktree).
 """

@@ -3,27 +3,23 @@ How much of the reachable gap a finished code run closed, measured on training p
 
     python probes/probe_learning.py out/p1 out/p2 [--problems 40 --n 30 --json probe.json]
     python probes/probe_learning.py out/final --split heldout   # once, for a finished recipe only
-    python probes/probe_learning.py out/p1 --curve              # its training log, 50 steps a row
 
 For each run folder (its final.pt and the warm start it started from) this samples pools of n answers
-on problems drawn from task.problems("train", ...) with a fixed seed of its own (not RL's), scores
-every answer as written, and reports for the run and its warm start (asked for the run's m answers
-per rollout): the share of valid answers (parses and agrees with the examples; for a set policy also
-by place in the rollout), of malformed ones (do not parse), of repeats (an answer already written in
-its own rollout), where the thresholds land (the first number of their gap, elsewhere in it, or
-outside it; by the gap's width), the mean fixed reward, the set score E_w[max_j w . r_j] of sets of
-3 answers (a set method's own rollouts; for a single-answer method, 3 consecutive independent
-answers), best@k and pass@k; and each as the share of the gap from the warm start to oracle.py's
-optimum that the run closed. The objective of GRPO is the mean reward (optimum: the Bayes-optimal
-single answer), VPO's the set score and pass@k. A third reference, `demos`, scores the task's own
-demonstrator (what the warm start imitates) the same way: a run below it has not yet learned what its
-teacher shows (mostly answers that agree with the examples), a run above it learned more than that.
+on training problems with a seed of its own (not RL's), the run's m answers per rollout, scores every
+answer as written, and reports for the run, its warm start and the task's own demonstrator (`demos`,
+what the warm start imitates): the shares of valid answers (also by place in the rollout), malformed
+ones (do not parse) and repeats (already written in their rollout), where the thresholds land (in
+their gap, in another's, outside the examples; by the gap's width), the mean fixed reward, the set
+score E_w[max_j w . r_j] of sets of 3 answers, best@k and pass@k; and each as the share of the gap
+from the warm start to oracle.py's optimum that it closed. GRPO's objective is the mean reward
+(optimum: the Bayes-optimal single answer), VPO's the set score and pass@k. A run below `demos` has
+not yet learned what its teacher shows; a run above it learned more than that.
 
-Tuning on these numbers never looks at held-out problems. `--split heldout` measures the same numbers
-on held-out problems, for the one final check of a recipe chosen on training problems.
+Tuning on these numbers never looks at held-out problems: `--split heldout` is for the one final
+check of a recipe chosen on training problems.
 
-Deliberately left out: plots, the persona task (oracle.py covers code only),
-evolutionary search.
+Deliberately left out: plots, the persona task (oracle.py covers code only), evolutionary search,
+training curves (a run's metrics.jsonl holds them).
 """
 
 import argparse
@@ -116,8 +112,8 @@ def score_pools(task, problems, rewards, answers, m, weights):
                                                      if lo <= w <= hi] or [np.nan]))
                                 for name, (lo, hi) in WIDTHS.items()},
             # thresholds whose gap leaves a choice (wider than 1): the habit, a varied number in the gap,
-            # or a varied number outside it. The demonstrations vary ~20% of them, all inside the gap
-            # but for their noise; a policy that varies as often but lands outside has not learnt the gap
+            # or a varied number outside it: a policy that varies as often as the demonstrations but
+            # lands outside its gap has not learnt the gap
             "varied": {kind: float(np.mean([k == kind for k in with_choice] or [np.nan]))
                        for kind in ("after example", "in gap", "other gap", "outside")},
             "set_score": float(set_scores(sets, w).mean()),
@@ -164,66 +160,41 @@ def probe(run_dirs, num_problems=40, n=30, split="train"):
     return results
 
 
-def training_curve(run_dir, window=50):
-    """A run's own training log (metrics.jsonl), averaged over windows of `window` steps -> rows of
-    {steps, set_score, reward, valid, kl, entropy, grad_norm}. Training rollouts only: the log's
-    held-out evaluations are left out, so reading a curve never looks at held-out problems."""
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        train = [row for row in map(json.loads, f) if row["kind"] == "train"]
-    keys = {"set_score": "set_score", "reward": "reward_scalar", "valid": "valid_answers", "kl": "kl",
-            "entropy": "entropy", "grad_norm": "grad_norm"}
-    return [{"steps": f"{start + 1}-{start + len(rows)}",
-             **{name: float(np.mean([r.get(key, np.nan) for r in rows])) for name, key in keys.items()}}
-            for start in range(0, len(train), window) for rows in [train[start:start + window]]]
-
-
 def report(results, split="train"):
+    nan, sources = float("nan"), ("warm", "run", "demos")
     for run_dir, r in results.items():
         print(f"\n{run_dir} ({r['algo']}, m={r['m']}), {split} problems")
         print(f"{'':14s} {'warm':>7s} {'run':>7s} {'optimum':>8s} {'gap closed':>10s} {'demos':>7s} {'their gap':>9s}")
-        rows = [("valid", "valid", 1.0), ("malformed", "malformed", 0.0), ("repeats", "repeats", 0.0),
-                ("mean reward", "mean_reward", None), ("set score", "set_score", None)]
-        for name, key, best in rows:
-            best = r["optimum"]["best_at_1" if key == "mean_reward" else key] if best is None else best
-            gap = r["gap"].get(key, float("nan"))
-            print(f"{name:14s} {r['warm'][key]:7.3f} {r['run'][key]:7.3f} {best:8.3f} {gap:10.2f} "
-                  f"{r['demos'][key]:7.3f} {r['demos_gap'].get(key, float('nan')):9.2f}")
+        best = {"valid": 1.0, "malformed": 0.0, "repeats": 0.0, "mean_reward": r["optimum"]["best_at_1"],
+                "set_score": r["optimum"]["set_score"]}
+        rows = [(key.replace("_", " "), key, None, value) for key, value in best.items()]
+        rows += [(f"{key[:-5]}@{k}", key, i, r["optimum"][key][i]) for key in ("best_at_k", "pass_at_k")
+                 for i, k in enumerate(r["ks"]) if k in (1, 4, r["ks"][-1])]
+        for name, key, i, value in rows:
+            at = [r[s].get(key, nan) if i is None else r[s][key][i]
+                  for s in ("warm", "run", "gap", "demos", "demos_gap")]
+            print(f"{name:14s} {at[0]:7.3f} {at[1]:7.3f} {value:8.3f} {at[2]:10.2f} {at[3]:7.3f} {at[4]:9.2f}")
         print("thresholds outside their gap, share of all written: " + ", ".join(
-            f"{who} {r[who]['misplaced']['other gap']:.3f} in another's gap + {r[who]['misplaced']['outside']:.3f} "
-            f"outside the examples" for who in ("warm", "run", "demos")))
+            f"{s} {r[s]['misplaced']['other gap']:.3f} in another's gap + {r[s]['misplaced']['outside']:.3f} "
+            f"outside the examples" for s in sources))
         print("thresholds in their gap, by its width: " + ", ".join(
-            f"{who} " + " ".join(f"{w}: {v:.3f}" for w, v in r[who]["in_gap_by_width"].items()) for who in ("warm", "run", "demos")))
+            f"{s} " + " ".join(f"{w}: {v:.3f}" for w, v in r[s]["in_gap_by_width"].items()) for s in sources))
         print("thresholds with a choice (gap wider than 1), after the example / elsewhere in the gap / outside it: "
-              + ", ".join(f"{who} {r[who]['varied']['after example']:.3f} / {r[who]['varied']['in gap']:.3f} / "
-                          f"{r[who]['varied']['other gap'] + r[who]['varied']['outside']:.3f}" for who in ("warm", "run", "demos")))
+              + ", ".join(f"{s} {r[s]['varied']['after example']:.3f} / {r[s]['varied']['in gap']:.3f} / "
+                          f"{r[s]['varied']['other gap'] + r[s]['varied']['outside']:.3f}" for s in sources))
         if r["m"] > 1:
             print(f"valid by place in the rollout: warm {r['warm']['valid_by_place']}, run {r['run']['valid_by_place']}")
-        for key in ("best_at_k", "pass_at_k"):
-            for i, k in enumerate(r["ks"]):
-                if k in (1, 4, r["ks"][-1]):
-                    print(f"{key.replace('_at_k', '')}@{k:<9d} {r['warm'][key][i]:7.3f} {r['run'][key][i]:7.3f} "
-                          f"{r['optimum'][key][i]:8.3f} {r['gap'][key][i]:10.2f} {r['demos'][key][i]:7.3f} "
-                          f"{r['demos_gap'][key][i]:9.2f}")
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[1].strip())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
     parser.add_argument("runs", nargs="+", help="finished run folders (final.pt inside)")
     parser.add_argument("--problems", type=int, default=40)
     parser.add_argument("--n", type=int, default=30, help="pool size in answers (a multiple of 3)")
     parser.add_argument("--split", choices=["train", "heldout"], default="train",
                         help="heldout only for the final check of a recipe, never for tuning")
     parser.add_argument("--json", help="also write the numbers to this file")
-    parser.add_argument("--curve", action="store_true",
-                        help="only print each run's training log in windows of 50 steps (samples nothing)")
     args = parser.parse_args()
-    if args.curve:
-        for run_dir in args.runs:
-            print(run_dir)
-            for row in training_curve(run_dir):
-                print(f"  steps {row['steps']:>7s}: " + " ".join(f"{k} {v:.4f}" if k == "kl" else f"{k} {v:.3f}"
-                                                         for k, v in row.items() if k != "steps"))
-        return
     torch.set_num_threads(1)
     results = probe(args.runs, args.problems, args.n, args.split)
     report(results, args.split)

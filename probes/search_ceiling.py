@@ -4,14 +4,11 @@ task's own demonstrator (CodeTask.demonstration, the thing the warm start imitat
 policy, on training problems. If this does not solve the search problems, no policy will; if it
 does and a policy does not, the policy's mutation skill is what to work on.
 
-    python probes/search_ceiling.py                       # configs/code.yaml's family, 32 problems
-    python probes/search_ceiling.py --blind               # a mutation that ignores the parent's score
-    python probes/search_ceiling.py --invalid 0.2         # and a fifth of the children unparseable
+    python probes/search_ceiling.py [--config configs/code.yaml --problems N --seed S]
 
 No model is loaded: the search's sampler is swapped for the demonstrator (this file only). A child
-from parents is the best parent with one threshold moved (log-uniform step, at most the failed tests;
---blind: at most the whole gap); a plain prompt gets a demonstration. The same-budget control then
-measures the demonstrator's own sampling.
+from parents is the best parent with one threshold moved as the demonstrations move it; a plain
+prompt gets a demonstration. The same-budget control then measures the demonstrator's own sampling.
 
 Deliberately left out: policies (search.py measures those), the persona task (no search).
 """
@@ -31,7 +28,7 @@ import train  # noqa: E402
 from train import resolve_config  # noqa: E402
 
 
-def demonstrator_sampler(task, rng, blind=False, invalid=0.0):
+def demonstrator_sampler(task, rng):
     """A stand-in for search._sample: the demonstrator writes every child (as a whole program)."""
     def sample(model, tok, task_, problems, per_call, rollouts, cfg, settings, gen, device, parents=None):
         rewards = np.zeros((len(problems), rollouts, per_call, task.dim), dtype=np.float32)
@@ -41,15 +38,8 @@ def demonstrator_sampler(task, rng, blind=False, invalid=0.0):
             best = tuple(task.thresholds(shown[-1][0])) if shown else None
             row = []
             for g in range(rollouts):
-                texts = []
-                for _ in range(per_call):
-                    if rng.random() < invalid:
-                        texts.append("(< x")
-                    elif best is not None:  # as the demonstrations move it (blind: anywhere in the gap), whole
-                        texts.append(task.program_text(task._mutate(best, problem, rng,
-                                                                    max_step=task.domain if blind else None)))
-                    else:
-                        texts.append(task.demonstration(problem, 1, rng)[0])
+                texts = [task.program_text(task._mutate(best, problem, rng)) if best is not None
+                         else task.demonstration(problem, 1, rng)[0] for _ in range(per_call)]
                 rewards[i, g] = np.stack([task.reward(problem, t) for t in texts])
                 row.append(texts)
             answers.append(row)
@@ -63,12 +53,10 @@ def main():
                                                          "configs", "code.yaml"))
     parser.add_argument("--problems", type=int, default=train.EVALUATION["evo_problems"])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--blind", action="store_true", help="steps up to the whole gap, whatever the score")
-    parser.add_argument("--invalid", type=float, default=0.0, help="share of children that are not programs")
     args = parser.parse_args()
     cfg = resolve_config(args.config)
     task = make_task(cfg["task"], **cfg["task_options"])
-    search._sample = demonstrator_sampler(task, random.Random(args.seed), args.blind, args.invalid)
+    search._sample = demonstrator_sampler(task, random.Random(args.seed))
     problems = search.search_problems(task, "train", args.problems, train.EVALUATION["evo_min_plausible"], args.seed)
     out = search.run_searches(None, None, task, problems, 1, cfg, train.EVALUATION, args.seed, 1)
     mu = out["mutations"]

@@ -11,19 +11,33 @@ from vpo import (multi_rlvr_scores, random_weight_scores, sample_weights, set_sc
                  vpo_advantages)
 
 
+def assert_close(got, want, atol=1e-8, what="result"):
+    """torch.allclose's check, failing with a few numbers instead of two tensor dumps."""
+    __tracebackhide__ = True  # pytest: show the test's line, not this one
+    got, want = torch.as_tensor(got), torch.as_tensor(want, dtype=torch.as_tensor(got).dtype)
+    if got.shape != want.shape:
+        raise AssertionError(f"{what} has shape {tuple(got.shape)}, expected {tuple(want.shape)}")
+    if not torch.allclose(got, want, atol=atol):
+        worst = int((got - want).abs().flatten().nan_to_num(float("inf")).argmax())
+        flat_got, flat_want = got.flatten().tolist(), want.flatten().tolist()
+        raise AssertionError(f"{what}: got {[round(x, 4) for x in flat_got[:6]]}, expected "
+                             f"{[round(x, 4) for x in flat_want[:6]]}; worst at position {worst}: "
+                             f"{flat_got[worst]:.4g} instead of {flat_want[worst]:.4g}")
+
+
 # ---------------------------------------------------------------- GRPO
 def test_grpo_hand_computed():
     # scores 0, 1, 2, 3: mean 1.5, population std sqrt(1.25) = 1.1180
     adv = grpo_advantages(torch.tensor([[0.0, 1.0, 2.0, 3.0]]), eps=0.0)
     s = math.sqrt(1.25)
-    assert torch.allclose(adv, torch.tensor([[-1.5 / s, -0.5 / s, 0.5 / s, 1.5 / s]]), atol=1e-6)
+    assert_close(adv, torch.tensor([[-1.5 / s, -0.5 / s, 0.5 / s, 1.5 / s]]), atol=1e-6)
 
 
 def test_grpo_two_values():
     # a 0/1 group with one success out of 4: mean .25, std sqrt(.1875)
     adv = grpo_advantages(torch.tensor([[1.0, 0.0, 0.0, 0.0]]), eps=0.0)
     s = math.sqrt(0.1875)
-    assert torch.allclose(adv, torch.tensor([[0.75 / s, -0.25 / s, -0.25 / s, -0.25 / s]]), atol=1e-6)
+    assert_close(adv, torch.tensor([[0.75 / s, -0.25 / s, -0.25 / s, -0.25 / s]]), atol=1e-6)
 
 
 def test_grpo_degenerate_group_is_zero_not_nan():
@@ -35,8 +49,8 @@ def test_grpo_degenerate_group_is_zero_not_nan():
 def test_grpo_groups_are_independent():
     a = torch.tensor([[1.0, 2.0, 4.0], [10.0, 0.0, 5.0]])
     both = grpo_advantages(a)
-    assert torch.allclose(both[0], grpo_advantages(a[:1])[0])
-    assert torch.allclose(both[1], grpo_advantages(a[1:])[0])
+    assert_close(both[0], grpo_advantages(a[:1])[0])
+    assert_close(both[1], grpo_advantages(a[1:])[0])
 
 
 @settings(max_examples=100, deadline=None)
@@ -47,20 +61,22 @@ def test_grpo_shift_and_scale_invariant(values, shift, scale):
         return  # the eps guard legitimately breaks scale invariance for near-constant groups
     a = grpo_advantages(s, eps=1e-9)
     b = grpo_advantages(s * scale + shift, eps=1e-9)
-    assert torch.allclose(a, b, atol=1e-5)
+    assert_close(a, b, atol=1e-5)
     assert abs(float(a.mean())) < 1e-6
 
 
 # ---------------------------------------------------------------- VPO
 def test_set_score_hand_computed():
-    # one group, two rollouts of M=2 answers in D=2; two weightings (1,0) and (.5,.5)
-    rewards = torch.tensor([[[[1.0, 0.0], [0.0, 1.0]],      # specialists: max under (1,0)=1, under (.5,.5)=.5
+    # one group, two rollouts of M=2 answers in D=2; two weightings (1,0) and (0,1)
+    rewards = torch.tensor([[[[1.0, 0.0], [0.0, 1.0]],      # specialists: max under (1,0)=1, under (0,1)=1
                              [[0.6, 0.6], [0.6, 0.6]]]])    # a generalist twice: .6 and .6
-    weights = torch.tensor([[[1.0, 0.0], [0.5, 0.5]]])
+    weights = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
     scores = set_scores(rewards, weights)
-    assert torch.allclose(scores, torch.tensor([[0.75, 0.6]]))
+    # the mean over weightings of the best answer: (1 + 1) / 2 = 1 and .6; the reductions swapped (the best
+    # answer's mean over weightings) would give max(.5, .5) = .5 for the specialists
+    assert_close(scores, torch.tensor([[1.0, 0.6]]), what="set_scores")
     adv = vpo_advantages(rewards, weights, eps=0.0)
-    assert torch.allclose(adv, torch.tensor([[1.0, -1.0]]))
+    assert_close(adv, torch.tensor([[1.0, -1.0]]), what="vpo_advantages")
 
 
 def test_vpo_with_one_dimension_is_grpo_on_the_max():
@@ -68,7 +84,7 @@ def test_vpo_with_one_dimension_is_grpo_on_the_max():
     rewards = torch.rand(3, 5, 4, 1)
     weights = sample_weights(3, 7, 1)
     expected = grpo_advantages(rewards.squeeze(-1).max(-1).values)
-    assert torch.allclose(vpo_advantages(rewards, weights), expected, atol=1e-6)
+    assert_close(vpo_advantages(rewards, weights), expected, atol=1e-6)
 
 
 def test_duplicates_do_not_change_vpo():
@@ -79,7 +95,7 @@ def test_duplicates_do_not_change_vpo():
     duplicated[:, :, 2] = duplicated[:, :, 0]  # a repeated answer ...
     deduped = duplicated.clone()
     deduped[:, :, 2] = 0.0  # ... and the same set with the repeat dropped (zero row)
-    assert torch.allclose(set_scores(duplicated, weights), set_scores(deduped, weights))
+    assert_close(set_scores(duplicated, weights), set_scores(deduped, weights))
 
 
 def test_vpo_degenerate_group_is_zero():
@@ -107,7 +123,7 @@ def test_sample_weights_on_simplex_and_seeded(sampler):
     w2 = sample_weights(3, 64, 4, sampler=sampler, generator=torch.Generator().manual_seed(0))
     assert torch.equal(w, w2)
     # uniform on the simplex: each coordinate has mean 1/D
-    assert torch.allclose(w.mean((0, 1)), torch.full((4,), 0.25), atol=0.05)
+    assert_close(w.mean((0, 1)), torch.full((4,), 0.25), atol=0.05)
 
 
 def test_sobol_lowers_the_noise_of_the_set_score():
@@ -140,13 +156,13 @@ def test_dirichlet_alpha_concentrates():
 # ---------------------------------------------------------------- ablation scores
 def test_multi_rlvr_is_the_set_sum():
     scalar = torch.tensor([[[0.5, 0.25, 0.0], [1.0, 0.0, 0.0]]])
-    assert torch.allclose(multi_rlvr_scores(scalar), torch.tensor([[0.75, 1.0]]))
+    assert_close(multi_rlvr_scores(scalar), torch.tensor([[0.75, 1.0]]))
 
 
 def test_random_weight_scores():
     rewards = torch.tensor([[[1.0, 0.0], [0.2, 0.8]]])  # (P=1, G=2, D=2)
     w = torch.tensor([[0.25, 0.75]])
-    assert torch.allclose(random_weight_scores(rewards, w), torch.tensor([[0.25, 0.65]]))
+    assert_close(random_weight_scores(rewards, w), torch.tensor([[0.25, 0.65]]))
 
 
 # ---------------------------------------------------------------- shared loss
@@ -159,7 +175,7 @@ def test_policy_loss_first_update_is_minus_mean_advantage():
     assert abs(loss.item() - 0.8) < 1e-6 and stats["clip_frac"] == 0 and stats["kl"] == 0
     loss.backward()
     # d loss / d logp = -adv / n_tokens on real tokens, 0 on padding
-    assert torch.allclose(logp.grad, torch.tensor([[-0.2, -0.2, 0.0], [0.4, 0.4, 0.4]]))
+    assert_close(logp.grad, torch.tensor([[-0.2, -0.2, 0.0], [0.4, 0.4, 0.4]]))
 
 
 def test_policy_loss_clips():
@@ -187,14 +203,14 @@ def test_leave_one_out_hand_computed():
     from vpo import leave_one_out_advantages
     # scores 1, 2, 6: others' means 4, 3.5, 1.5
     adv = leave_one_out_advantages(torch.tensor([[1.0, 2.0, 6.0]]))
-    assert torch.allclose(adv, torch.tensor([[-3.0, -1.5, 4.5]]))
+    assert_close(adv, torch.tensor([[-3.0, -1.5, 4.5]]))
     assert (leave_one_out_advantages(torch.ones(2, 4)) == 0).all()
 
 
 # ---------------------------------------------------------------- GRPO's own fixes (flags, off by default)
 def test_grpo_without_std_division_is_dr_grpo():
     scores = torch.tensor([[1.0, 2.0, 6.0], [4.0, 4.0, 4.0]])
-    assert torch.allclose(grpo_advantages(scores, scale="none"), torch.tensor([[-2.0, -1.0, 3.0], [0.0, 0.0, 0.0]]))
+    assert_close(grpo_advantages(scores, scale="none"), torch.tensor([[-2.0, -1.0, 3.0], [0.0, 0.0, 0.0]]))
 
 
 def test_clip_higher_lets_a_likely_good_token_grow_further():
@@ -226,7 +242,8 @@ def test_entropy_bonus_has_the_gradient_of_the_mean_token_entropy():
     plogp = p * torch.log(p)
     d_entropy = -(plogp - p * plogp.sum(-1, keepdim=True))  # d H / d logits, by hand
     want = -0.5 * d_entropy * mask[..., None] / mask.sum()
-    assert torch.allclose(grad_with, want, atol=1e-6) and grad_with.abs().sum() > 0
+    assert_close(grad_with, want, atol=1e-6)
+    assert grad_with.abs().sum() > 0
     assert abs(stats["entropy_bonus"] - float((-(p * torch.log(p)).sum(-1) * mask).sum() / mask.sum())) < 1e-6
     loss0, _ = loss_of(0.0)
     assert torch.autograd.grad(loss0, logits, allow_unused=True)[0].abs().sum() == 0
@@ -271,5 +288,5 @@ def test_grpo_format_advantage_is_the_group_z_score_of_the_share_of_answers_that
     r[0, 0, :, 0] = 1.0  # group 0: rollout 0 has 3 answers that score, rollout 1 one (share 1 vs 1/3)
     r[0, 1, 2, 1:] = 0.5
     r[1, :, 0, 0] = 1.0  # group 1: one answer each, flat, no signal
-    assert torch.allclose(format_advantages(r), torch.tensor([[1.0, -1.0], [0.0, 0.0]]), atol=1e-4)
+    assert_close(format_advantages(r), torch.tensor([[1.0, -1.0], [0.0, 0.0]]), atol=1e-4)
 

@@ -153,12 +153,12 @@ def test_cuda_graph_setting_captures_on_cuda_only_and_changes_no_answer_on_the_c
     import train
     from rewards import PersonaTask
     on, off = (train.resolve_config(overrides=[f"cuda_graph={flag}"]) for flag in ("true", "false"))
-    assert rollouts.sampler_for(on, "cuda") is engine.generate_static
-    assert rollouts.sampler_for(on, "cuda:1") is engine.generate_static
-    assert rollouts.sampler_for(off, "cuda") is engine.generate
-    assert rollouts.sampler_for(on, "cpu") is engine.generate and rollouts.sampler_for(on, "mps") is engine.generate
+    assert engine.sampler_for(on, "cuda") is engine.generate_static
+    assert engine.sampler_for(on, "cuda:1") is engine.generate_static
+    assert engine.sampler_for(off, "cuda") is engine.generate
+    assert engine.sampler_for(on, "cpu") is engine.generate and engine.sampler_for(on, "mps") is engine.generate
     # a checkpoint trained before the setting existed saved a config without it: sampled as before
-    assert rollouts.sampler_for({k: v for k, v in on.items() if k != "cuda_graph"}, "cuda") is engine.generate
+    assert engine.sampler_for({k: v for k, v in on.items() if k != "cuda_graph"}, "cuda") is engine.generate
     task = PersonaTask()
     model = tiny_model()
     problems = task.problems("train", 3, random.Random(0))

@@ -254,7 +254,7 @@ def test_run_searches_reports_search_and_control_side_by_side(monkeypatch):
 
 
 def test_the_evaluation_settings_have_one_home(monkeypatch):
-    """train.EVALUATION is the one place a value is written: the functions' and the command line's
+    """config.EVALUATION (train.EVALUATION) is the one place a value is written: the functions' and the command line's
     defaults follow train.DEFAULTS (a default written out as a number, even at today's value, would not),
     and --set reaches them, checked as every config key is."""
     import argparse

@@ -248,14 +248,45 @@ def test_each_blanked_function_raises_not_implemented(runs):
 # ----------------------------------------------------------------------------------------------
 # The subprocess
 
+class Recorder:
+    """A pytest plugin keeping which tests a run selected, which passed and why each failed."""
+
+    def __init__(self):
+        self.selected, self.passed, self.failed = [], [], {}
+
+    def pytest_collection_finish(self, session):
+        self.selected = [item.nodeid for item in session.items]
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed:
+            crash = getattr(report.longrepr, "reprcrash", None)
+            self.failed[report.nodeid] = crash.message if crash else str(report.longrepr)
+        elif report.passed and report.when == "call":
+            self.passed.append(report.nodeid)
+
+
+def _call_with_nones(module, target):
+    """Call module.target with None for every required argument -> "returned" or the exception's name
+    (anything but NotImplementedError is reported as a failure)."""
+    import importlib
+    import inspect
+    fn = importlib.import_module(module)
+    for part in target.split("."):
+        fn = getattr(fn, part)
+    required = [p for p in inspect.signature(fn).parameters.values() if p.default is p.empty]
+    try:
+        fn(*[None] * len(required))
+        return "returned"
+    except Exception as e:
+        return type(e).__name__
+
+
 def _run_all(jobs_path, out_path):
     """Run each job with pytest.main in this one process, then call each probe with None arguments.
 
     Modules of a tree stay imported while consecutive jobs use that tree, and are dropped before
     the next tree's job (its grpo.py is a different file under the same module name).
     """
-    import importlib
-    import inspect
     import time
 
     import numpy  # noqa: F401  imported once here, kept across runs
@@ -264,20 +295,6 @@ def _run_all(jobs_path, out_path):
     # save no examples anywhere, and do not shrink: a blanked function fails on every input
     settings.register_profile("student-kit", database=None, phases=[Phase.explicit, Phase.generate])
     settings.load_profile("student-kit")
-
-    class Recorder:
-        def __init__(self):
-            self.selected, self.passed, self.failed = [], [], {}
-
-        def pytest_collection_finish(self, session):
-            self.selected = [item.nodeid for item in session.items]
-
-        def pytest_runtest_logreport(self, report):
-            if report.failed:
-                crash = getattr(report.longrepr, "reprcrash", None)
-                self.failed[report.nodeid] = crash.message if crash else str(report.longrepr)
-            elif report.passed and report.when == "call":
-                self.passed.append(report.nodeid)
 
     tree, before, path = None, set(sys.modules), list(sys.path)
 
@@ -305,16 +322,7 @@ def _run_all(jobs_path, out_path):
     for probe in jobs["probes"]:
         enter(probe["cwd"])
         sys.path.insert(0, probe["cwd"])
-        fn = importlib.import_module(probe["module"])
-        for part in probe["target"].split("."):
-            fn = getattr(fn, part)
-        required = [p for p in inspect.signature(fn).parameters.values() if p.default is p.empty]
-        try:
-            fn(*[None] * len(required))
-            result = "returned"
-        except Exception as e:  # anything but NotImplementedError is reported as a failure
-            result = type(e).__name__
-        out["probes"][f"{probe['module']}.{probe['target']}"] = result
+        out["probes"][f"{probe['module']}.{probe['target']}"] = _call_with_nones(probe["module"], probe["target"])
     with open(out_path, "w") as f:
         json.dump(out, f)
 

@@ -160,16 +160,16 @@ def test_a_checkpoint_that_would_run_code_is_refused_and_runs_nothing(tmp_path):
 
 def test_logging_draws_nothing_from_the_training_stream(tmp_path, monkeypatch):
     """Removing a metric must not change the run: step_metrics may not touch the training generator."""
-    import train as trainer
+    import checkpoint
     out = train(tiny(tmp_path, "algo=grpo", f"out_dir={tmp_path}/a"))
-    real = trainer.step_metrics
+    real = checkpoint.step_metrics
 
     def step_metrics(run, *args):
         state = run.generator.get_state()
         metrics = real(run, *args)
         assert torch.equal(state, run.generator.get_state())
         return metrics
-    monkeypatch.setattr(trainer, "step_metrics", step_metrics)
+    monkeypatch.setattr(checkpoint, "step_metrics", step_metrics)
     again = train(tiny(tmp_path, "algo=grpo", f"out_dir={tmp_path}/b"))
     assert open(os.path.join(out, "metrics.jsonl")).read() == open(os.path.join(again, "metrics.jsonl")).read()
 
@@ -343,7 +343,7 @@ def test_parent_replay_adds_the_warm_starts_loss_on_parent_prompts(tmp_path):
     demos = trainer.padded_demos(task, tok, cfg, run.rng, "cpu", parents_only=True)
     assert all(" from " in tok.decode(row[mask]) for row, mask in zip(demos[0], demos[1]))
     model.zero_grad()
-    replay = trainer.replay_loss(run, demos)
+    replay = trainer.replay_loss(model, demos, cfg, "cpu")
     (0.5 * replay).backward()
     assert stats["replay_loss"] == pytest.approx(replay.item(), rel=1e-5)
     for g, p in zip(grads, model.parameters()):
