@@ -18,6 +18,7 @@ import yaml
 from model import PRESETS
 from codetask import CodeTask
 from rewards import PersonaTask
+from vpo import WEIGHT_SAMPLERS
 
 
 class ConfigError(ValueError):
@@ -105,8 +106,16 @@ def resolve(defaults, algos, path=None, overrides=(), base=None):
             hint = difflib.get_close_matches(key, defaults, n=1)
             raise ConfigError(f"unknown config key '{key}'" + (f" (did you mean '{hint[0]}'?)" if hint else ""))
         cfg[key] = _checked(key, value, defaults[key])
-    validate(cfg, algos)
+    if algos is None:  # the evaluation settings alone (search.py's --set)
+        validate_evaluation(cfg)
+    else:
+        validate(cfg, algos)
     return cfg
+
+
+def resolve_evaluation(overrides=()):
+    """EVALUATION <- key=value overrides of its keys, checked as every config key is."""
+    return resolve(EVALUATION, None, overrides=overrides)
 
 
 # keys that changed name: a one-line pointer to the new one instead of an unknown-key error
@@ -134,6 +143,18 @@ NO_GROUP_STD = {
 }
 
 
+def validate_evaluation(cfg):
+    """The evaluation and search settings' ranges (EVALUATION's keys)."""
+    for key in ("pool_n", "pool_problems", "heldout_weightings"):
+        if cfg[key] < 1:
+            raise ConfigError(f"{key} must be >= 1, got {cfg[key]}")
+    for key in (k for k in EVALUATION if k.startswith("evo_")):
+        if cfg[key] < 0:
+            raise ConfigError(f"{key} must be >= 0, got {cfg[key]}")
+    if not 0 < cfg["evo_top_p"] <= 1:
+        raise ConfigError("evo_top_p must be in (0, 1]")
+
+
 def validate(cfg, algos):
     """Out-of-range values fail here, before anything is written or trained."""
     def need(cond, msg):
@@ -150,17 +171,15 @@ def validate(cfg, algos):
     for key in ("steps", "sft_steps", "eval_every", "ckpt_every", "kl_coef", "weight_decay", "threads", "peak_tflops",
                 "temperature", "clip_high", "entropy_coef", "format_coef", "dynamic_sampling", "parent_replay"):
         need(cfg[key] >= 0, f"{key} must be >= 0, got {cfg[key]}")
-    for key in ("prompts_per_step", "sft_batch", "num_weights", "epochs_per_batch", "eval_problems", "block_size",
-                "pool_n", "pool_problems", "heldout_weightings"):
+    for key in ("prompts_per_step", "sft_batch", "num_weights", "epochs_per_batch", "eval_problems", "block_size"):
         need(cfg[key] >= 1, f"{key} must be >= 1, got {cfg[key]}")
+    validate_evaluation(cfg)
     need(cfg["group_size"] >= 2, f"group_size must be >= 2 for group-normalised advantages, got {cfg['group_size']}")
     need(cfg["answers_per_rollout"] >= 1, f"answers_per_rollout (m) must be >= 1, got {cfg['answers_per_rollout']}")
-    need(cfg["weight_sampler"] in ("dirichlet", "sobol"), "weight_sampler must be dirichlet or sobol")
+    need(cfg["weight_sampler"] in WEIGHT_SAMPLERS, f"weight_sampler must be one of {', '.join(WEIGHT_SAMPLERS)} "
+         f"(vpo.WEIGHT_SAMPLERS, beside vpo.sample_weights), got '{cfg['weight_sampler']}'")
     need(cfg["weight_sampler"] != "sobol" or cfg["alpha"] == 1.0, "weight_sampler=sobol needs alpha=1")
     need(0 < cfg["top_p"] <= 1, "top_p must be in (0, 1]")
-    for key in (k for k in cfg if k.startswith("evo_")):
-        need(cfg[key] >= 0, f"{key} must be >= 0, got {cfg[key]}")
-    need(0 < cfg["evo_top_p"] <= 1, "evo_top_p must be in (0, 1]")
     need(1 <= cfg["max_k"] < cfg["group_size"] or cfg["algo"] != "max_at_k",  # k = G: one subset, every advantage 0
          f"max_k must be in 1..group_size-1={cfg['group_size'] - 1} for max_at_k, got {cfg['max_k']}")
     need(cfg["scale_rewards"] in ("group", "batch", "none"),

@@ -25,19 +25,26 @@ diffs (one edit changes one number), island resets, early stopping on stagnation
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
 
-import numpy as np
-import torch
+import matplotlib
 
-from checkpoint import model_from_checkpoint
-from config import ConfigError, make_task
-from train import DEFAULTS, EVAL_KEYS, resolve_config
-from metrics import best_at_k_curve, pareto_fraction, pass_at_k_curve, reward_space_diversity, scalarized_best_at_k
-from rollouts import sample_rollouts
-from vpo import sample_weights, set_scores
+matplotlib.use("Agg")  # files only: works on a headless machine
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
+from config import EVALUATION, make_task, resolve_evaluation  # noqa: E402
+from metrics import (best_at_k_curve, pareto_fraction, pass_at_k_curve, reward_space_diversity,  # noqa: E402
+                     scalarized_best_at_k)
+from rollouts import sample_rollouts  # noqa: E402
+from vpo import sample_weights, set_scores  # noqa: E402
+
 
 def k_grid(n):
     """1, 2, 4, ... up to n (n itself included)."""
@@ -110,7 +117,7 @@ def heldout_weights(dim, n, seed):
     return sample_weights(1, n, dim, generator=torch.Generator().manual_seed(10_000 + seed))[0].numpy()
 
 
-def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=DEFAULTS["heldout_weightings"], device="cpu",
+def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=EVALUATION["heldout_weightings"], device="cpu",
                         m=None, task=None, as_written=True):
     """A checkpoint's pools on `problems`, measured; m and task default to its own (a shared warm start
     is scored on the task given)."""
@@ -287,13 +294,73 @@ def solved_curve(results, budget):
     return (curve / max(1, len(results))).tolist()
 
 
+def print_pools(rows):
+    """A table per metric, a row per checkpoint; pass@k only where some answer passed every component."""
+    ks = rows[0][1]["ks"]
+    print(f"{'checkpoint':40s} " + " ".join(f"best@{k:<3d}" for k in ks) + "  diversity  distinct  wasted")
+    for path, r in rows:
+        print(f"{path[-40:]:40s} " + " ".join(f"{v:7.3f} " for v in r["best_at_k"]) +
+              f"  {r['diversity']:8.3f}  {r['distinct_answers']:7.1f}  {r['wasted']:6.2f}")
+    passed = any(v > 0 for _, r in rows for v in r["pass_at_k"])
+    for name, key, width in (("w-best@", "heldout_weight_best_at_k", 9), ("pass@", "pass_at_k", 7))[:1 + passed]:
+        print(f"\n{'checkpoint':40s} " + " ".join(f"{name}{k:<3d}" for k in ks))
+        for path, r in rows:
+            print(f"{path[-40:]:40s} " + " ".join(f"{v:{width}.3f} " for v in r[key]))
+    if not passed:
+        print("\npass@k is 0 at every k: no answer passed every reward component (on the persona tasks none can: "
+              "each persona scores only its own letters, and a word has room for only so many)")
+
+
+def report_run(run_dir, seed=12345):
+    """What `python train.py` shows at its end: the run's held-out best@k and w-best@k against its warm
+    start's (asked for the same m), on the console and in <run_dir>/run.png beside its training curves.
+    The problems and random numbers are the same in every run, so two runs' figures compare."""
+    final = os.path.join(run_dir, "final.pt")
+    _, _, cfg, m = model_from_checkpoint(final)
+    task = make_task(cfg["task"], **cfg["task_options"])
+    problems = task.problems("heldout", cfg["eval_problems"], random.Random(seed))
+    n = max(m, cfg["pool_n"] // m * m)
+    rows = [(name, evaluate_checkpoint(path, problems, n, seed, cfg["heldout_weightings"], m=m, task=task)[0])
+            for name, path in (("this run", final), ("its warm start", load_checkpoint(final)["warm_start"]))]
+    print(f"\nheld-out, {len(problems)} problems, {n} answers each (k counts answers):")
+    print_pools(rows)
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        logged = [json.loads(line) for line in f]
+    return run_figure(os.path.join(run_dir, "run.png"), cfg, logged, rows)
+
+
+def run_figure(path, cfg, logged, rows):
+    """One run's picture: its training reward and set score over steps (the held-out look as dots),
+    then best@k and w-best@k against k for the run and its warm start -> path."""
+    steps = [r for r in logged if r.get("kind") == "train"]
+    evals = [r for r in logged if r.get("kind") == "eval"]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    axes[0].plot([r["step"] for r in steps], [r["reward_scalar"] for r in steps], lw=0.8, label="reward (fixed mean)")
+    axes[0].plot([r["step"] for r in steps], [r["set_score"] for r in steps], lw=0.8, label="set score, fixed weightings")
+    axes[0].plot([r["step"] for r in evals], [r["heldout_scalar"] for r in evals], "ko", ms=3, label="held-out reward")
+    axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[0].set(xlabel="RL step", title=f"{cfg['task']}, {cfg['algo']}, seed {cfg['seed']}: training")
+    for ax, key, name in ((axes[1], "best_at_k", "best@k, fixed mean"),
+                          (axes[2], "heldout_weight_best_at_k", "best@k, held-out weightings")):
+        for (label, r), style in zip(rows, ("o-", "o--")):
+            ax.plot(r["ks"], r[key], style, ms=3, label=label, color="tab:blue" if label == "this run" else "0.5")
+        ax.set_xscale("log", base=2)
+        ax.set(xlabel="k (answers)", title=f"held-out {name}")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def main():
     parser = argparse.ArgumentParser(description="best@k / pass@k of checkpoints on held-out problems, "
-                                                 "and with --search the evolutionary search (train.DEFAULTS' "
-                                                 "evaluation and search section)")
+                                                 "and with --search the evolutionary search (config.EVALUATION)")
     parser.add_argument("--checkpoints", nargs="+", required=True)
-    parser.add_argument("--n", type=int, default=DEFAULTS["pool_n"], help="pool size in answers")
-    parser.add_argument("--problems", type=int, default=DEFAULTS["pool_problems"])
+    parser.add_argument("--n", type=int, default=EVALUATION["pool_n"], help="pool size in answers")
+    parser.add_argument("--problems", type=int, default=EVALUATION["pool_problems"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--split", choices=["heldout", "train"], default="heldout",
                         help="train: to design a task or a setting without looking at the problems reported")
@@ -301,19 +368,16 @@ def main():
     parser.add_argument("--zero-repeats", action="store_true",
                         help="score pools as training does (a repeat inside a rollout scores zero), not as written")
     parser.add_argument("--search", action="store_true",
-                        help=f"also run_searches on {DEFAULTS['evo_problems']} held-out problems with at least "
-                             f"{DEFAULTS['evo_min_plausible']} plausible programs, next to the same-budget control")
-    parser.add_argument("--children-per-call", type=int, default=DEFAULTS["evo_children_per_call"],
+                        help=f"also run_searches on {EVALUATION['evo_problems']} held-out problems with at least "
+                             f"{EVALUATION['evo_min_plausible']} plausible programs, next to the same-budget control")
+    parser.add_argument("--children-per-call", type=int, default=EVALUATION["evo_children_per_call"],
                         help="with --search: 1, or the policy's m")
     parser.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
-                        help="evaluation and search keys of train.DEFAULTS, e.g. evo_min_plausible=2000 evo_problems=16")
+                        help="evaluation and search keys (config.EVALUATION), e.g. evo_min_plausible=2000 evo_problems=16")
     args = parser.parse_args()
     rows, searches = [], {}
     try:
-        other = [item for item in args.set if item.partition("=")[0].strip() not in EVAL_KEYS]
-        if other:
-            raise ConfigError(f"--set takes the evaluation and search keys only ({', '.join(EVAL_KEYS)}), got {other[0]}")
-        settings = resolve_config(overrides=args.set)
+        settings = resolve_evaluation(args.set)
         for path in args.checkpoints:
             model, tok, cfg, m = model_from_checkpoint(path)
             task = make_task(cfg["task"], **cfg["task_options"])
@@ -328,15 +392,7 @@ def main():
     except (ValueError, FileNotFoundError, RuntimeError) as e:  # a bad setting, checkpoint or search: one line
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    ks = rows[0][1]["ks"]
-    print(f"{'checkpoint':40s} " + " ".join(f"best@{k:<3d}" for k in ks) + "  diversity  distinct  wasted")
-    for path, r in rows:
-        print(f"{path[-40:]:40s} " + " ".join(f"{v:7.3f} " for v in r["best_at_k"]) +
-              f"  {r['diversity']:8.3f}  {r['distinct_answers']:7.1f}  {r['wasted']:6.2f}")
-    for name, key, width in (("w-best@", "heldout_weight_best_at_k", 9), ("pass@", "pass_at_k", 7)):
-        print(f"\n{'checkpoint':40s} " + " ".join(f"{name}{k:<3d}" for k in ks))
-        for path, r in rows:
-            print(f"{path[-40:]:40s} " + " ".join(f"{v:{width}.3f} " for v in r[key]))
+    print_pools(rows)
     if searches:
         print(f"\n{'checkpoint':40s} search solved  sampling solved  invalid children  better children  seconds")
         for path, s in searches.items():

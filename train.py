@@ -46,6 +46,7 @@ import config
 import distributed
 import engine
 import grpo
+import search
 import vpo
 from config import EVALUATION, ConfigError, make_task
 from model import GPT, Tokenizer
@@ -268,6 +269,7 @@ def make_run(cfg, task, tok, model, device, rank=0, world=1):
 
 def train(cfg):
     """Warm start, then cfg["steps"] RL steps -> the run's folder (checkpoint.RunFiles: folder, resuming, logs)."""
+    t_begin = time.time()  # the closing line counts the warm start too
     device, rank, world = distributed.start_process(cfg)
     files = checkpoint.RunFiles(cfg, lead=rank == 0)
     task, tok = make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"])
@@ -290,7 +292,8 @@ def train(cfg):
     if world > 1:
         files.log("ranks in sync: %s (parameter checksum %.6f)" % distributed.replicas_in_sync(model, world, device))
     files.save("final.pt", {**checkpoint.run_state(run, cfg["steps"]), "warm_start": warm_path})
-    files.log(f"done in {time.time() - files.t_start:.0f}s: held-out scalar {last_eval['heldout_scalar']:.3f}")
+    files.log(f"trained in {time.time() - t_begin:.0f}s, the warm start included: held-out scalar "
+              f"{last_eval['heldout_scalar']:.3f}")
     files.close()
     distributed.finish(world)
     return files.out_dir
@@ -304,7 +307,11 @@ def main(argv=None):
                         help="override config keys (repeat --set as often as you like: every item counts)")
     args = parser.parse_args(argv)
     try:
-        train(resolve_config(args.config, args.set))
+        t0 = time.time()
+        out_dir = train(resolve_config(args.config, args.set))
+        if os.environ.get("RANK", "0") == "0":  # under torchrun, one process reports
+            figure = search.report_run(out_dir)  # held-out best@k against the warm start's, and run.png
+            print(f"done in {time.time() - t0:.0f}s, the warm start and this evaluation included; see {figure}")
     except KeyboardInterrupt:  # Ctrl-C: no traceback; the checkpoints written so far stay
         print("\ninterrupted: the run's checkpoints so far stay in its out_dir; the same command with "
               "--set resume=true continues from the last one", file=sys.stderr)
