@@ -172,20 +172,22 @@ def guarded_step(run, loss):
 
 def step_metrics(run, batch, rewards, scalar, weights, adv, set_algo):
     """What explains a step (CleanRL-style): rewards, the set score, advantage stats, entropy, diversity.
-    set_algo: the run's rollouts are sets, scored under its own weightings."""
+    set_score is under the same 32 weightings in every step and run, whatever the run's sampler or
+    weight count, so two runs' logs compare; set_algo: a set method's score under its own training
+    weightings is logged beside it as set_score_train."""
     task, P, G = run.task, len(batch["answers"]), run.cfg["group_size"]
     valid = rewards.sum(-1) > 0  # (P, G, m) answers that parsed and were not repeats
-    if not set_algo:  # the same 32 weightings at every step, from their own generator:
-        # logging must never draw from the training stream (removing a log line would change the run)
-        weights = vpo.sample_weights(1, 32, task.dim, generator=torch.Generator().manual_seed(0)).expand(P, -1, -1)
-    set_score = vpo.set_scores(rewards, weights)
+    # from their own generator: logging must never draw from the training stream (removing a log line
+    # would change the run)
+    fixed = vpo.sample_weights(1, 32, task.dim, generator=torch.Generator().manual_seed(0)).expand(P, -1, -1)
+    own = {"set_score_train": float(vpo.set_scores(rewards, weights).mean())} if set_algo else {}
     distinct = np.mean([len({task.answer_key(row[0]) for row in group}) / G for group in batch["answers"]])
     mask = batch["completion_mask"].float()
     return {
         "reward_scalar": float(scalar[valid].mean()) if valid.any() else 0.0,
         "reward_per_component": [round(float(x), 4) for x in rewards.reshape(-1, task.dim)[valid.reshape(-1)].mean(0)]
         if valid.any() else [0.0] * task.dim,
-        "set_score": float(set_score.mean()),
+        "set_score": float(vpo.set_scores(rewards, fixed).mean()), **own,
         "valid_answers": float(valid.float().mean()),
         "adv_mean": float(adv.mean()), "adv_std": float(adv.std()),
         "zero_std_groups": float((adv.abs().sum(1) == 0).float().mean()),

@@ -250,4 +250,6 @@ def warm_start(cfg, task, tok, device, log):
                                  f"nothing was cached")
     os.makedirs(cfg["warmstart_dir"], exist_ok=True)
     checkpoint.atomic_save({"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg}, path)
+    log(f"warm start: trained in {time.time() - t0:.0f}s, cached in {path} (runs with this task, seed and "
+        f"warm-start settings load it)")
     return model, path

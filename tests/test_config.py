@@ -109,3 +109,14 @@ def test_max_at_k_needs_k_below_the_group_size():
         with pytest.raises(ConfigError, match=r"max_k must be in 1\.\.group_size-1=7 for max_at_k, got " + str(k)):
             resolve_config(overrides=["algo=max_at_k", "group_size=8", f"max_k={k}"])
     resolve_config(overrides=["algo=grpo", "group_size=4", "max_k=4"])  # other algorithms do not read it
+
+
+def test_a_weight_sampler_is_named_in_one_place():
+    """A student adding a sampler edits vpo.py alone: config.py checks against vpo.WEIGHT_SAMPLERS."""
+    import config
+    import inspect
+    import vpo
+    assert config.WEIGHT_SAMPLERS is vpo.WEIGHT_SAMPLERS
+    assert "\"dirichlet\"" not in inspect.getsource(config)  # no second list of names
+    with pytest.raises(ConfigError, match="weight_sampler must be one of dirichlet, sobol"):
+        resolve_config(overrides=["weight_sampler=vertices"])

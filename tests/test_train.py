@@ -395,3 +395,18 @@ def test_ctrl_c_in_one_run_says_how_to_resume_without_a_traceback(tmp_path):
     output = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130 and "Traceback" not in output, output
     assert "--set resume=true" in output.splitlines()[-1] and (out / "ckpt.pt").exists()
+
+
+def test_one_run_explains_itself(tmp_path, capsys):
+    """python train.py says where its warm start went, ends with its held-out best@k against the warm
+    start's, writes run.png, and its closing line counts the whole wall time, the warm start included."""
+    import train as trainer
+    trainer.main(["--config", TINY, "--set", f"out_dir={tmp_path}/run", f"warmstart_dir={tmp_path}/ws",
+                  "eval_problems=2", "pool_n=4"])
+    out = capsys.readouterr().out
+    assert f"cached in {tmp_path}/ws/warmstart-persona-" in out
+    assert "held-out, 2 problems" in out and "this run" in out and "its warm start" in out
+    assert "pass@k is 0 at every k" in out  # persona: said, not printed as a table of zeros
+    assert os.path.exists(tmp_path / "run" / "run.png")
+    assert out.strip().splitlines()[-1].startswith("done in ") and "warm start and this evaluation included" in out
+    assert "the warm start included" in open(tmp_path / "run" / "log.txt").read()
