@@ -1,7 +1,7 @@
 """
 The fast sampler and scorer: what model.GPT.generate and model.GPT.score compute, computed faster.
 A student can skip this file: tests/test_engine.py holds both functions to the plain versions
-(the same samples for the same random numbers, the same log-probs), and lab/bench.py --naive measures
+(the same samples for the same random numbers, the same log-probs), and tools/bench.py --naive measures
 what each trick buys.
 
 generate(model, ...):
@@ -93,7 +93,7 @@ def prefill(model, prompt, prompt_mask, num_samples, max_new_tokens, cache_type)
 def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, temperature=1.0,
              top_k=None, top_p=None, generator=None, share_prompt=True, drop_finished=True):
     """model.generate's result (same arguments, same samples), with a KV cache. share_prompt=False
-    and drop_finished=False switch those optimisations off (for lab/bench.py and the tests)."""
+    and drop_finished=False switch those optimisations off (for tools/bench.py and the tests)."""
     if not share_prompt:  # each sample gets its own copy of the prompt: G prefills of the same text
         prompt, prompt_mask = prompt.repeat_interleave(num_samples, 0), prompt_mask.repeat_interleave(num_samples, 0)
         num_samples = 1

@@ -1,12 +1,15 @@
-"""lab/bench.py at a tiny size: every measurement runs and reports, the warm-start timing trains what
+"""tools/bench.py at a tiny size: every measurement runs and reports, the warm-start timing trains what
 warm_start trains, and the runs' step times are read back. No timing is asserted."""
 
 import json
+import os
+import sys
 
 import pytest
 import torch
 
-from lab import bench  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+import bench  # noqa: E402
 import train  # noqa: E402
 
 TINY = ["model=nano", "prompts_per_step=2", "group_size=2", "sft_batch=4", "answers_per_rollout=1"]
@@ -53,7 +56,7 @@ def test_warm_start_timing_splits_the_phases_and_trains_what_warm_start_trains(t
 
 
 def test_step_times_reads_each_runs_timing(tmp_path, capsys):
-    """--step-times (lab/gpu_speed.sh's summary of its runs): steps and medians, or that a run has none."""
+    """--step-times (tools/gpu_speed.sh's summary of its runs): steps and medians, or that a run has none."""
     run = tmp_path / "runs" / "code-vpo-s0"
     run.mkdir(parents=True)
     (run / "timing.jsonl").write_text("".join(json.dumps({"step": i, "step_s": s, "sample_s": s / 2}) + "\n"

@@ -1,4 +1,4 @@
-"""lab/gpu_check.py runs where a GPU is lent, rarely: dry-run its checks on the CPU here so that
+"""tools/gpu_check.py runs where a GPU is lent, rarely: dry-run its checks on the CPU here so that
 the script cannot rot between loans (CPU against CPU: every comparison must come out exact)."""
 
 import os
@@ -7,7 +7,8 @@ import sys
 import pytest
 import torch
 
-from lab import gpu_check  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+import gpu_check  # noqa: E402
 
 
 def test_score_and_generate_checks_pass_on_the_cpu(monkeypatch):

@@ -1,6 +1,6 @@
 """The warm start's update captured as a CUDA graph (warmstart.CapturedSFT), checked where it can be on
 the CPU: the fixed-shape update it records computes what sft_step computes, a batch too long for its
-buffers runs eagerly, and only CUDA in float32 captures. lab/gpu_check.py checks the capture itself."""
+buffers runs eagerly, and only CUDA in float32 captures. tools/gpu_check.py checks the capture itself."""
 
 import copy
 import random

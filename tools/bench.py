@@ -3,11 +3,11 @@ How fast is training? Speed and memory of sampling rollouts, of one RL step and 
 (SFT) step, for a config of train.py: medians over repeated steps after a warm-up. A benchmark,
 not a test: nothing here asserts a speed.
 
-    python lab/bench.py                        # train.py's DEFAULTS: persona, cpu preset, 8 prompts x 8 samples
-    python lab/bench.py --checkpoint out/run/final.pt --set algo=vpo   # trained weights: real rollout lengths
-    python lab/bench.py --device cuda          # bf16 autocast unless --set dtype=...; --json FILE saves it all
-    python lab/bench.py --config configs/code.yaml --warm-start-steps 1500   # the warm start, per phase
-    python lab/bench.py --step-times out/headline/runs/*/timing.jsonl      # what finished runs took a step
+    python tools/bench.py                        # train.py's DEFAULTS: persona, cpu preset, 8 prompts x 8 samples
+    python tools/bench.py --checkpoint out/run/final.pt --set algo=vpo   # trained weights: real rollout lengths
+    python tools/bench.py --device cuda          # bf16 autocast unless --set dtype=...; --json FILE saves it all
+    python tools/bench.py --config configs/code.yaml --warm-start-steps 1500   # the warm start, per phase
+    python tools/bench.py --step-times out/headline/runs/*/timing.jsonl      # what finished runs took a step
 
 - sampling: engine.generate for P prompts x G samples; tokens/s counts sampled tokens (eos included).
 - RL step: train.rl_step exactly as training runs it (sampling and rewards, advantages, update).

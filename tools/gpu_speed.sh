@@ -2,10 +2,10 @@
 # The speed measurements that need a GPU, in one script, so one short loan suffices:
 #   1. the default experiment, `python train.py`, end to end: wall time and every job's time (its log);
 #      on CUDA the runner trains on the GPU with several workers sharing it (workers.default_workers);
-#   2. lab/bench.py --device cuda at the code VPO shape, float32 as the experiment trains, with and
+#   2. tools/bench.py --device cuda at the code VPO shape, float32 as the experiment trains, with and
 #      without the captured decode step (cuda_graph), each alone on the GPU: against the runs' own step
 #      times in 1, what sharing the GPU costs;
-#   3. lab/gpu_check.py's sampler checks (the captured decode step draws the eager sampler's tokens) and
+#   3. tools/gpu_check.py's sampler checks (the captured decode step draws the eager sampler's tokens) and
 #      its check of the captured warm-start update (the eager losses and weights to float rounding);
 #   4. the code warm start's first 1,000 SFT steps, timed as the warm start runs them (both formats),
 #      with its update captured as a CUDA graph and eager.
@@ -14,8 +14,8 @@
 # bench_code_vpo*.json, warm_start_graph_*.json, graph_check/gpu_check.json and default_run.tgz
 # (the experiment's results, summary and per-run logs and timings).
 #
-#   OUT=out/gpu_speed BUDGET_S=560 bash lab/gpu_speed.sh CHECKPOINT
-#   DEVICE=cpu RUN_ARGS="--quick --set out_dir=out/gpu_speed_dry" BUDGET_S=300 bash lab/gpu_speed.sh CKPT  # dry run
+#   OUT=out/gpu_speed BUDGET_S=560 bash tools/gpu_speed.sh CHECKPOINT
+#   DEVICE=cpu RUN_ARGS="--quick --set out_dir=out/gpu_speed_dry" BUDGET_S=300 bash tools/gpu_speed.sh CKPT  # dry run
 #
 # CHECKPOINT: a trained code VPO final.pt (rollouts of real lengths for the bench). The experiment
 # gets what the budget leaves after the bench's reserve; a run cut short still reports its finished
@@ -53,7 +53,7 @@ if [ "$RUN" = 1 ]; then
     pkill -f "experiment.py" 2>/dev/null; pkill -f "multiprocessing.spawn" 2>/dev/null; sleep 2
     # each run's steps done and median seconds a step (its timing.jsonl), finished or cut short
     run_dir=$(sed -n 's/.*writing to \([^ ]*\)\/ (runs.*/\1/p' "$OUT/default_run.log" | head -1)
-    $PY lab/bench.py --step-times "${run_dir:-out/headline}"/runs/*/timing.jsonl >> "$OUT/default_run.log" 2>&1
+    $PY tools/bench.py --step-times "${run_dir:-out/headline}"/runs/*/timing.jsonl >> "$OUT/default_run.log" 2>&1
 fi
 
 # 2. the bench at the code VPO shape, eager then captured, each alone
@@ -63,7 +63,7 @@ for graph in false true; do
     per=$(( $(left) / 3 ))
     [ "$per" -lt 20 ] && { echo "no time left for cuda_graph=$graph" >> "$OUT/bench.log"; continue; }
     echo "== bench code vpo cuda_graph=$graph (up to ${per}s)" >> "$OUT/bench.log"
-    timeout -k 5 "$per" $PY lab/bench.py --device "$DEVICE" --config configs/code.yaml --checkpoint "$CKPT" \
+    timeout -k 5 "$per" $PY tools/bench.py --device "$DEVICE" --config configs/code.yaml --checkpoint "$CKPT" \
         --set algo=vpo dtype=float32 cuda_graph=$graph --json "$OUT/bench_code_vpo_graph_$graph.json" \
         >> "$OUT/bench.log" 2>&1
     echo "exit $?" >> "$OUT/bench.log"
@@ -71,14 +71,14 @@ done
 
 # 3. the samplers on the device: fast = plain, captured = eager (same tokens with TF32 off), timed; the
 #    captured warm-start update against the eager one
-[ "$(left)" -gt 20 ] && timeout -k 5 $(( $(left) / 2 )) $PY lab/gpu_check.py --device "$DEVICE" \
+[ "$(left)" -gt 20 ] && timeout -k 5 $(( $(left) / 2 )) $PY tools/gpu_check.py --device "$DEVICE" \
     --out "$OUT/graph_check" --skip score train bench >> "$OUT/bench.log" 2>&1
 echo "sampler checks exit $?" >> "$OUT/bench.log"
 
 # 4. the code warm start as it runs (its SFT steps, the single-answer phase first), 1,000 steps timed,
 #    its update captured as a CUDA graph (the default) and eager
 for graph in true false; do
-    [ "$(left)" -gt 20 ] && timeout -k 5 $(( $(left) / 2 )) $PY lab/bench.py --device "$DEVICE" --config configs/code.yaml \
+    [ "$(left)" -gt 20 ] && timeout -k 5 $(( $(left) / 2 )) $PY tools/bench.py --device "$DEVICE" --config configs/code.yaml \
         --set dtype=float32 cuda_graph=$graph --warm-start-steps 1000 --json "$OUT/warm_start_graph_$graph.json" \
         >> "$OUT/bench.log" 2>&1
     echo "warm start timing cuda_graph=$graph exit $?" >> "$OUT/bench.log"

@@ -3,8 +3,8 @@ The checks that need a GPU, in one script: does the CUDA path compute what the C
 and does every kind of run finish on it? Prints one PASS/FAIL line per check and writes them all
 to OUT/gpu_check.json; exits 1 if any check failed. Needs a CUDA device; a few minutes on one.
 
-    python lab/gpu_check.py --out out/gpu_check
-    python lab/gpu_check.py --device cpu     # a dry run of the script itself: CPU against CPU
+    python tools/gpu_check.py --out out/gpu_check
+    python tools/gpu_check.py --device cpu     # a dry run of the script itself: CPU against CPU
 
 1. score: engine.score on CUDA against the same weights on the CPU, float32 with TF32 off: log-probs,
    entropies and gradients; under bf16 autocast how far they move (bounded loosely).
@@ -18,7 +18,7 @@ to OUT/gpu_check.json; exits 1 if any check failed. Needs a CUDA device; a few m
 5. train: train.py end to end on CUDA (configs/tiny.yaml): persona and code in float32, and the
    README's GPU path (bf16, the gpu preset, torch.compile); each must finish, log its device, and
    leave a final.pt that loads on the CPU.
-6. bench: lab/bench.py --device cuda at train.py's defaults, the gpu preset, and cuda_graph=false.
+6. bench: tools/bench.py --device cuda at train.py's defaults, the gpu preset, and cuda_graph=false.
 
 Left out: multi-GPU torchrun (NCCL) and any learning-quality claim; tests/ runs separately.
 """
@@ -223,8 +223,8 @@ def check_bench(results, out):
     for name, extra in {"defaults": [], "gpu preset bf16": ["--set", "model=gpu"],
                         "no cuda_graph": ["--set", "cuda_graph=false"]}.items():
         path = os.path.join(out, f"bench_{name.replace(' ', '_')}.json")
-        proc = run_script(os.path.join("lab", "bench.py"), "--device", DEVICE, "--json", path, *extra)
-        record(results, f"lab/bench.py --device cuda ({name}) runs", proc.returncode == 0,
+        proc = run_script(os.path.join("tools", "bench.py"), "--device", DEVICE, "--json", path, *extra)
+        record(results, f"tools/bench.py --device cuda ({name}) runs", proc.returncode == 0,
                output_tail=proc.stdout[-2500:] + proc.stderr[-1500:])
 
 
