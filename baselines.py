@@ -1,23 +1,16 @@
 """
-The baselines the field compares VPO against, each one advantage function: scores or reward
-vectors of a batch of prompt groups in, one advantage per rollout (P, G) out, like
-grpo.grpo_advantages. train.ADVANTAGES gives each a name; docs/EXERCISES.md shows how to add yours.
+The baselines the field compares VPO against, each an advantage function like grpo.grpo_advantages
+((P, G) out); train.ADVANTAGES names them, docs/EXERCISES.md shows how to add yours.
 
 - max_at_k_advantages: Max@K (arXiv 2510.23393) / pass@k training (arXiv 2508.10751, PKPO arXiv
   2505.15201): train for the best of k samples, not for the average one.
-- gdpo_advantages: GDPO (arXiv 2601.05242): normalise each reward component on its own, so one
-  component cannot drown the others.
+- gdpo_advantages: GDPO (arXiv 2601.05242): normalise each reward component on its own.
 - maxrl_advantages: MaxRL (arXiv 2602.02710): GRPO with the group's std replaced by its mean.
-- rloo_advantages: RLOO (Ahmadian et al. 2024, TRL's RLOOTrainer): each rollout's scalar score minus
-  the mean of the group's other rollouts, no std division.
-GRPO's own fixes against collapse (an entropy bonus, DAPO's clip-higher, Dr. GRPO's missing std
-division and constant loss normaliser) are flags on the shared loss and advantage: see grpo.py and
-train.py's DEFAULTS. DAPO's dynamic sampling is here, at the end: the sampler and the advantage
-come in as arguments, so this file needs neither.
+- rloo_advantages: RLOO (Ahmadian et al. 2024): minus the mean of the group's other rollouts.
+- sample_spread_groups: DAPO's dynamic sampling (the sampler and advantage come in as arguments).
 
-Deliberately left out: Max@K's off-policy importance correction and PKPO's leave-one-out
-baselines, GDPO's conditioned rewards (reward design, done before the advantage), anything that
-needs a learned model.
+Deliberately left out: Max@K's off-policy correction, PKPO's leave-one-out baselines, GDPO's
+conditioned rewards (reward design), anything that needs a learned model.
 """
 
 import math
@@ -29,17 +22,11 @@ import torch.nn.functional as F
 def max_at_k_advantages(scores, k, eps=1e-6, scale="group"):
     """scores (P, G) -> (P, G): each rollout's credit towards the best of k samples.
 
-    Every k-subset S of a group is one best-of-k attempt worth max(S). rho, the mean of max(S) over
-    all C(G, k) subsets, is the unbiased estimate of the group's max@k (pass@k for 0/1 rewards);
-    sigma is the std of max(S) over the subsets; m_i the mean of max(S) over the subsets holding
-    rollout i. A_i = (m_i - rho) / (sigma + eps), 0 for a group whose sigma < eps: a rare good answer
-    earns a lot, one of many identical good answers little. For 0/1 rewards this is pass@k
-    training's closed form; k = 1 is GRPO; k = G gives zeros (one subset). Max@K's own variant
-    z-scores m over the group instead (same signs, another scale). scale="none" keeps m_i - rho
-    undivided, as Dr. GRPO drops GRPO's std (sigma is a per-group scale, not part of the credit);
-    scale="batch" divides by one sigma for the batch (the root-mean-square of the groups').
-    Computed from sorted ranks, not by enumerating subsets: ascending (0-based), rank j is the
-    maximum of C(j, k-1) subsets, and of C(j-1, k-2) of those that also hold a lower rank i.
+    Every k-subset S of a group is a best-of-k attempt worth max(S): rho (their mean) estimates max@k
+    without bias, sigma is their std, m_i their mean over the subsets holding rollout i; A_i = (m_i -
+    rho) / (sigma + eps), 0 where sigma < eps: a rare good answer earns a lot, one of many little. For
+    0/1 rewards, pass@k training's closed form; k = 1 is GRPO. Computed from sorted ranks: ascending,
+    rank j is the max of C(j, k-1) subsets, and of C(j-1, k-2) of those holding a lower rank i.
     """
     P, G = scores.shape
     v, order = torch.sort(scores.double(), dim=1)  # (P, G) ascending
@@ -58,12 +45,9 @@ def max_at_k_advantages(scores, k, eps=1e-6, scale="group"):
 def gdpo_advantages(rewards, eps=1e-6):
     """rewards (P, G, D) reward vectors of single answers -> (P, G).
 
-    GRPO sums the components and z-scores the sum, so a component with a large spread drowns the
-    others. GDPO z-scores each component within its group (a constant component adds 0), sums the
-    z-scores, then divides by the std of the sums over the whole batch (their mean is 0 by construction;
-    under torchrun, each rank's share), as the paper, so the scale does not grow with D. What it gives up: a change counts in
-    its component's own stds, not by its size, which on persona drifts the policy to one-letter
-    words (docs/RESULTS.md, "GDPO on persona ends below the warm start").
+    GDPO z-scores each component within its group (so a component with a large spread cannot drown the
+    others), sums the z-scores and divides by the batch's std of the sums. What it gives up: a change
+    counts in its component's stds, not by its size: on persona, one-letter words (docs/RESULTS.md).
     """
     std = rewards.std(dim=1, keepdim=True, unbiased=False)  # (P, 1, D)
     z = torch.where(std < eps, torch.zeros_like(rewards), (rewards - rewards.mean(dim=1, keepdim=True)) / std.clamp(min=eps))
@@ -73,40 +57,27 @@ def gdpo_advantages(rewards, eps=1e-6):
 
 
 def maxrl_advantages(scores, eps=1e-6):
-    """scores (P, G), non-negative -> (P, G): A_i = (r_i - mean) / (mean + eps), 0 where the mean is 0.
-
-    MaxRL aims at the log of the success rate (maximum likelihood), not the success rate. With 0/1
-    rewards and K successes among G rollouts, A_i / G = r_i / K - 1 / G: the average score function of
-    the successes (an unbiased estimate of the log-likelihood gradient truncated at order G) minus a
-    zero-mean control variate, so rare successes weigh more than under GRPO. On continuous rewards
-    (ours) the same formula loses that reading: GRPO with the group's mean in place of its std.
-    """
+    """scores (P, G), non-negative -> (P, G): (r_i - mean) / (mean + eps), 0 where the mean is 0. MaxRL
+    aims at the log success rate, so rare 0/1 successes weigh more; on our continuous rewards: GRPO with
+    the group's mean for its std."""
     mean = scores.mean(dim=1, keepdim=True)
     return torch.where(mean > 0, (scores - mean) / (mean + eps), torch.zeros_like(scores))
 
 
 def rloo_advantages(scores):
-    """scores (P, G) -> (P, G): each rollout's score minus the mean of the OTHER G-1 rollouts.
-
-    The REINFORCE leave-one-out baseline, on the fixed scalarisation: unbiased (a rollout's baseline
-    does not depend on its own score) and on the score's own scale, so a group with a larger spread
-    pushes harder. Equal to G/(G-1) times the group-mean-centred score (Dr. GRPO's advantage).
-    """
+    """scores (P, G) -> (P, G): each rollout's score minus the mean of the OTHER G-1 rollouts: an
+    unbiased baseline on the score's own scale (G/(G-1) times Dr. GRPO's advantage)."""
     G = scores.size(1)
     return scores - (scores.sum(dim=1, keepdim=True) - scores) / (G - 1)
 
 
-# ----------------------------------------------------------------------------------------------
-# DAPO's dynamic sampling (train.py's dynamic_sampling > 0; off by default)
+# ---- DAPO's dynamic sampling (train.py's dynamic_sampling > 0; off by default) -------------------
 
 def sample_spread_groups(run, sample_round, advantage):
-    """DAPO's dynamic sampling -> (batch, weightings, sampling metrics): keep the groups whose advantage
-    has spread, refill from the next round, until P have spread or dynamic_sampling rounds are drawn;
-    then flat groups fill the gaps, the earliest first. Groups with parents keep their configured share,
-    as in every step (without it the search's mutation skill went untrained: every child was invalid).
-    Under torchrun each rank draws again on its own: the ranks' problem streams part.
-    sample_round(run) -> (batch, weightings, which groups show parents): one round of P fresh groups;
-    advantage(rewards, scalarised rewards, weightings, cfg) -> (P, G): the run's algorithm."""
+    """DAPO's dynamic sampling -> (batch, weightings, metrics): keep groups whose advantage has spread,
+    refill from fresh rounds until P have or dynamic_sampling rounds are drawn, then fill with flat ones.
+    Groups with parents keep their share (else the mutation skill went untrained). sample_round(run) ->
+    (batch, weightings, which groups show parents); advantage: the run's algorithm."""
     cfg, P = run.cfg, run.cfg["prompts_per_step"] // run.world
     parents_wanted = round(cfg["mutation_share"] * P)  # of the P groups kept, those showing parents
     rounds, spread, shows_parents, keep = [], [], [], []  # spread, shows_parents: per group, across rounds
@@ -127,9 +98,8 @@ def sample_spread_groups(run, sample_round, advantage):
 
 
 def pick_groups(batches, groups, pad_id, G):
-    """Batches of several sampling rounds -> one batch of the prompt groups `groups` (numbered across
-    the rounds). Prompts stay left-padded and completions right-padded (with pad_id and zero
-    log-probs), to the widest round: padding is masked, so no score changes."""
+    """Batches of several rounds -> one batch of the groups `groups` (numbered across rounds), padded to
+    the widest round (padding is masked, so no score changes)."""
     rows = torch.tensor([g * G + i for g in groups for i in range(G)], device=batches[0]["completion"].device)
 
     def cat(key, value, left=False):

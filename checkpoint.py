@@ -1,17 +1,8 @@
 """
-Checkpoints and run folders: saving atomically, loading safely, resuming exactly, what a run logs
-(each RL step's metrics, a quick held-out look), and the optimizer step that stops a run before a
-non-finite number reaches a checkpoint. A student can skip this file: train.py calls it to step,
-save, resume and log, search.py to load a policy.
-
-- Saving writes a temporary file, fsyncs it and renames it: a kill mid-write never tears a checkpoint.
-- Loading uses torch.load(weights_only=True): tensors, numbers, strings, lists, tuples and dicts, and
-  nothing else, are unpickled. A file that would run code when loaded stops with one line and runs
-  nothing, so a checkpoint a classmate shared is safe to evaluate.
-- A run folder is never overwritten by accident: a finished run needs overwrite=true, an unfinished
-  one resume=true (continue from the last checkpoint, byte-identical metrics) or overwrite=true.
-
-Deliberately left out: sharded or asynchronous checkpoints, keeping more than the last one.
+Checkpoints and run folders: atomic saves, safe loads (weights_only: a shared checkpoint runs no
+code), exact resumes, a run's logs, and the optimizer step that stops before a non-finite number is
+saved. A student can skip this file. Left out: sharded or asynchronous checkpoints, keeping more
+than the last one.
 """
 
 import json
@@ -28,13 +19,11 @@ from config import EVALUATION, ConfigError
 from model import GPT, GPTConfig, Tokenizer
 from rollouts import rollout_prompt, sample_rollouts
 
-# keys that never change what a run computes: where it writes, how loudly, on what hardware (cuda_graph:
-# the same tokens by a faster path, on CUDA only)
+# keys that never change what a run computes (cuda_graph: the same tokens by a faster path)
 RESULT_NEUTRAL_KEYS = ("resume", "overwrite", "quiet", "device", "threads", "peak_tflops", "out_dir", "warmstart_dir",
                        "cuda_graph")
-# how a finished run is measured (config.EVALUATION): never what it trains, so never in its folder's config
 EVAL_KEYS = tuple(EVALUATION)
-# a resumed run may also train for more steps than it was started with, and be measured otherwise
+# a resumed run may also train for more steps, and be measured otherwise
 RUN_ONLY_KEYS = RESULT_NEUTRAL_KEYS + EVAL_KEYS + ("steps",)
 
 
@@ -53,8 +42,7 @@ def atomic_save(obj, path):
 
 
 def load_checkpoint(path):
-    """A checkpoint of this trainer -> its dict, every tensor on the CPU (random-number states must stay
-    there; load_state_dict moves the rest); FileNotFoundError or a one-line RuntimeError."""
+    """A checkpoint of this trainer -> its dict on the CPU; FileNotFoundError or a one-line RuntimeError."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"checkpoint not found: {path}")
     try:
@@ -64,7 +52,7 @@ def load_checkpoint(path):
         if unsafe:
             raise RuntimeError(f"checkpoint {path} holds more than weights and settings, nothing of it was run "
                                f"({unsafe[0].strip()[:120]})") from None
-        first = (str(e).strip().splitlines() or [""])[0]  # one line: the error must fit on one
+        first = (str(e).strip().splitlines() or [""])[0]
         raise RuntimeError(f"checkpoint {path} is unreadable or corrupt ({type(e).__name__}: {first})") from None
     if not isinstance(ckpt, dict) or not {"model", "model_config", "config"} <= ckpt.keys():
         raise RuntimeError(f"checkpoint {path} is not a checkpoint of this trainer (missing model/config)")
@@ -72,8 +60,7 @@ def load_checkpoint(path):
 
 
 def model_from_checkpoint(path, device="cpu"):
-    """A saved run or warm start -> (model in eval mode, tokenizer, its config, m: the answers per
-    rollout it was trained to write, 1 for a warm start)."""
+    """A saved run or warm start -> (model in eval mode, tokenizer, config, m: its answers per rollout)."""
     ckpt = load_checkpoint(path)
     model = GPT(GPTConfig(**ckpt["model_config"])).to(device)
     model.load_state_dict(ckpt["model"])
@@ -117,8 +104,7 @@ def write_config(cfg, out_dir):
 
 
 def resume_point(cfg, out_dir):
-    """The checkpoint to resume from, after checking that out_dir holds this same run (None: start
-    afresh, also for a run killed before its first checkpoint)."""
+    """The checkpoint to resume from, once out_dir is checked to hold this run (None: start afresh)."""
     ckpt_path, config_path = os.path.join(out_dir, "ckpt.pt"), os.path.join(out_dir, "config.yaml")
     resume = None
     if os.path.exists(ckpt_path):
@@ -153,8 +139,7 @@ def run_state(run, step):
 
 
 def guarded_step(run, loss):
-    """backward, clip, optimizer step; stop the run at the first non-finite number, before it
-    reaches a checkpoint (the last one is kept). Every divergence check of the step is here."""
+    """backward, clip, optimizer step; stop at the first non-finite number, before it reaches a checkpoint."""
     def stop(what):
         raise FloatingPointError(f"{what} (lr={run.cfg['lr']}); stopping, the last checkpoint is kept")
     if not torch.isfinite(loss):
@@ -171,14 +156,10 @@ def guarded_step(run, loss):
 
 
 def step_metrics(run, batch, rewards, scalar, weights, adv, set_algo):
-    """What explains a step (CleanRL-style): rewards, the set score, advantage stats, entropy, diversity.
-    set_score is under the same 32 weightings in every step and run, whatever the run's sampler or
-    weight count, so two runs' logs compare; set_algo: a set method's score under its own training
-    weightings is logged beside it as set_score_train."""
+    """What explains a step (CleanRL-style); set_score under 32 fixed weightings, so runs compare."""
     task, P, G = run.task, len(batch["answers"]), run.cfg["group_size"]
     valid = rewards.sum(-1) > 0  # (P, G, m) answers that parsed and were not repeats
-    # from their own generator: logging must never draw from the training stream (removing a log line
-    # would change the run)
+    # their own generator: logging never draws from the training stream
     fixed = vpo.sample_weights(1, 32, task.dim, generator=torch.Generator().manual_seed(0)).expand(P, -1, -1)
     own = {"set_score_train": float(vpo.set_scores(rewards, weights).mean())} if set_algo else {}
     distinct = np.mean([len({task.answer_key(row[0]) for row in group}) / G for group in batch["answers"]])
@@ -197,9 +178,7 @@ def step_metrics(run, batch, rewards, scalar, weights, adv, set_algo):
 
 
 def evaluate_heldout(run, files, step, seed=12345):
-    """A quick held-out look, written to metrics.jsonl and the log: two rollouts per problem, mean fixed
-    scalar reward. The same problems (and random numbers) at every evaluation and in every run. Rank 0
-    only (no collective calls inside)."""
+    """A quick held-out look (two rollouts per problem, the same every time) to metrics.jsonl; rank 0 only."""
     if run.rank:
         return {"heldout_scalar": float("nan")}
     problems = run.task.problems("heldout", run.cfg["eval_problems"], random.Random(seed))
@@ -217,10 +196,8 @@ def evaluate_heldout(run, files, step, seed=12345):
 
 
 class RunFiles:
-    """A run's folder: config.yaml; log.txt; metrics.jsonl, only what the seed determines (the same bytes
-    on every rerun); timing.jsonl, the wall clock; samples.jsonl, rollouts to read; the checkpoints.
-    Opening it prepares the folder and, with resume=true, finds the checkpoint to continue from and
-    cuts metrics.jsonl back to where it was taken. Only rank 0 writes; other ranks write nowhere."""
+    """A run's folder: config.yaml, log.txt, metrics.jsonl (only what the seed determines), timing.jsonl,
+    samples.jsonl and the checkpoints; resume cuts metrics.jsonl back to the checkpoint. Rank 0 writes."""
 
     def __init__(self, cfg, lead=True):
         self.lead, self.quiet = lead, cfg["quiet"]
@@ -265,8 +242,7 @@ class RunFiles:
         f.flush()
 
     def log_step(self, run, step, metrics, batch):
-        """One RL step's metrics (metrics.jsonl), timing (timing.jsonl), log line, and every 25 steps a
-        few rollouts with their reward vectors (samples.jsonl)."""
+        """One RL step's metrics, timing, log line, and every 25 steps a few rollouts (samples.jsonl)."""
         cfg = run.cfg
         timing = {"step": step, "sample_s": metrics.pop("sample_s"), "step_s": metrics.pop("step_s")}
         timing["tokens_per_s"] = metrics["tokens"] / timing["step_s"]

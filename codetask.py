@@ -4,23 +4,15 @@ The code task: write a program in lang.py's tiny language from a few input->outp
 The hidden program counts the thresholds above x, f(x) = (+ (< x t1) (+ (< x t2) ...)), on the
 inputs 0..domain-1. The prompt shows one input in each region between thresholds ("3->2 8->1 12->0"
 for two), which leaves threshold i anywhere in its gap (x_{i-1}, x_i]. Every other input is a hidden
-test, one reward component each; "solved" means all pass. The plausible programs (the product of the
-gaps) each pass a different subset of the hidden tests and, the examples being drawn first, are
-equally likely the truth: different guesses beat one guess repeated, and wide gaps make problems no
-pool of answers solves. A program that contradicts an example scores zero (the examples are public
-tests). A consistent program fails exactly sum_i |t_i - t_i*| hidden tests, so a child that moves a
-threshold closer passes more: the score leads a search toward the answer.
+test, one reward component each; "solved" means all pass. The plausible programs each pass a
+different subset of the hidden tests and are equally likely the truth: different guesses beat one
+guess repeated. A program that contradicts an example scores zero; a consistent one fails exactly
+sum_i |t_i - t_i*| hidden tests, so the score leads a search toward the answer.
 
-The constructor's defaults are the tests' small family (two thresholds on 0..15: 13 hidden tests, at
-most 56 programs). configs/code.yaml sets the family of the results: three thresholds on 0..63 (60
-hidden tests, up to ~9,000 programs), half the problems' examples in a narrow window (`window_share`:
-some problems pinned down, others open to thousands of programs), two-digit thresholds
-(`fixed_width`), and children written as edits of the best parent, "2-5" for its second threshold
-down by 5 (`edits`). docs/RESULTS.md, "The code task's design, as measured", keeps the numbers
-behind each setting.
+The defaults are the tests' small family; configs/code.yaml sets the results' (`window_share`,
+`fixed_width`, `edits`: children as edits of the best parent, "2-5"); docs/RESULTS.md says why.
 
-Deliberately left out: any other program family (the earlier `(if (< x t) a b)` was too easy to rank
-methods; docs/HISTORY.md) and partial credit inside a test.
+Deliberately left out: any other program family (docs/HISTORY.md), partial credit inside a test.
 """
 
 import functools
@@ -35,9 +27,7 @@ import lang
 from rewards import checked_weights, format_goal, heldout, weighted_sum
 
 
-# A program's outputs do not depend on the problem, only on its text: the warm start's demonstrations
-# score the same few thousand programs over and over, and RL's answers repeat. Kept by text (an
-# answer that does not parse costs a parse each time it is kept: a miss is as slow as before).
+# A program's outputs depend only on its text, and the same few thousand programs recur.
 @functools.lru_cache(maxsize=2**15)
 def domain_outputs(text, domain):
     """lang.run(text, 0..domain-1) as a tuple: the program's output at each input, None where it fails."""
@@ -51,8 +41,7 @@ def domain_targets(thresholds, domain):
 
 
 class CodeTask:
-    """A problem is (t1, .., tk, x0, .., xk): the hidden thresholds, then the shown inputs, with
-    x0 < t1 <= x1 < t2 <= .. <= xk. A program (a hypothesis) is a tuple of k thresholds."""
+    """A problem is (t1, .., tk, x0, .., xk), x0 < t1 <= x1 < .. <= xk; a program is a tuple of k thresholds."""
 
     def __init__(self, domain=16, thresholds=2, noise=0.2, early_switch=0.8, heldout_fraction=0.25,
                  max_parents=2, window_share=0.0, fixed_width=False, edits=False, reward_weights=()):
@@ -77,8 +66,7 @@ class CodeTask:
     # ---- problems: the hidden program, its examples, its plausible programs ----------------------
 
     def problems(self, split, n, rng: random.Random):
-        """n problems from 'train' or 'heldout': the shown inputs first, then each threshold uniformly
-        in its gap, so every plausible program is equally likely the truth."""
+        """n problems of a split: the shown inputs first, then each threshold uniformly in its gap."""
         out = []
         while len(out) < n:
             pool = self.DOMAIN
@@ -103,9 +91,8 @@ class CodeTask:
         return sum(x < t for t in problem[:self.k])
 
     def prompt(self, problem, parents=None, goal=None):
-        """The examples; with parents ((text, score) pairs, worst to best, as FunSearch lists them: the
-        policy learns to vary the last), each program followed by its score as OpenEvolve shows it,
-        written as the number of hidden tests it passes ("... from P1 :29 ; P2 :33")."""
+        """The examples; with parents ((text, score) pairs, worst to best, as FunSearch lists them), each
+        program followed by the hidden tests it passes, as OpenEvolve shows scores ("... from P1 :29 ; P2 :33")."""
         text = " ".join(f"{x}->{self.target(problem, x)}" for x in self.shown(problem))
         if parents:
             width = len(str(self.dim))  # one length for every score, like the programs with fixed_width
@@ -120,8 +107,7 @@ class CodeTask:
         return text
 
     def thresholds(self, text):
-        """The numbers a program is compared with, in the order written: [6, 34, 54] for
-        program_text((6, 34, 54)). Read off the text, so it also works on answers that do not parse."""
+        """The numbers a program is compared with, read off the text (answers that do not parse too)."""
         return [int(v) for v in re.findall(r"\(< x (\d+)\)", text)]
 
     def _gaps(self, problem):
@@ -134,15 +120,13 @@ class CodeTask:
         return list(itertools.product(*self._gaps(problem)))
 
     def num_plausible(self, problem):
-        """len(hypotheses(problem)) without listing them: the product of the gaps. How many programs a
-        search must sift through, to pick problems by size."""
+        """len(hypotheses(problem)) without listing them: the product of the gaps."""
         return int(np.prod(np.diff(self.shown(problem))))
 
     # ---- reward ----------------------------------------------------------------------------------
 
     def reward(self, problem, answer):
-        """Any string -> (D,) of per-test pass (1) / fail (0); lang.run never raises. A program that
-        contradicts an example scores zero (else RL drifts away from the examples)."""
+        """Any string -> (D,) per-test pass / fail; zero if it contradicts an example (else RL drifts from them)."""
         outputs = domain_outputs(answer, self.domain) if isinstance(answer, str) else lang.run(answer, self.DOMAIN)
         truth, tests = domain_targets(problem[:self.k], self.domain), self.tests(problem)
         if any(outputs[x] != truth[x] for x in self.shown(problem)):
@@ -150,8 +134,7 @@ class CodeTask:
         return np.array([float(outputs[x] == truth[x]) for x in tests], dtype=np.float32)
 
     def scalarize(self, r):
-        """The mean of the components or reward_weights' sum, as PersonaTask.scalarize (every caller goes
-        through here)."""
+        """The mean of the components or reward_weights' sum, as PersonaTask.scalarize."""
         return weighted_sum(r, self.reward_weights)
 
     def valid(self, problem, answer):
@@ -167,9 +150,8 @@ class CodeTask:
     # ---- demonstrations: what the warm start imitates ---------------------------------------------
 
     def demonstration(self, problem, m, rng, parents=None):
-        """m programs for the warm start, different from each other where the examples allow
-        (repeats teach it to repeat itself). Without parents, programs with the habit; with parents
-        (worst to best), the best parent mutated, written with `edits` as that edit ('2-5')."""
+        """m programs for the warm start, distinct where possible (repeats teach repeating): with the habit,
+        or with parents the best parent mutated (with `edits`, written as the edit, '2-5')."""
         out, programs = [], []
         for _ in range(m):
             if rng.random() < self.noise:  # a program that ignores the examples; with edits, a wild edit
@@ -188,8 +170,7 @@ class CodeTask:
         return out
 
     def _habit(self, problem, rng, avoid):
-        """A consistent program, preferably not in `avoid`, with a habit: each threshold, with
-        probability early_switch, right after the example before it, else anywhere in its gap."""
+        """A consistent program (not in `avoid` if possible), each threshold right after its example with p = early_switch."""
         shown, gaps = self.shown(problem), self._gaps(problem)
         habit = [range(shown[i] + 1, shown[i] + 2) if rng.random() < self.early_switch else gaps[i]
                  for i in range(self.k)]
@@ -197,8 +178,7 @@ class CodeTask:
             tuple(rng.choice(c) for c in habit)
 
     def _pick(self, choices, rng, avoid):
-        """A uniform draw from the product of `choices` (one range per threshold) among programs not in
-        `avoid`, or None. Drawn directly: listing thousands of hypotheses would cost more than the SFT step."""
+        """A uniform draw from the product of `choices` avoiding `avoid`, or None; drawn, not listed (faster)."""
         if np.prod([len(c) for c in choices]) <= len(avoid):  # small: list it, it may be used up
             fresh = [p for p in itertools.product(*choices) if self.program_text(p) not in avoid]
             return rng.choice(fresh) if fresh else None
@@ -210,8 +190,7 @@ class CodeTask:
     # ---- mutation: children of parents, as search.py asks the policy for them ---------------------
 
     def demo_parents(self, problem, rng):
-        """Parents for a warm-start demonstration: consistent programs sorted worst to best. A second
-        parent is half the time a one-threshold edit of the first, as an island's programs often are."""
+        """Consistent parents, worst to best; a second is half the time an edit of the first, as on islands."""
         def anyone():
             return tuple(rng.choice(c) for c in self._gaps(problem))
         parents = [anyone()]
@@ -225,9 +204,8 @@ class CodeTask:
         return [(text, self.scalarize(self.reward(problem, text))) for text in texts]
 
     def _mutate(self, program, problem, rng, avoid=(), max_step=None):
-        """Move one threshold, staying consistent, preferably into a program not in `avoid`, by at most
-        `max_step`, by default the number of hidden tests the program fails (shown in the prompt, and
-        the truth is no farther). The size is log-uniform, so small steps stay likely at every distance."""
+        """Move one threshold, staying consistent, preferably out of `avoid`, by a log-uniform step of at most
+        `max_step` (default: the hidden tests it fails, shown in the prompt: the truth is no farther)."""
         if max_step is None:
             max_step = max(1, round(self.dim * (1 - self.scalarize(self.reward(problem, self.program_text(program))))))
         now = list(program)
@@ -249,9 +227,8 @@ class CodeTask:
         return f"{i + 1}{'+' if step > 0 else '-'}{abs(step)}"
 
     def child_program(self, answer, parents):
-        """What a policy wrote from parents ((text, score) pairs, worst to best) -> the program it stands
-        for. With edits, 'i+s' / 'i-s' moves the best parent's i-th threshold (1-based) up / down by s; a
-        bad edit stays as written (and scores zero as a program). Without, the answer is the program."""
+        """A policy's answer from parents -> the program it stands for: with edits, 'i+s' / 'i-s' moves the best
+        parent's i-th threshold (1-based); a bad edit stays as written (and scores zero)."""
         match = re.fullmatch(r"\s*(\d)\s*([+-])\s*(\d{1,3})\s*", answer) if self.edits and parents else None
         if not match:
             return answer

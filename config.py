@@ -1,12 +1,7 @@
 """
-Configuration that fails loudly: train.py's DEFAULTS <- a YAML file <- --set key=value overrides.
-A student can skip this file: it only checks what train.py reads.
-
-An unknown key stops with a did-you-mean, a value of the wrong type with the type it needs, an
-out-of-range value with its range: in one line, before anything is written or trained. As in
-nanoGPT, an override may change a value but never its type (an int is accepted for a float).
-
-Deliberately left out: nested configs, environment variables, config inheritance between files.
+Configuration that fails loudly, in one line, before anything is written: train.py's DEFAULTS <- a
+YAML file <- --set key=value; an override may change a value but never its type (as in nanoGPT).
+A student can skip this file. Left out: nested configs, environment variables, inheritance.
 """
 
 import difflib
@@ -25,8 +20,7 @@ class ConfigError(ValueError):
     pass
 
 
-# Evaluation and search (search.py, and the lab's pools and searches): how a finished run is measured;
-# part of train.DEFAULTS, but never what a run trains (checkpoint.EVAL_KEYS: left out of its folder's config).
+# How a finished run is measured (search.py, the lab): part of train.DEFAULTS, never what a run trains.
 EVALUATION = dict(
     pool_n=30,                 # answers per held-out problem; k counts answers, up to pool_n
     pool_problems=40,          # held-out problems per task and seed (the same for every method)
@@ -90,8 +84,7 @@ def read_yaml(path):
 
 
 def resolve(defaults, algos, path=None, overrides=(), base=None):
-    """defaults (or base) <- YAML file <- key=value overrides, checked against defaults' keys and
-    types and against validate()'s ranges; `algos` are the algorithm names train.py knows."""
+    """defaults (or base) <- YAML file <- key=value overrides, checked; `algos`: train.py's algorithm names."""
     cfg = dict(base or defaults)
     updates = list(read_yaml(path).items()) if path else []
     for item in overrides:
@@ -133,8 +126,7 @@ def pick_device(name):
     return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
 
 
-# Algorithms whose advantage divides by no group std of the score, so scale_rewards (which std to
-# divide by) has nothing to change; said rather than silently ignored.
+# Algorithms whose advantage divides by no group std, so scale_rewards is refused, not ignored.
 NO_GROUP_STD = {
     "gdpo": "its per-component std division is the method (without it: dr_grpo, rescaled per batch)",
     "maxrl": "it divides by the group's mean, not its std",  # MaxRL's estimator

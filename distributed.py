@@ -1,14 +1,8 @@
 """
-The process a run trains in (its device, threads and seeds), and several of them with torchrun:
-`torchrun --standalone --nproc_per_node=N train.py --config ...`. A student can skip this file: with
-one process every torchrun function here is a no-op or a plain call.
-
-Every rank draws the same global batch of prompt groups and keeps its share (a group never spans
-ranks, so group-normalised advantages need no communication); DistributedDataParallel averages the
-gradients; each rank's loss is weighted by its share of the completion tokens, so the update
-equals the single-process token mean over the global batch; metrics are averaged (token counts
-summed); rank 0 alone evaluates and writes files.
-
+The process a run trains in (device, threads, seeds), and several with `torchrun --standalone
+--nproc_per_node=N train.py ...`: every rank keeps its share of the same global batch of groups (so
+advantages need no communication), DDP averages the gradients, each loss is weighted by its share of
+the tokens (the single-process token mean), rank 0 writes. A student can skip this file.
 Deliberately left out: tensor or pipeline parallelism, sharded optimizers (the models are tiny).
 """
 
@@ -40,8 +34,7 @@ def start_process(cfg):
 
 
 class Scorer(torch.nn.Module):
-    """engine.score as a forward(), because DistributedDataParallel (and torch.compile) hook into
-    forward()."""
+    """engine.score as a forward(), which DDP and torch.compile hook into."""
 
     def __init__(self, model):
         super().__init__()
@@ -52,8 +45,7 @@ class Scorer(torch.nn.Module):
 
 
 def init(name):
-    """The device setting (config.pick_device) -> (rank, world, device) from torchrun's environment;
-    (0, 1, device) when run plainly."""
+    """The device setting -> (rank, world, device) from torchrun's environment; (0, 1, device) alone."""
     device = pick_device(name)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
@@ -78,8 +70,7 @@ def scorer(model, world, compile=False):
 
 @contextlib.contextmanager
 def lead_first(rank, world):
-    """Rank 0 runs the block first (e.g. trains and caches the warm start); the others wait, then run
-    it (and load what rank 0 cached)."""
+    """Rank 0 runs the block first (e.g. caches the warm start); the others wait, then run it."""
     if rank:
         torch.distributed.barrier()
     yield
@@ -123,8 +114,7 @@ def replicas_in_sync(model, world, device):
 
 
 def finish(world):
-    """Tear down together: a rank that destroys its group and exits while another still works (rank 0
-    saving final.pt) leaves gloo's connection threads to a race at exit (rank 1 aborted there)."""
+    """Tear down together: a rank exiting while another still works races gloo's threads at exit."""
     if world > 1:
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()

@@ -1,28 +1,11 @@
 """
-The fast sampler and scorer: what model.GPT.generate and model.GPT.score compute, computed faster.
-A student can skip this file: tests/test_engine.py holds both functions to the plain versions
-(the same samples for the same random numbers, the same log-probs), and tools/bench.py --naive measures
-what each trick buys.
+The fast sampler and scorer: model.GPT.generate and model.GPT.score, computed faster (a KV cache,
+one prefill per prompt, ended rows dropped; generate_static: fixed shapes, one CUDA graph replay per
+token; score: each prompt once, completions in length buckets). A student can skip this file:
+tests/test_engine.py holds both to the plain versions; tools/bench.py --naive times each trick.
 
-generate(model, ...):
-- each prompt runs through the model once (prefill) and its keys/values are copied for its G
-  samples, instead of G prefills of the same prompt;
-- a preallocated KV cache, so each new token costs one position, not the whole sequence;
-- rows that have ended leave the batch once a quarter of it has ended, so they stop costing compute;
-- a one-query decode step uses two batched matmuls instead of SDPA's per-row kernels.
-generate_static(model, ...): generate's samples with every decode step the same shapes (the whole
-batch, the whole cache, positions held in tensors), so that on a GPU one step is captured once as a
-CUDA graph and replayed, one launch per token instead of ~40 (sampling at these sizes is bound by
-launches, not arithmetic); elsewhere it runs the same step eagerly.
-sample(cfg, model, ...): the sampler a run's settings ask for (generate_static where steps are
-captured as CUDA graphs, else generate), the one call rollouts.py makes.
-score(model, ...):
-- each distinct prompt runs once and its keys/values serve every row that repeats it;
-- completions are scored in length buckets, each padded only to its own longest row, instead of
-  every row padded to the longest rollout of the batch.
-
-Deliberately left out: torch.compile of the decode step (slower on CPU: docs/RESULTS.md; on a GPU the
-captured graph is the same idea without a compiler), paged or quantised caches, speculative decoding.
+Deliberately left out: torch.compile of the decode step (slower on CPU: docs/RESULTS.md), paged or
+quantised caches, speculative decoding.
 """
 
 import math
@@ -34,8 +17,7 @@ from model import completion_dict, sample_from_logits, token_logprobs
 
 
 class KVCache:
-    """Preallocated keys/values for every layer; rows can be repeated after the prompt prefill and
-    dropped once they have ended."""
+    """Preallocated keys/values for every layer; rows repeated after the prefill, dropped once ended."""
 
     def __init__(self, n_layer, batch, n_head, max_len, head_size, device, dtype):
         self.k = torch.zeros(n_layer, batch, n_head, max_len, head_size, device=device, dtype=dtype)
@@ -51,8 +33,7 @@ class KVCache:
         B, nh, T, hs = q.shape
         if T > 1:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask.to(q.dtype))
-        # one query per row while decoding: SDPA's CPU kernel issues two tiny matmuls per row and
-        # head; two batched matmuls are faster
+        # one query per row: SDPA's CPU kernel issues two tiny matmuls per row and head
         att = torch.baddbmm(attn_mask.expand(B, nh, 1, -1).flatten(0, 1).to(q.dtype), q.flatten(0, 1),
                             k.flatten(0, 1).transpose(1, 2), alpha=1.0 / math.sqrt(hs))
         return torch.bmm(att.softmax(-1), v.flatten(0, 1)).view(B, nh, 1, hs)
@@ -71,9 +52,7 @@ class KVCache:
 
 
 def prefill(model, prompt, prompt_mask, num_samples, max_new_tokens, cache_type):
-    """Each prompt through the model once, its keys/values then copied for its samples -> (the cache,
-    key_mask (B, Tp + max_new): the prompt's padding False, every later position True, the last
-    prompt position's logits (B, V), the first new token's positions (B, 1))."""
+    """Each prompt through the model once -> (cache, key_mask, last logits (B, V), next positions (B, 1))."""
     P, Tp = prompt.shape
     cfg, device = model.cfg, prompt.device
     if Tp + max_new_tokens > cfg.block_size:
@@ -92,8 +71,7 @@ def prefill(model, prompt, prompt_mask, num_samples, max_new_tokens, cache_type)
 @torch.no_grad()
 def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, temperature=1.0,
              top_k=None, top_p=None, generator=None, share_prompt=True, drop_finished=True):
-    """model.generate's result (same arguments, same samples), with a KV cache. share_prompt=False
-    and drop_finished=False switch those optimisations off (for tools/bench.py and the tests)."""
+    """model.generate's samples, faster; share_prompt / drop_finished=False switch tricks off (bench, tests)."""
     if not share_prompt:  # each sample gets its own copy of the prompt: G prefills of the same text
         prompt, prompt_mask = prompt.repeat_interleave(num_samples, 0), prompt_mask.repeat_interleave(num_samples, 0)
         num_samples = 1
@@ -119,8 +97,7 @@ def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, te
         if t == max_new_tokens - 1 or bool(done.all()):
             break  # stop as soon as every row has ended: no wasted decode steps
         if drop_finished and int(done.sum()) * 4 >= len(done):
-            # once a quarter of the batch has ended, drop those rows: not at every ending, as each
-            # drop copies the cache
+            # not at every ending: each drop copies the cache
             keep = ~done
             rows, tok, done, key_mask, next_pos = rows[keep], tok[keep], done[keep], key_mask[keep], next_pos[keep]
             cache.keep_rows(keep)
@@ -130,9 +107,7 @@ def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, te
 
 
 class StaticKVCache(KVCache):
-    """A KVCache whose decode step has fixed shapes: the new key/value goes to the position held in
-    the tensor `at`, and every query attends to the whole cache under the caller's mask (keys not yet
-    written are masked, so causality needs nothing else)."""
+    """A KVCache with fixed-shape steps: a new key goes to position `at`; unwritten keys are masked."""
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -147,8 +122,7 @@ class StaticKVCache(KVCache):
 
 
 def on_side_stream(step):
-    """Run step() eagerly on a side stream, after and before the current stream's work: the warm-up
-    CUDA graphs ask for before a capture (lazy initialisations must not land in the graph)."""
+    """Run step() eagerly on a side stream: the warm-up before a capture (lazy inits stay out of the graph)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -157,8 +131,7 @@ def on_side_stream(step):
 
 
 def captured(step):
-    """Run step() once eagerly on a side stream, then record it as a CUDA graph -> the graph's
-    replay: the whole step in one launch."""
+    """Run step() once eagerly, then record it as a CUDA graph -> its replay: the step in one launch."""
     on_side_stream(step)
     graph = torch.cuda.CUDAGraph()
     try:
@@ -173,22 +146,17 @@ def captured(step):
 @torch.no_grad()
 def generate_static(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, temperature=1.0,
                     top_k=None, top_p=None, generator=None, capture=None, check_every=8):
-    """generate's result with a fixed-shape decode step (the module docstring). capture: CUDA-graph
-    the step (default: on CUDA); on the CPU it runs eagerly, the fallback the tests check. The same
-    random numbers as generate, drawn before the loop; finished rows stay in the batch (a graph
-    cannot shrink), and the loop stops when all have ended, looked at every `check_every` steps."""
+    """generate's samples at fixed shapes (CUDA-graphed if `capture`); ended rows stay, checked every `check_every`."""
     capture = prompt.is_cuda if capture is None else capture and prompt.is_cuda
     Tp, B, device = prompt.size(1), prompt.size(0) * num_samples, prompt.device
     cache, key_mask, logits, pos = prefill(model, prompt, prompt_mask, num_samples, max_new_tokens, StaticKVCache)
     logits = logits.float()
     cache.at.fill_(Tp)  # where the first new token's key goes
-    # generate's random numbers: one (B, 1) draw a step, in order. One (T, B, 1) draw would give the
-    # same numbers on the CPU only: CUDA's generator offsets each call
+    # one (B, 1) draw a step, as generate: one (T, B, 1) draw matches on the CPU only (CUDA offsets each call)
     generator = generator if generator is not None else default_generator(device)
     state = generator.get_state()
     uniforms = torch.stack([torch.rand(B, 1, device=device, generator=generator) for _ in range(max_new_tokens)])
-    # the step's state, all preallocated: the step reads and writes only these; the keys after the
-    # prompt start hidden and are shown one a step
+    # the step's state, all preallocated; the keys after the prompt are shown one a step
     visible = torch.zeros(B, 1, 1, key_mask.size(1), device=device, dtype=logits.dtype)  # additive attention mask
     visible.masked_fill_(~key_mask[:, None, None, :], float("-inf"))
     visible[..., Tp:] = float("-inf")
@@ -229,8 +197,7 @@ def generate_static(model, prompt, prompt_mask, num_samples, max_new_tokens, eos
 
 
 def rewind(generator, state, tokens, eos_id):
-    """generate draws only until every row has ended: put the generator (at `state` before the draws)
-    where generate leaves it, so that the next call draws what it would draw after generate."""
+    """Leave the generator (at `state` before the draws) where generate, which stops early, leaves it."""
     B, max_new_tokens = tokens.shape
     ended = tokens == eos_id
     last = torch.where(ended.any(1), ended.int().argmax(1), max_new_tokens - 1)  # (B,) each row's last step
@@ -249,20 +216,17 @@ def default_generator(device):
 
 
 def captures(cfg, device):
-    """Whether steps are captured as CUDA graphs: on CUDA with cuda_graph on. .get: a checkpoint
-    trained before the setting existed saved no such key."""
+    """Whether steps are captured as CUDA graphs: on CUDA with cuda_graph on (.get: older checkpoints)."""
     return bool(cfg.get("cuda_graph", False)) and str(device).startswith("cuda")
 
 
 def sampler_for(cfg, device):
-    """generate_static (its step captured as a CUDA graph) where captures(); else generate, which on
-    the CPU is as fast or faster (it drops rows that have ended) and draws the same tokens."""
+    """generate_static where captures(); else generate (the same tokens; on the CPU as fast or faster)."""
     return generate_static if captures(cfg, device) else generate
 
 
 def sample(cfg, model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, generator):
-    """num_samples completions per prompt with the sampler and the sampling settings (temperature,
-    top_k, top_p; 0 and 1.0 switch the last two off) of the run's config `cfg`."""
+    """num_samples completions per prompt with the sampler and sampling settings of the run's `cfg`."""
     sampler = sampler_for(cfg, prompt.device)
     return sampler(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id,
                    temperature=cfg["temperature"], top_k=cfg["top_k"] or None,
@@ -270,9 +234,7 @@ def sample(cfg, model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id,
 
 
 class SharedPrompts:
-    """A cache for scoring with gradients: the distinct prompts' keys/values, gathered for the rows
-    that extend them. Built by concatenation, not by in-place writes like KVCache, because autograd
-    must see through it. `rows` (B,) says which prompt each row extends."""
+    """The distinct prompts' keys/values for rows (B,) that extend them, concatenated so autograd sees through."""
 
     def __init__(self, rows):
         self.rows = rows
@@ -298,8 +260,7 @@ class SharedPrompts:
 
 
 def score(model, prompt, prompt_mask, completion, completion_mask, share_prompt=True, buckets=4):
-    """model.score's result (log-probs and entropies (B, Tc)), computed faster: each distinct prompt
-    runs once, and the completions run in up to `buckets` groups of similar length."""
+    """model.score's result (B, Tc): each distinct prompt runs once, completions in up to `buckets` lengths."""
     B, Tp = prompt.shape
     mask = torch.cat([prompt_mask, completion_mask], dim=1)
     positions = (mask.long().cumsum(1) - 1).clamp(min=0)

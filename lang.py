@@ -1,27 +1,14 @@
-"""A tiny integer language that the policy writes programs in.
+"""A tiny integer language that the policy writes programs in, for the code task.
 
-The code task asks the model for a function of one integer `x` and scores an answer by running it on
-a few inputs. Model output is hostile (it is sampled, and RL will happily exploit any crash or hang),
-so this module parses and interprets it by hand under hard limits; eval/exec/compile/ast are never used.
-
-Grammar (s-expressions, every operator has fixed arity):
+Model output is hostile (RL will exploit any crash or hang), so it is parsed and interpreted by hand
+under hard limits; eval/exec/compile/ast are never used. Grammar (s-expressions, fixed arity):
 
     expr := INT | 'x' | '(' OP expr expr ')' | '(' 'if' expr expr expr ')'
     OP   := + - * / % min max ^ < = >
 
-    INT   non-negative ASCII decimal; leading zeros are allowed and ignored
-          ("007" is 7). Negatives are written (- 0 3).
-    / %   floor division and modulo exactly as Python's // and %
-          ((/ -7 2) = -4, (% -7 2) = 1); a zero divisor is an error.
-    ^     power; a negative exponent is an error.
-    < = > 1 if the comparison holds, else 0.
-    if    (if c a b) is a when c != 0, else b; only that branch is evaluated.
-
-Tokens are separated by whitespace (space, tab, \\n, \\r) or parentheses; any other character,
-including non-ASCII, is a parse error. A run of characters must be a whole token, so "(+x 1)" and
-"12x" are errors rather than guesses. A node is an int literal, the string 'x', or a tuple
-(op, child, ...).
-
+INT: non-negative decimal ("007" is 7); / and % as Python's // and % (a zero divisor is an error);
+^ power (no negative exponent); < = > give 1 or 0; `if` evaluates only the branch taken. "(+x 1)"
+and "12x" are errors, not guesses. A node is an int, 'x', or a tuple (op, child, ...).
 Deliberately left out: loops, recursion, variables other than x, negative literals, strings, floats.
 """
 
@@ -55,8 +42,7 @@ def _mod(a, b):
 def _pow(a, b):
     if b < 0:
         raise ProgramError("negative exponent")
-    # Decide before computing: with |a| >= 2, |a|**b >= 2**b, and 2**MAX_ABS.bit_length() > MAX_ABS,
-    # so larger exponents must overflow. Below that bound the result has under a thousand bits.
+    # decided before computing: |a| >= 2 and b >= MAX_ABS.bit_length() must overflow
     if abs(a) >= 2 and b >= MAX_ABS.bit_length():
         raise ProgramError("power too large")
     return a**b
@@ -172,17 +158,13 @@ def _attempt(fn, *args):
         return fn(*args)
     except ProgramError:
         return None
-    except Exception as exc:  # Last line of defence: an interpreter bug must cost one reward, not a
-        # training run. Warn so tests (which turn this warning into an error) and logs still see it.
+    except Exception as exc:  # an interpreter bug costs one reward, not a run; tests turn the warning into an error
         warnings.warn(f"lang internal error: {exc!r}", RuntimeWarning)
         return None
 
 
 def compiled(node):
-    """A tree that parse built -> a function of x with evaluate(node, x)'s values and faults, built
-    once per program: one closure call per node instead of evaluate's per-node guards, which a parsed
-    tree cannot trip (parse bounds its depth, and its nodes far below MAX_STEPS). The code task runs
-    each answer on 64 inputs, so the per-node guards were most of run()'s time."""
+    """A parsed tree -> a function of x with evaluate's results, without the guards (most of run()'s time) it cannot trip."""
     if type(node) is int:
         return lambda x: node
     if node == "x":

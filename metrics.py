@@ -1,11 +1,8 @@
 """Evaluation metrics for test-time search over sets of answers.
 
-Pure functions of numbers already in hand: pass@k and best@k (expected max of k draws), curves of
-them over k, and descriptions of a pool of reward vectors (diversity, Pareto fraction, best@k under
-held-out weightings). Nothing here samples or calls a model; search.py draws the candidates. Every
-estimator is exact (an expectation over all size-k subsets of the pool), not a Monte Carlo average,
-so tests can pin values to 1e-12. The exceptions are the seeded bootstrap intervals for the gap
-between two methods and for a rank correlation.
+Pure functions of numbers in hand (search.py draws the candidates): pass@k, best@k, descriptions of
+a pool of reward vectors. Every estimator is exact (an expectation over all size-k subsets), so tests
+can pin values to 1e-12; the exceptions are the seeded bootstrap intervals.
 Left out: significance tests and corrections for comparing many methods.
 """
 import math
@@ -41,8 +38,7 @@ def max_at_k(scores, k: int) -> float:
     n, k = len(s), operator.index(k)
     if not 1 <= k <= n:
         raise ValueError(f"need 1 <= k <= n, got n={n}, k={k}")
-    # The i-th smallest (1-based) is the max of a random k-subset with probability C(i-1, k-1) / C(n, k).
-    # Exact integers, divided once: int / int is correctly rounded, so each weight is exact to one ulp.
+    # the i-th smallest is the max of a k-subset with probability C(i-1, k-1) / C(n, k), exact to one ulp
     total = math.comb(n, k)
     w = np.zeros(n)
     num = 1  # C(k-1, k-1); walk C(j, k-1) up j by an exact integer recurrence
@@ -72,8 +68,7 @@ def reward_space_diversity(rewards) -> float:
     n = len(r)
     if n < 2:
         return 0.0
-    # Per sorted column, the gap x[g+1] - x[g] lies inside (g+1)(n-g-1) pairs: O(n log n) instead of an
-    # (n, n, D) tensor, and a sum of non-negative terms, so identical rows give exactly 0.
+    # per sorted column, a gap lies inside g(n-g) pairs: O(n log n), and identical rows give exactly 0
     gaps = np.diff(np.sort(r, axis=0), axis=0)
     g = np.arange(1, n)
     return float((g * (n - g)) @ gaps.sum(axis=1) / (n * (n - 1) / 2))
@@ -104,10 +99,8 @@ def scalarized_best_at_k(rewards, weights, ks) -> list[float]:
 
 
 def paired_bootstrap_interval(a, b, num_resamples=10_000, level=0.95, seed=0):
-    """(mean of a - b, low, high): a percentile bootstrap interval for the gap between two methods.
-    a and b are (seeds, problems) arrays of per-problem values on the SAME problems, paired (each
-    problem's difference is taken before resampling, so its difficulty cancels). Both sources of
-    noise are resampled: the seeds with replacement and, within each drawn seed, the problems."""
+    """(mean of a - b, low, high): a percentile bootstrap interval for the gap between two methods, from
+    paired (seeds, problems) arrays; the seeds and, within each drawn seed, the problems are resampled."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.ndim != 2 or a.shape != b.shape or a.size == 0:
         raise ValueError(f"a and b must be (seeds, problems) arrays of one shape, got {a.shape} and {b.shape}")
@@ -129,8 +122,7 @@ def paired_bootstrap_interval(a, b, num_resamples=10_000, level=0.95, seed=0):
 
 
 def rank_correlation(x, y) -> float:
-    """Spearman's rank correlation: Pearson's correlation of the ranks, tied values sharing their mean
-    rank. nan when either side is constant (no order to correlate)."""
+    """Spearman's rank correlation (ties share their mean rank); nan when either side is constant."""
     def ranks(v):
         v = np.asarray(v, dtype=float)
         r = np.empty(len(v))
@@ -145,8 +137,7 @@ def rank_correlation(x, y) -> float:
 
 
 def rank_correlation_interval(x, y, groups, num_resamples=2000, level=0.95, seed=0):
-    """(rho, low, high): rank_correlation(x, y) with a percentile bootstrap that draws the groups (the
-    methods) with replacement and, inside each drawn group, its points (its seeds) with replacement."""
+    """(rho, low, high): a bootstrap drawing the groups (methods), then each group's points (seeds)."""
     x, y, groups = np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(groups)
     members = [np.flatnonzero(groups == g) for g in np.unique(groups)]
     rng, stats = np.random.default_rng(seed), []

@@ -1,23 +1,16 @@
 """
-The policy: a byte-level tokenizer and a small GPT, with a plain `generate` and `score`.
-
-Read top to bottom: Tokenizer -> attention / MLP / Block -> GPTConfig and presets -> GPT
-(forward, generate, score) -> sampling and padding helpers. The model follows nanoGPT: pre-norm
-blocks, causal attention through torch's scaled_dot_product_attention, learned positions, and an
-lm_head tied to the token embedding.
+The policy: a byte-level tokenizer and a small GPT (nanoGPT's: pre-norm blocks, SDPA attention,
+learned positions, tied lm_head), with a plain `generate` and `score`.
 
 One thing differs from nanoGPT because RL needs it: a batch mixes prompts of different lengths, so
 prompts are LEFT-padded and every forward takes a padding mask; position ids count only real
 tokens, so padding never shifts a sequence.
 
-`GPT.generate` and `GPT.score` are written the plain way (every new token re-runs the whole
-sequence; every row runs its own prompt). They are the reference: engine.py has the fast versions
-that training and search use (a KV cache, each prompt run once for its G samples, finished rows
-dropped, length-bucketed scoring), and tests/test_engine.py holds those to these.
+`GPT.generate` and `GPT.score` are the plain reference (every new token re-runs the whole sequence);
+engine.py has the fast versions that training and search use, held to these by tests/test_engine.py.
 
-Deliberately left out: dropout at RL time (sampled log-probs must match the scoring forward),
-rotary embeddings, mixed-precision tricks (warmstart.py owns autocast), pretrained weights (nothing
-may come from a hub: every model here is trained from scratch on generated data).
+Deliberately left out: dropout at RL time (sampled log-probs must match the scoring forward), rotary
+embeddings, pretrained weights (every model here is trained from scratch on generated data).
 """
 
 import math
@@ -29,12 +22,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# ----------------------------------------------------------------------------------------------
-# Tokenizer: the 256 bytes are the ranks (no merges), plus the special tokens our formats need.
-# Built locally with tiktoken's Encoding so it works offline; named encodings are an option.
-# "numbers" adds one token for every two-digit string "00".."99" (runs of digits are cut into
-# pieces of at most two, as GPT-4's encoding cuts them into pieces of three): a number below 100 is
-# then one token, so "a number between 33 and 53" is one choice instead of a tens and a units digit.
+# ---- Tokenizer: the 256 bytes (no merges) and our special tokens, via tiktoken (works offline) ----
+# "numbers" adds one token per "00".."99": a number below 100 is one choice, not a tens and a units digit
 
 SPECIAL_TOKENS = ["<|bos|>", "<|answer|>", "<|sep|>", "<|eos|>"]  # bos, prompt->answer, answer->answer, end
 SURROGATES = re.compile("[\ud800-\udfff]")  # code points that are not characters: no UTF-8 bytes exist for them
@@ -42,18 +31,9 @@ SURROGATES = re.compile("[\ud800-\udfff]")  # code points that are not character
 
 class Tokenizer:
     """Text <-> token ids; `name`: bytes, numbers or a tiktoken encoding (needs a download).
-
-    What it promises:
-    - encode accepts any str. Valid Unicode round-trips exactly: decode(encode(text)) == text.
-    - A str that is not valid Unicode, i.e. one holding surrogate code points (U+D800..U+DFFF, alone
-      or as a UTF-16 pair, e.g. from bytes read with errors="surrogateescape"), has no UTF-8 bytes:
-      encode writes each surrogate as U+FFFD, the replacement character decode also writes, so
-      decode(encode(text)) == SURROGATES.sub("\ufffd", text). (tiktoken alone would join a pair into
-      the character it stands for in UTF-16 and replace only lone ones; one rule for all is simpler.)
-    - decode accepts any ids of the vocabulary and never raises: bytes that are not valid UTF-8 (a
-      policy can stop inside a multi-byte character) become U+FFFD, so its output is valid Unicode.
-    - Special tokens are written as text in our formats and are always one id each.
-    """
+    encode accepts any str: valid Unicode round-trips; surrogates (no UTF-8 bytes) become U+FFFD, so
+    decode(encode(text)) == SURROGATES.sub("\ufffd", text). decode never raises: invalid UTF-8 (a policy
+    can stop inside a character) becomes U+FFFD. Special tokens are always one id each."""
 
     def __init__(self, name: str = "bytes"):
         if name in ("bytes", "numbers"):
@@ -77,7 +57,7 @@ class Tokenizer:
         self.vocab_size = base + len(SPECIAL_TOKENS)
 
     def encode(self, text: str) -> list[int]:
-        if not text.isascii():  # the class docstring: surrogates (not valid Unicode) encode as U+FFFD
+        if not text.isascii():  # surrogates encode as U+FFFD (the class docstring)
             text = SURROGATES.sub("\ufffd", text)
         # special tokens are written as text in our formats, so they are always allowed
         return self.enc.encode(text, allowed_special="all")
@@ -102,8 +82,7 @@ class Tokenizer:
         return answers
 
 
-# ----------------------------------------------------------------------------------------------
-# The transformer
+# ---- The transformer -----------------------------------------------------------------------------
 
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg, layer):
@@ -162,8 +141,7 @@ class GPTConfig:
     bias: bool = False
 
 
-# Size presets: "cpu" is what the default experiment trains on a laptop in minutes. Larger is not
-# always better at the same settings (the code task's warm start: docs/RESULTS.md).
+# "cpu" trains on a laptop in minutes; larger is not always better (docs/RESULTS.md)
 PRESETS = {
     "nano": dict(n_layer=2, n_head=2, n_embd=48),
     "cpu": dict(n_layer=4, n_head=4, n_embd=128),
@@ -198,20 +176,17 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(self, idx, key_mask, positions, cache=None):
-        """idx (B, T) tokens, key_mask (B, T_total) True for real tokens, positions (B, T) -> logits (B, T, V)."""
+        """idx (B, T), key_mask (B, T_total) True for real tokens, positions (B, T) -> logits (B, T, V)."""
         return self.lm_head(self.hidden(idx, key_mask, positions, cache))
 
     def hidden(self, idx, key_mask, positions, cache=None, check=True):
-        """forward() without the lm_head: the final hidden states (B, T, C). With a cache (engine.py),
-        idx holds only the new tokens and key_mask covers the cached ones too. check=False skips the
-        length check, which needs the host (a step captured as a CUDA graph cannot wait for it)."""
+        """forward() without the lm_head (B, T, C). With a cache (engine.py) idx holds only the new
+        tokens; check=False skips the length check, which a CUDA graph cannot wait for."""
         if check and positions.max() >= self.cfg.block_size:
             raise ValueError(f"sequence of {int(positions.max()) + 1} tokens exceeds block_size={self.cfg.block_size}")
         B, T = idx.shape
         start = cache.length if cache is not None else 0
-        # which keys each query sees, built once here rather than in every layer: causal within the new
-        # block, everything before it, never a padded key; every query also sees itself, so a padding
-        # query is not fully masked (that gives NaN, which leaks through a zero attention weight into real rows)
+        # causal, never a padded key, always itself (a fully masked padding query's NaN leaks into real rows)
         query_pos = torch.arange(start, start + T, device=idx.device)[:, None]  # (T, 1)
         key_pos = torch.arange(start + T, device=idx.device)[None, :]  # (1, T_total)
         visible = ((key_pos <= query_pos) & key_mask[:, None, None, :start + T]) | (key_pos == query_pos)
@@ -228,12 +203,9 @@ class GPT(nn.Module):
     @torch.no_grad()
     def generate(self, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, temperature=1.0,
                  top_k=None, top_p=None, generator=None):
-        """Sample `num_samples` completions for each of P left-padded prompts (P, Tp).
-
-        Returns a dict of (P*num_samples, T) tensors: tokens (eos-padded after the end), mask (True on
-        sampled tokens including the eos), logprobs and entropy of the sampling distribution before
-        temperature/top-k/top-p (i.e. of the policy itself: RL uses them as the "old" policy).
-        The plain way (the module docstring); engine.generate samples the same tokens.
+        """Sample `num_samples` completions for each of P left-padded prompts (P, Tp), the plain way
+        -> dict of (P*num_samples, T): tokens (eos-padded), mask (True on sampled tokens, eos included),
+        logprobs and entropy of the policy itself, before temperature/top-k/top-p (RL's "old" policy).
         """
         idx = prompt.repeat_interleave(num_samples, 0)  # (B, Tp), B = P * num_samples
         key_mask = prompt_mask.repeat_interleave(num_samples, 0)
@@ -260,24 +232,18 @@ class GPT(nn.Module):
         return completion_dict(tokens, logprobs, entropy, eos_id)
 
     def score(self, prompt, prompt_mask, completion, completion_mask, check=True):
-        """Log-prob and entropy of each completion token given its prompt, in one batched forward.
-
-        prompt (B, Tp) left-padded, completion (B, Tc) right-padded, masks True on real tokens; check:
-        as in hidden().
-        Returns logprobs (B, Tc) and entropy (B, Tc); positions past completion_mask are garbage.
-        """
+        """Log-prob and entropy (B, Tc) of each completion token (right-padded, after its left-padded prompt),
+        in one forward; positions past completion_mask are garbage."""
         Tp = prompt.size(1)
         idx = torch.cat([prompt, completion], dim=1)  # (B, Tp + Tc)
         mask = torch.cat([prompt_mask, completion_mask], dim=1)
         positions = (mask.long().cumsum(1) - 1).clamp(min=0)
-        # the hidden state at position i predicts token i+1: the last prompt token predicts the first
-        # completion token, so the lm_head runs only where a completion token is predicted
+        # position i predicts token i+1: the lm_head runs only where a completion token is predicted
         h = self.hidden(idx[:, :-1], mask[:, :-1], positions[:, :-1], check=check)[:, Tp - 1:]  # (B, Tc, C)
         return token_logprobs(self.lm_head(h), completion)
 
 
-# ----------------------------------------------------------------------------------------------
-# Helpers shared with engine.py
+# ---- Helpers shared with engine.py ---------------------------------------------------------------
 
 def token_logprobs(logits, tokens):
     """logits (B, T, V), tokens (B, T) -> log-prob of each token (B, T) and the entropy (B, T)."""
@@ -286,8 +252,7 @@ def token_logprobs(logits, tokens):
 
 
 def completion_dict(tokens, logprobs, entropy, eos_id):
-    """Sampled (B, max_new) tensors -> generate's result, cut to the longest completion. A row's
-    completion runs up to and including its first eos."""
+    """Sampled (B, max_new) tensors -> generate's result, each row up to its first eos included."""
     ended = (tokens == eos_id).long()
     mask = (ended.cumsum(1) - ended) == 0  # (B, max_new)
     T = int(mask.sum(1).max())
@@ -297,9 +262,8 @@ def completion_dict(tokens, logprobs, entropy, eos_id):
 
 def sample_from_logits(logits, temperature=1.0, top_k=None, top_p=None, generator=None, uniform=None,
                        check_finite=True):
-    """(B, V) logits -> (B,) token ids. temperature 0 means greedy. `uniform` (B, 1) in [0, 1) are
-    the random numbers to use; by default they are drawn from `generator`. check_finite=False skips
-    the check that needs the host (engine.generate_static checks once, after its loop)."""
+    """(B, V) logits -> (B,) token ids; temperature 0 is greedy. `uniform` (B, 1): the random numbers
+    (default: drawn from `generator`); check_finite=False skips the check that needs the host."""
     if temperature == 0:
         return logits.argmax(-1)
     logits = logits / temperature
@@ -312,10 +276,8 @@ def sample_from_logits(logits, temperature=1.0, top_k=None, top_p=None, generato
         drop = cum - sorted_logits.softmax(-1) > top_p  # keep the smallest prefix reaching top_p
         sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
         logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
-    # inverse-CDF sampling: one random number per row where torch.multinomial draws one per
-    # vocabulary entry: far cheaper, and a caller can draw the numbers ahead (generate_static).
-    # Dividing by the last entry makes the CDF end at exactly 1 > u, and a zero-probability
-    # token repeats its predecessor's CDF value, so it can never be chosen.
+    # inverse-CDF sampling: one random number per row (multinomial draws one per vocabulary entry),
+    # drawable ahead; the CDF ends at exactly 1 > u, and a zero-probability token is never chosen
     cdf = logits.softmax(-1).cumsum(-1)
     if check_finite and not bool(torch.isfinite(cdf[:, -1]).all()):
         raise FloatingPointError("non-finite logits while sampling (nan or inf probabilities): the policy "
@@ -338,7 +300,6 @@ def pad_left(seqs, pad_id, device="cpu"):
 
 
 def pad_right(seqs, pad_id, device="cpu"):
-    """list of token lists -> (B, T) tensor right-padded with pad_id, and its mask: the reversed
-    sequences left-padded, flipped back."""
+    """list of token lists -> (B, T) tensor right-padded with pad_id, and its mask."""
     ids, mask = pad_left([s[::-1] for s in seqs], pad_id, device)
     return ids.flip(1), mask.flip(1)

@@ -1,31 +1,22 @@
 """
-The persona tasks, and what every task offers (the code task, in codetask.py, offers the same).
-
-Every answer gets a reward VECTOR in [0,1]^D; each task also fixes a scalarisation (the mean of the
-components) that GRPO trains on and best@k reports.
+The persona tasks, and what every task offers (codetask.py offers the same): a reward VECTOR in
+[0,1]^D per answer, and a fixed scalarisation (the mean) that GRPO trains on and best@k reports.
 
 PersonaTask: D personas each have a favourite letter, given in the prompt ("likes qxmz"). An answer
 is a word of at most L lowercase letters, and persona d scores it
     r_d = sqrt( (c_d + overlap * sum_{e != d} c_e) / L )
 where c_d counts the letters persona d likes. Letters are a shared budget, so no word pleases all.
-The square root (diminishing returns) bends the Pareto front outwards, so every mix of letter counts
-is the best answer for SOME weighting of the personas (with linear scores only the D pure words
-would matter, and one 3-answer set would cover most of them). `overlap` near 1 makes the personas
-nearly collinear: the control task (persona_collinear), on which VPO should not help.
+The square root bends the Pareto front outwards, so every mix of letter counts is the best answer
+for SOME weighting (with linear scores only the D pure words would matter). `overlap` near 1 makes
+the personas nearly collinear: the control task (persona_collinear), on which VPO should not help.
 
-Each task offers: problems(split, n, rng) for a train/held-out split (`heldout`: a fixed hash of
-the problem, so the split never changes), prompt(problem, parents, goal) (a goal-conditioned prompt
-ends with its weighting, written by `format_goal`), reward(problem, answer) -> (D,), scalarize(r)
-(the mean, or the weighted sum given by the task option `reward_weights`),
-demonstration(problem, m, rng) for the supervised warm start, answer_key() for deduplication and
-valid() for answers that can earn anything at all. Only the code task uses parents (programs shown
-with their scores), so the policy can serve as search.py's evolutionary mutation operator.
-
+Each task offers problems(split, n, rng) (a fixed hash split), prompt(problem, parents, goal),
+reward(problem, answer) -> (D,), scalarize(r), demonstration(problem, m, rng), answer_key() and
+valid(). Only the code task uses parents, so the policy can serve as search.py's mutation operator.
 Warm-start demonstrations are deliberately imperfect (noise letters, programs that ignore the
 examples): diverse, but not already on the Pareto front, or RL has nothing to show.
 
-Deliberately left out: natural-language tasks, learned reward models, partial credit inside a
-test case, anything loaded from disk.
+Deliberately left out: natural-language tasks, learned reward models, anything loaded from disk.
 """
 
 import random
@@ -42,8 +33,7 @@ def heldout(key: str, fraction: float) -> bool:
 
 
 def checked_weights(weights, dim):
-    """A task's `reward_weights` option -> None (the fixed scalarisation is the mean) or a list of D
-    non-negative floats summing to one; anything else is a ValueError naming what is wrong."""
+    """A task's `reward_weights` option -> None (the mean) or D non-negative floats summing to 1, else ValueError."""
     if weights is None or len(weights) == 0:
         return None
     w = [float(x) for x in weights]
@@ -57,8 +47,7 @@ def checked_weights(weights, dim):
 
 
 def weighted_sum(r, weights):
-    """Reward vectors (..., D), numpy or torch -> (...): the fixed scalarisation, the mean of the
-    components when `weights` is None (as it always was, bit for bit), else the weighted sum."""
+    """Reward vectors (..., D), numpy or torch -> (...): the mean when `weights` is None, else the weighted sum."""
     if weights is None:
         return r.mean(-1)
     return r @ (r.new_tensor(weights) if hasattr(r, "new_tensor") else np.asarray(weights, dtype=r.dtype))
@@ -110,9 +99,7 @@ class PersonaTask:
         return np.sqrt(np.clip(share, 0.0, 1.0)).astype(np.float32)
 
     def scalarize(self, r):
-        """Reward vectors (..., D), numpy or torch -> (...): the fixed scalarisation GRPO trains on and
-        best@k reports: the mean of the components, or the task option reward_weights' weighted sum.
-        Every caller goes through here."""
+        """The fixed scalarisation GRPO trains on and best@k reports (weighted_sum). Every caller goes through here."""
         return weighted_sum(r, self.reward_weights)
 
     def answer_key(self, answer):

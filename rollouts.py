@@ -1,18 +1,15 @@
 """
-Rollouts: the prompt and completion formats, sampling G rollouts per problem, and turning each
-rollout into reward vectors. Training (train.py), evaluation and search (search.py) all sample
-through `sample_rollouts`, so they see exactly the same formats.
+Rollouts: the prompt and completion formats, sampling G rollouts per problem, and their reward
+vectors. Training, evaluation and search all sample through `sample_rollouts`: the same formats.
 
 A prompt states how many answers it wants, `<|bos|>3|likes qxmz<|answer|>`, so one warm-start model
-serves the single-answer methods (m = 1) and the set methods (m > 1). A completion is the answers
-separated by <|sep|> and closed by <|eos|>: `a1<|sep|>a2<|sep|>a3<|eos|>`.
+serves m = 1 and m > 1. A completion: `a1<|sep|>a2<|sep|>a3<|eos|>`.
 
 Two scoring conventions, on purpose (`score_answers`):
-- training: a repeated answer inside a rollout scores zero, and so does a missing one. A repeat
-  adds nothing to a set's best-of-m, and Multi-RLVR's sum would otherwise pay the policy for
-  writing the same thing twice. This is part of the methods.
-- evaluation (as_written=True): every answer scores what it is worth, repeats included, as the VPO
-  authors' evaluation does; a zero row in a pool would inflate its diversity.
+- training: a repeated or missing answer scores zero: a repeat adds nothing to a set's best-of-m,
+  and Multi-RLVR's sum would otherwise pay the policy for writing the same thing twice.
+- evaluation (as_written=True): every answer scores what it is worth, as the VPO authors'
+  evaluation does; a zero row in a pool would inflate its diversity.
 
 Deliberately left out: chat templates, system prompts, stop strings other than <|eos|>.
 """
@@ -35,10 +32,9 @@ def rollout_text(answers):
 
 
 def score_answers(task, problem, answers, m, as_written=False, memo=None):
-    """The first m answers of a rollout -> (m, D) reward rows. A missing answer gets the zero row;
-    so does a repeat (by the task's answer_key) unless as_written. Answers past the m-th are ignored.
-    memo: a dict of this problem's rewards by answer text, shared by its rollouts (rewards are
-    deterministic, so an answer sampled twice is run once: a third of the code task's reward time)."""
+    """The first m answers of a rollout -> (m, D) reward rows: zero for a missing answer and, unless
+    as_written, a repeat (by answer_key). memo: this problem's rewards by answer text (deterministic:
+    an answer sampled twice runs once, a third of the code task's reward time)."""
     rows = np.zeros((m, task.dim), dtype=np.float32)
     memo = {} if memo is None else memo
     seen = set()
@@ -59,15 +55,12 @@ def max_completion_tokens(task, m):
 
 def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, device,
                     parents=None, goals=None, as_written=False):
-    """Sample `group_size` rollouts of m answers for each problem and score them (for training,
-    or as written for evaluation).
+    """Sample `group_size` rollouts of m answers per problem and score them (as_written: as evaluation).
 
-    parents: per problem, the parents of the code task's mutation prompt, (text, score) pairs worst to
-    best (or None); what the policy writes from them is read as task.child_program (an edit applied);
-    goals: per problem, a weighting written into the prompt (goal-conditioned GRPO), or None.
-    Returns a dict: the problems, prompt/completion tensors and masks (B = P * G rows, on `device`) for the
-    update, old_logprobs and entropy (B, T) from sampling, rewards (P, G, m, D) float32 on the CPU,
-    answers (P lists of G lists of m strings, "" where missing) and the token count.
+    parents: per problem, the code task's (text, score) parents worst to best, or None (answers are read
+    through task.child_program); goals: per problem, a weighting written into the prompt, or None.
+    -> dict: problems, prompt/completion tensors and masks (B = P * G rows, on `device`), old_logprobs and
+    entropy (B, T), rewards (P, G, m, D) on the CPU, answers (P x G x m strings, "" if missing), num_tokens.
     """
     prompts = [tok.encode(rollout_prompt(task, p, m, parents=parents[i] if parents else None,
                                          goal=goals[i] if goals is not None else None))

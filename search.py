@@ -1,26 +1,18 @@
 """
-Test-time search with a trained policy: best@k / pass@k evaluation and an evolutionary search that
-uses the policy as its mutation operator. Every setting of both is in config.EVALUATION, part of
-train.DEFAULTS.
+Test-time search with a trained policy: best@k / pass@k evaluation, and an evolutionary search that
+uses the policy as its mutation operator (settings: config.EVALUATION, part of train.DEFAULTS).
 
     python search.py --checkpoints out/code-grpo-s0/final.pt out/code-vpo-s0/final.pt --n 30
     python search.py --checkpoints out/warmstart/warmstart-code-*.pt --search   # and the searches
 
-1. `evaluate_checkpoint`: a pool of n candidate ANSWERS per held-out problem (a set method writes m
-   per rollout, so k always counts answers), every answer scored as written (a repeat scores what its
-   first copy scores, as the VPO authors' evaluation does; only training zeroes repeats), then per
-   k = 1, 2, 4, ..., n the metrics of metrics.py: best@k of the fixed scalarisation, best@k under
-   held-out weightings, pass@k; and the pool's diversity and share of wasted answers (repeats within
-   a rollout, invalid answers), the cost a set method pays.
-2. `run_searches`: the OpenEvolve loop in miniature (islands of scored programs; the policy, shown a
-   parent and an inspiration WITH their scores, writes the children; ring migration), one search per
-   problem, all in lockstep, with a budget of candidates evaluated, so every policy pays the same.
-   Next to it, the same-budget control, plain samples: search earns its keep only where it beats that.
-   A child is written whole or (the code task's `edits`) as an edit of its best parent, "2-5", which
-   task.child_program applies: a small model copies a program badly, and an edit leaves nothing to copy.
+1. `evaluate_checkpoint`: a pool of n ANSWERS per held-out problem (k counts answers), scored as
+   written, measured by metrics.py, with the share of wasted answers (repeats, invalid).
+2. `run_searches`: the OpenEvolve loop in miniature (islands; the policy, shown parents WITH their
+   scores, writes the children; ring migration), one search per problem, all on the same budget,
+   next to a same-budget control of plain samples: search earns its keep only where it beats that.
 
 Deliberately left out: MAP-Elites grids, LLM-written prompts, asynchronous evaluation, multi-line
-diffs (one edit changes one number), island resets, early stopping on stagnation.
+diffs, island resets, early stopping on stagnation.
 """
 
 import argparse
@@ -54,15 +46,12 @@ def k_grid(n):
     return ks + [n] if ks[-1] != n else ks
 
 
-# ----------------------------------------------------------------------------------------------
-# Pools of answers and the metrics over them
+# ---- Pools of answers and the metrics over them --------------------------------------------------
 
 def sample_pools(model, tok, task, problems, n, m, cfg, seed, device="cpu", goal_conditioned=False,
                  as_written=True, batch_problems=16):
-    """n answers per problem, written m per rollout and scored as written (as_written=False: as training
-    does, repeats zeroed) -> rewards (P, n, D), answers (P lists of n), wasted (P, n: a repeat within its
-    rollout, or invalid), tokens, entropy. goal_conditioned: each rollout's prompt carries its own
-    Dirichlet(1) weighting, drawn from the evaluation's seed, as the policy always saw in training."""
+    """n answers per problem, m per rollout, scored as written or as training does -> rewards (P, n, D),
+    answers, wasted (a repeat or invalid), tokens, entropy; goal_conditioned: a weighting per prompt."""
     if n % m:
         raise ValueError(f"pool size n={n} must be a multiple of m={m}")
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -119,8 +108,7 @@ def heldout_weights(dim, n, seed):
 
 def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=EVALUATION["heldout_weightings"], device="cpu",
                         m=None, task=None, as_written=True):
-    """A checkpoint's pools on `problems`, measured; m and task default to its own (a shared warm start
-    is scored on the task given)."""
+    """A checkpoint's pools on `problems`, measured; m and task default to its own."""
     model, tok, cfg, trained_m = model_from_checkpoint(path, device)
     task = task or make_task(cfg["task"], **cfg["task_options"])
     m = m or trained_m
@@ -137,8 +125,7 @@ def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=EVALUATIO
     return result, rewards, answers
 
 
-# ----------------------------------------------------------------------------------------------
-# Evolutionary search
+# ---- Evolutionary search -------------------------------------------------------------------------
 
 class Island:
     """Programs kept by one island: at most `capacity`, one per pass pattern (FunSearch's signature)."""
@@ -162,8 +149,7 @@ class Island:
         return self.programs[0] if self.programs else None
 
     def pick_parents(self, rng, explore):
-        """A parent (the best, or with probability `explore` any) and an inspiration (another program),
-        as the prompt shows them: (text, score) pairs, worst to best. [] while the island is empty."""
+        """A parent (the best, or with probability `explore` any) and an inspiration: (text, score), worst first."""
         if not self.programs:
             return []
         parent = self.programs[0] if rng.random() >= explore else rng.choice(self.programs)
@@ -173,8 +159,7 @@ class Island:
 
 
 def search_problems(task, split, n, min_plausible, seed, max_draws=100_000):
-    """The first n problems of `split` (drawn from `seed`) that leave at least `min_plausible` plausible
-    programs; a ValueError if `max_draws` problems hold fewer (the family may have none that large)."""
+    """The first n problems of `split` (from `seed`) with at least `min_plausible` plausible programs."""
     rng, out, drawn = random.Random(seed), [], 0
     while len(out) < n:
         if drawn >= max_draws:
@@ -187,8 +172,7 @@ def search_problems(task, split, n, min_plausible, seed, max_draws=100_000):
 
 
 def _sample(model, tok, task, problems, per_call, rollouts, cfg, settings, gen, device, parents=None):
-    """sample_rollouts at the search's temperature and top-p, every answer scored once, as written, in
-    as many calls as the memory cap asks -> rewards (P, rollouts, per_call, D) and answers."""
+    """sample_rollouts at the search's settings, memory-capped -> rewards (P, rollouts, per_call, D), answers."""
     cfg = dict(cfg, temperature=settings["evo_temperature"], top_p=settings["evo_top_p"], top_k=0)
     length = rollouts * (per_call * task.max_answer_tokens + 1 + 96)  # 96: room for a prompt with parents
     chunk = max(1, settings["evo_positions_per_call"] // length)
@@ -202,8 +186,7 @@ def _sample(model, tok, task, problems, per_call, rollouts, cfg, settings, gen, 
 
 
 def sampling_control(model, tok, task, problems, budget, per_call, cfg, settings, seed, device="cpu"):
-    """The same-budget control: `budget` answers per problem from plain task prompts, per_call a rollout
-    at the search's temperature -> per problem, the 1-based index of the first that passes, or None."""
+    """The same-budget control: `budget` plain samples per problem -> the index (1-based) of the first pass, or None."""
     rollouts = -(-budget // per_call)  # enough rollouts for `budget` answers; the surplus is not looked at
     rewards, _ = _sample(model, tok, task, problems, per_call, rollouts, cfg, settings,
                          torch.Generator(device=device).manual_seed(seed), device)
@@ -212,13 +195,8 @@ def sampling_control(model, tok, task, problems, budget, per_call, cfg, settings
 
 
 def evolve_many(model, tok, task, problems, cfg, settings, seed, children_per_call, device="cpu"):
-    """One evolutionary search per problem, all in lockstep -> per-problem runs: solved_at (candidates
-    spent at the first solution, or None), candidates, best, best_score, mutations.
-    A round gives every island of every unfinished search one call (parents from pick_parents; an
-    empty island gets the plain task prompt) for children_per_call children, each scored once; a child
-    consistent with the examples joins the island. Each time a search crosses a multiple of
-    `evo_migrate_every` candidates, every island receives its neighbour's best (a ring). A search stops
-    at its first solution or at `evo_budget` candidates, a round cut there, islands in order."""
+    """One evolutionary search per problem, in lockstep (islands, children_per_call children a call, ring
+    migration every `evo_migrate_every`) -> per problem: solved_at, candidates, best, best_score, mutations."""
     budget, num_islands, every = settings["evo_budget"], settings["evo_islands"], settings["evo_migrate_every"]
     if min(budget, num_islands, every, children_per_call) < 1:
         raise ValueError("evo_budget, evo_islands, evo_migrate_every and children_per_call must be >= 1")
@@ -261,10 +239,7 @@ def evolve_many(model, tok, task, problems, cfg, settings, seed, children_per_ca
 
 
 def run_searches(model, tok, task, problems, m, cfg, settings, seed, children_per_call, device="cpu"):
-    """One policy's evolutionary search per problem (evolve_many) and the same-budget sampling control.
-    m: the answers per rollout it was trained to write; children_per_call: 1 or m. A curve of the result
-    is the share solved after 1..budget candidates; mutations counts the children written from parents,
-    the invalid ones and those better than their best parent."""
+    """evolve_many and the same-budget sampling control for one policy; children_per_call: 1 or its m."""
     if children_per_call not in (1, m):
         raise ValueError(f"children_per_call must be 1 or the policy's m={m}, got {children_per_call}")
     t0 = time.time()
@@ -295,7 +270,7 @@ def solved_curve(results, budget):
 
 
 def print_pools(rows):
-    """A table per metric, a row per checkpoint; pass@k only where some answer passed every component."""
+    """A table per metric, a row per checkpoint; pass@k only where some answer passed."""
     ks = rows[0][1]["ks"]
     print(f"{'checkpoint':40s} " + " ".join(f"best@{k:<3d}" for k in ks) + "  diversity  distinct  wasted")
     for path, r in rows:
@@ -312,9 +287,8 @@ def print_pools(rows):
 
 
 def report_run(run_dir, seed=12345):
-    """What `python train.py` shows at its end: the run's held-out best@k and w-best@k against its warm
-    start's (asked for the same m), on the console and in <run_dir>/run.png beside its training curves.
-    The problems and random numbers are the same in every run, so two runs' figures compare."""
+    """What `python train.py` shows at its end: held-out best@k and w-best@k against the warm start's,
+    printed and in <run_dir>/run.png (the same problems in every run, so figures compare)."""
     final = os.path.join(run_dir, "final.pt")
     _, _, cfg, m = model_from_checkpoint(final)
     task = make_task(cfg["task"], **cfg["task_options"])
@@ -330,8 +304,7 @@ def report_run(run_dir, seed=12345):
 
 
 def run_figure(path, cfg, logged, rows):
-    """One run's picture: its training reward and set score over steps (the held-out look as dots),
-    then best@k and w-best@k against k for the run and its warm start -> path."""
+    """One run's picture: its training curves, then best@k and w-best@k against its warm start's -> path."""
     steps = [r for r in logged if r.get("kind") == "train"]
     evals = [r for r in logged if r.get("kind") == "eval"]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))

@@ -4,27 +4,18 @@ Train a small GPT policy with GRPO, VPO or one of the baselines, on a vector-rew
     python train.py --config configs/persona.yaml --set algo=vpo seed=1
     python train.py                      # no --config: DEFAULTS alone (persona, VPO)
 
-Read top to bottom: the hyperparameters (each with a comment), the algorithm table, one RL step, the loop.
-
-A run starts from the supervised warm start (warmstart.py: cached, so GRPO and VPO runs of the same
-task and seed start from the SAME weights). Each RL step samples `prompts_per_step` training problems,
-G rollouts each, scores every answer with the task's reward vector, turns the rewards into one
-advantage per rollout (ADVANTAGES below) and takes `epochs_per_batch` clipped policy-gradient steps;
-with `parent_replay` > 0 (code) each also pulls the policy towards the warm start's demonstrations
-of the search's parent format, which RL's plain prompts would otherwise erase.
-
-The logged loss reads ~0 while its gradient is not zero (grpo.py says why): read reward, grad norm
-and clip fraction instead.
+Read top to bottom: the hyperparameters, the algorithm table, one RL step, the loop. A run starts
+from the supervised warm start (warmstart.py: GRPO and VPO runs of one task and seed start from the
+SAME weights). Each RL step samples `prompts_per_step` problems, G rollouts each, scores every answer
+with the task's reward vector, turns the rewards into one advantage per rollout (ADVANTAGES) and
+takes `epochs_per_batch` clipped policy-gradient steps. The logged loss reads ~0 (grpo.py says why).
 
 What we simplified, and why:
-- No value model, no GAE (group baselines need none).
-- Sampling and training share one model in one process; no separate inference server.
-- The "old" log-probs are those recorded while sampling (at temperature 1 without top-k/top-p
-  they are exactly the policy's); with other sampling settings the ratio is off-policy by design.
+- No value model, no GAE (group baselines need none); one model in one process, no inference server.
+- The "old" log-probs are those recorded while sampling (exactly the policy's at temperature 1
+  without top-k/top-p; otherwise the ratio is off-policy by design).
 - Problems are generated each step from a seeded RNG rather than read from a dataset.
-Machinery a student can skip, one call each here: config.py (settings), warmstart.py (the warm start,
-replay's loss, autocast), checkpoint.py (saving, resuming, logging, the guarded optimizer step),
-distributed.py (the process, torchrun), engine.py (the fast sampler and scorer); DAPO in baselines.py.
+Machinery a student can skip: config.py, warmstart.py, checkpoint.py, distributed.py, engine.py.
 """
 
 import os
@@ -53,8 +44,7 @@ from model import GPT, Tokenizer
 from rollouts import max_completion_tokens, sample_rollouts
 from warmstart import autocast, padded_demos, replay_loss, warm_start
 
-# ----------------------------------------------------------------------------------------------
-# Hyperparameters: every run's, unless its configs/<task>.yaml or --set key=value changes one (never adds).
+# ---- Hyperparameters: every run's, unless its configs/<task>.yaml or --set key=value changes one (never adds).
 DEFAULTS = dict(
     # what to train
     task="persona",            # persona | persona_collinear | code
@@ -119,11 +109,9 @@ DEFAULTS = dict(
 DEFAULTS.update(EVALUATION)
 EVAL_KEYS = tuple(EVALUATION)
 
-# ----------------------------------------------------------------------------------------------
-# Algorithms: name -> (advantage, whether its rollouts hold a SET of m answers). An advantage gets
-# the batch's reward vectors r (P, G, m, D), their fixed scalarisation s (P, G, m), the group
-# weightings w (P, N, D) and the config, and returns one advantage per rollout (P, G).
-# To try a new idea, write the function (in its own file, like baselines.py) and add a line here.
+# ---- Algorithms: name -> (advantage, whether its rollouts hold a SET of m answers) ----------------
+# An advantage: reward vectors r (P, G, m, D), their fixed scalarisation s (P, G, m), the weightings
+# w (P, N, D), cfg -> (P, G). A new idea: write the function (like baselines.py), add a line here.
 ADVANTAGES = {
     "grpo": (lambda r, s, w, cfg: grpo.grpo_advantages(s[:, :, 0], scale=cfg["scale_rewards"]), False),
     "vpo": (lambda r, s, w, cfg: vpo.vpo_advantages(r, w, scale=cfg["scale_rewards"]), True),
@@ -155,8 +143,7 @@ def resolve_config(path=None, overrides=(), base=None):
     return config.resolve(DEFAULTS, ADVANTAGES, path, overrides, base)
 
 
-# ----------------------------------------------------------------------------------------------
-# One RL step
+# ---- One RL step ---------------------------------------------------------------------------------
 
 @dataclass
 class Run:
@@ -224,8 +211,7 @@ def sample_round(run):
 
 
 def policy_update(run, batch, adv, entropy_coef=0.0):
-    """`epochs_per_batch` steps of the clipped policy loss (grpo.policy_loss), with the KL, the entropy bonus
-    (`entropy_coef`), Dr. GRPO's normaliser and the parent replay cfg asks for -> (loss, stats, grad norm)."""
+    """`epochs_per_batch` steps of grpo.policy_loss (with what cfg asks: KL, entropy, replay) -> (loss, stats, grad norm)."""
     cfg = run.cfg
     inputs = (batch["prompt"], batch["prompt_mask"], batch["completion"], batch["completion_mask"])
     with torch.no_grad():  # the warm start's log-probs, for the KL (no reference model: kl_coef = 0)
@@ -253,12 +239,10 @@ def policy_update(run, batch, adv, entropy_coef=0.0):
     return loss.item(), stats, grad_norm
 
 
-# ----------------------------------------------------------------------------------------------
-# The training loop
+# ---- The training loop ---------------------------------------------------------------------------
 
 def make_run(cfg, task, tok, model, device, rank=0, world=1):
-    """The policy's optimizer, its scorer (DDP-wrapped under torchrun), the frozen reference for the
-    KL, and the two random streams, seeded from cfg["seed"]. bench.py times exactly this."""
+    """The optimizer, scorer, frozen reference (for the KL) and random streams of a run; bench.py times this."""
     opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"],
                             betas=(0.9, 0.99), fused=device.startswith("cuda"))  # fused: one kernel on GPUs
     scorer = distributed.scorer(model, world, cfg["compile"])

@@ -1,23 +1,19 @@
 """
 VPO: Vector Policy Optimization's advantage, and the ablations that isolate its two ingredients.
 
-A VPO rollout holds a SET of M answers; every answer has a reward vector r in [0,1]^D. For each
-prompt group we draw N random weightings w ~ Dirichlet(alpha), shared by the group, and score a
-rollout by how well its best answer does under a random trade-off:
+A VPO rollout holds a SET of M answers, each with a reward vector r in [0,1]^D. Each prompt group
+draws N weightings w ~ Dirichlet(alpha) and scores a rollout by its best answer under each:
 
     R_g = (1/N) sum_n max_m  w_n . r_gm          (a Monte-Carlo estimate of E_w[best-of-M])
 
-then z-normalise R within the group exactly as GRPO does (grpo.grpo_advantages). A set scores high
-only if its answers cover different trade-offs: a second copy of the same answer adds nothing.
-Sampling, the loss and the optimizer are GRPO's; only this score changes.
+then z-normalises R within the group as GRPO does. A set scores high only if its answers cover
+different trade-offs: a second copy of an answer adds nothing. All else is GRPO's.
 
-Ablations (the paper's): Multi-RLVR keeps the M-answer format but scores the set by the sum of its
-answers' fixed scalar rewards (no random weights); random-weight GRPO keeps one answer but scores
-it by w.r with one w per group (no sets).
+Ablations (the paper's): Multi-RLVR scores the M-answer set by the sum of its fixed scalar rewards
+(no random weights); random-weight GRPO scores one answer by w.r, one w per group (no sets).
 
 Deliberately left out: per-answer credit assignment and leave-one-out baselines (the method has
-none; see docs/EXERCISES.md for a leave-one-out variant), learned or adaptive weight
-distributions, non-linear scalarisations.
+none; docs/EXERCISES.md has a variant), learned weight distributions, non-linear scalarisations.
 """
 
 import numpy as np
@@ -30,12 +26,11 @@ WEIGHT_SAMPLERS = ("dirichlet", "sobol")  # the names sample_weights knows; conf
 
 
 def sample_weights(num_groups, num_weights, dim, alpha=1.0, sampler="dirichlet", generator=None):
-    """(P, N, D) weightings on the simplex, N per prompt group.
+    """(P, N, D) weightings on the simplex, N per prompt group; `generator` makes the draw reproducible.
 
     sampler "dirichlet": i.i.d. Dirichlet(alpha * 1_D). sampler "sobol": scrambled Sobol points in
-    [0,1]^(D-1) turned into simplex points by sorted-uniform spacings, which is uniform on the
-    simplex (alpha = 1 only) and covers it more evenly than i.i.d. draws, so R_g is less noisy.
-    `generator` (a torch.Generator) makes the draw reproducible.
+    [0,1]^(D-1) turned into simplex points by sorted-uniform spacings, which is uniform on the simplex
+    (alpha = 1 only) and covers it more evenly than i.i.d. draws, so R_g is less noisy.
     """
     if alpha <= 0:
         raise ValueError(f"alpha must be > 0, got {alpha}")

@@ -1,19 +1,8 @@
 """
-The supervised warm start: the policy every RL run of a task and seed starts from.
-A student can skip this file on first reading: train.py calls `warm_start` and gets a model.
-
-It trains on demonstrations in every format RL and search show the policy (one answer "1|", m
-answers "3|", on the code task parents to edit), with cross-entropy on the completion tokens; the
-first `sft_single_first` of the steps show the single-answer format alone. The weights are cached
-under a hash of everything that shapes them, so GRPO and VPO runs of the same task and seed start
-from the SAME weights. train.py's `parent_replay` reuses the demonstrations and the loss during RL
-(replay_loss).
-Read top to bottom: helpers both phases use, demonstrations, one step, the same step captured as a
-CUDA graph (CapturedSFT: on a GPU, where a small model's step is bound by kernel launches), the cache
-key, `warm_start`.
-
-Deliberately left out: pretrained weights (all is trained from scratch on generated data), packing
-several demonstrations into a row, a validation loss (each RL run evaluates its start at step 0).
+The supervised warm start, every RL run's start: cross-entropy on demonstrations in every format RL
+and search use (one answer "1|", m answers "3|", parents to edit), cached under a hash of what shapes
+it, so GRPO and VPO runs of one task and seed start from the SAME weights. A student can skip this
+file. Deliberately left out: pretrained weights, packing, a validation loss (RL evaluates step 0).
 """
 
 import ast
@@ -48,8 +37,7 @@ def autocast(cfg, device):
 
 
 def sft_optimizer(model, cfg, capturable=False):
-    """The warm start's AdamW (its learning rate is set at every step); bench.py times exactly this.
-    capturable: for a CUDA graph, which reads the learning rate from a tensor on the GPU."""
+    """The warm start's AdamW (lr set every step); capturable: for a CUDA graph (lr a GPU tensor)."""
     if capturable:
         lr = torch.tensor(cfg["sft_lr"], device=next(model.parameters()).device)
         return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, capturable=True)
@@ -66,9 +54,7 @@ def set_lr(opt, lr):
 
 
 def padded_demos(task, tok, cfg, rng, device, single_only=False, parents_only=False):
-    """sft_batch demonstrations in one format: single answer (1|) or m answers (m|), with or without
-    parents (parents_only: always with); one format per batch keeps padding (wasted compute) small.
-    -> padded (prompt, prompt mask, completion, completion mask)."""
+    """sft_batch demonstrations in one format (less padding) -> padded prompt, mask, completion, mask."""
     m = 1 if single_only or rng.random() < 0.5 else cfg["answers_per_rollout"]
     with_parents = parents_only or (not single_only and hasattr(task, "demo_parents")
                                     and rng.random() < cfg["sft_parent_fraction"])
@@ -89,10 +75,8 @@ def demo_nll(logp, completion_mask):
 
 
 def replay_loss(model, demos, cfg, device):
-    """The warm start's cross-entropy on `demos`' completion tokens, under the current policy: RL's
-    parent replay. Why: RL trains on plain prompts only (as the paper does), and a model this small
-    forgets what no RL prompt asks for (docs/RESULTS.md: children written from parents went invalid).
-    Through the unwrapped model: under torchrun its gradient adds to the DDP forward's in the same backward."""
+    """The warm start's loss on `demos` under the policy: RL's parent replay (RL's plain prompts make a
+    small model forget the parent format: docs/RESULTS.md). Unwrapped: its gradient adds to DDP's."""
     prompt, prompt_mask, completion, completion_mask = demos
     with autocast(cfg, device):
         logp, _ = engine.score(model, prompt, prompt_mask, completion, completion_mask, share_prompt=False)
@@ -100,8 +84,7 @@ def replay_loss(model, demos, cfg, device):
 
 
 def sft_step(model, opt, task, tok, cfg, rng, device, single_only=False, graph=None):
-    """One supervised step on a fresh batch of demonstrations -> (loss, completion tokens).
-    graph: a CapturedSFT, which runs the update as one CUDA graph when the batch fits its shapes."""
+    """One supervised step on fresh demonstrations -> (loss, tokens); graph: a CapturedSFT, used when it fits."""
     if graph is not None:
         p, pm, c, cm = padded_demos(task, tok, cfg, rng, "cpu", single_only)
         if graph.fits(p, c):
@@ -120,19 +103,13 @@ def sft_step(model, opt, task, tok, cfg, rng, device, single_only=False, graph=N
 
 
 class CapturedSFT:
-    """sft_step's update (forward, backward, clipping, AdamW) recorded once as a CUDA graph and
-    replayed: one launch instead of a few hundred, which bound the step of these small models on a
-    GPU. A graph has fixed shapes, so every batch is copied into buffers of one shape (prompts
-    left-padded to `prompt_len`, completions right-padded to `completion_len`): the same loss and
-    gradients as sft_step's up to float rounding (tests/test_warmstart.py), not bit for bit. The first
-    `warmup` updates run eagerly on a side stream (lazy initialisations must not land in the graph),
-    the next is recorded. capture=False, or a model off CUDA, runs the same fixed-shape update eagerly
-    (the CPU tests)."""
+    """sft_step's update as one CUDA graph replay (one launch, not hundreds), on fixed-shape buffers: the
+    same loss up to float rounding. `warmup` eager updates first; off CUDA it runs eagerly."""
 
     def __init__(self, model, opt, batch, prompt_len, completion_len, pad_id, capture=True, warmup=2):
         device = next(model.parameters()).device
         self.model, self.opt, self.pad_id, self.warmup = model, opt, pad_id, warmup
-        self.capture = capture and device.type == "cuda"  # elsewhere the same update runs eagerly
+        self.capture = capture and device.type == "cuda"
         self.prompt = torch.full((batch, prompt_len), pad_id, dtype=torch.long, device=device)
         self.prompt_mask = torch.zeros(batch, prompt_len, dtype=torch.bool, device=device)
         self.completion = torch.full((batch, completion_len), pad_id, dtype=torch.long, device=device)
@@ -162,7 +139,7 @@ class CapturedSFT:
             host = torch.full(buf.shape, self.pad_id if buf.dtype == torch.long else 0, dtype=buf.dtype)
             width = src.size(1)  # prompts stay left-padded, completions right-padded
             (host[:, host.size(1) - width:] if left else host[:, :width]).copy_(src)
-            # pinned, so the copy does not wait for the GPU: the host makes the next batch meanwhile
+            # pinned: the copy does not wait for the GPU
             buf.copy_(host.pin_memory() if buf.is_cuda else host, non_blocking=buf.is_cuda)
         self.updates += 1
         if not self.capture:
@@ -180,8 +157,7 @@ WARMSTART_VERSION = 1  # change it when warm_start trains differently, so no sta
 
 
 def code_without_prose(source):
-    """Python source -> its syntax tree as text, without comments and docstrings: what the code does,
-    so that rewording a docstring of a task's file does not retrain (and orphan) every cached warm start."""
+    """Python source -> its syntax tree without docstrings: rewording prose retrains no warm start."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
@@ -192,9 +168,7 @@ def code_without_prose(source):
 
 
 def warmstart_path(cfg):
-    """Where the warm start of cfg is cached: named by a hash of what shapes it, its settings and the
-    code that makes its data (the file that defines the task, by content, not by name, without comments
-    and docstrings; rollouts.py's formats), not this file's or train.py's text: editing prose retrains nothing."""
+    """The cache path: a hash of the settings and of the data's code (the task's file, the formats)."""
     shaping = {k: cfg[k] for k in ("task", "task_options", "seed", "model", "block_size", "tokenizer",
                                    "sft_steps", "sft_batch", "sft_lr", "sft_parent_fraction", "sft_single_first",
                                    "answers_per_rollout", "dtype")}
@@ -207,16 +181,14 @@ def warmstart_path(cfg):
 
 
 def use_graph(cfg, device):
-    """Capture the warm start's update as a CUDA graph: on CUDA with cuda_graph on, in float32 (bf16
-    autocast keeps a cache that a graph must not)."""
+    """CUDA-graph the warm start: on CUDA with cuda_graph, in float32 (bf16 autocast keeps a cache)."""
     return engine.captures(cfg, device) and cfg["dtype"] == "float32"
 
 
 def warm_start(cfg, task, tok, device, log):
     """The warm-start model: loaded from warmstart_from or the cache, else trained and cached."""
     path = cfg["warmstart_from"] or warmstart_path(cfg)
-    # the initial weights come from the seed alone, not from whatever this process drew before (a
-    # worker of the headline runs several jobs in turn)
+    # the initial weights come from the seed alone, not from what this process drew before
     torch.manual_seed(cfg["seed"])
     model = build_model(cfg, tok, device)
     if cfg["warmstart_from"] or os.path.exists(path):  # a missing warmstart_from fails loudly here
@@ -235,8 +207,7 @@ def warm_start(cfg, task, tok, device, log):
     t0, tokens = time.time(), 0
     for step in range(cfg["sft_steps"]):
         set_lr(opt, cfg["sft_lr"] * min(1.0, (step + 1) / 50) * 0.5 * (1 + math.cos(math.pi * step / cfg["sft_steps"])))
-        # a curriculum: the copy-from-the-prompt skill forms on the plain 1-answer format and then
-        # transfers (mixing all formats from step 1, it barely formed: docs/RESULTS.md)
+        # a curriculum: copying from the prompt forms on the 1-answer format, then transfers (docs/RESULTS.md)
         single_only = step < cfg["sft_single_first"] * cfg["sft_steps"]
         loss, n = sft_step(model, opt, task, tok, cfg, rng, device, single_only, graph)
         tokens += n

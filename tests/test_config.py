@@ -1,12 +1,19 @@
-"""train.py's configuration: unknown keys, wrong types and out-of-range values fail with one line."""
+"""config.py (through train.py's resolve_config): unknown keys, wrong types and out-of-range values fail
+with one line, in-process and end to end (train.py's command line: exit 2, one line on stderr, nothing
+in out_dir modified), and make_task refuses what it does not know."""
 
 import subprocess
 import sys
 
 import pytest
+import torch
 
 import config
-from train import ADVANTAGES, DEFAULTS, ConfigError, resolve_config
+import train as trainer
+from config import make_task
+from tiny_runs import RUN, TINY, cli, popen, snapshot, tiny
+from tiny_runs import config as run_config
+from train import ADVANTAGES, DEFAULTS, ConfigError, resolve_config, train
 
 
 def test_defaults_are_valid():
@@ -120,3 +127,80 @@ def test_a_weight_sampler_is_named_in_one_place():
     assert "\"dirichlet\"" not in inspect.getsource(config)  # no second list of names
     with pytest.raises(ConfigError, match="weight_sampler must be one of dirichlet, sobol"):
         resolve_config(overrides=["weight_sampler=vertices"])
+
+
+def test_make_task_rejects_unknown():
+    with pytest.raises(ValueError):
+        make_task("chess")
+    with pytest.raises(TypeError):
+        make_task("persona", colour=3)
+    with pytest.raises(TypeError):  # the earlier (if (< x t) a b) family is gone (commit b5f2386 has it)
+        make_task("code", family="easy")
+
+
+def test_parent_replay_needs_the_code_task(tmp_path):
+    with pytest.raises(ConfigError, match="parent_replay > 0 needs the code task"):
+        tiny(tmp_path, "parent_replay=0.1")
+
+
+# ----------------------------------------------------------------------------------------------
+# End to end: exit 2, one line on stderr, nothing in out_dir modified (`runs` and `baseline`: conftest.py)
+
+BAD = [  # (out_dir under runs, extra overrides, prepare the dir, expected text in the one error line)
+    ("fresh", ["group_size=two"], None, "config key 'group_size' must be int"),
+    ("fresh", ["lr=-0.001"], None, "lr must be > 0"),
+    ("fresh", ["group_size=1"], None, "group_size must be >= 2"),
+    ("fresh", ["answers_per_rollout=0"], None, "answers_per_rollout (m) must be >= 1"),
+    ("fresh", ["alpha=0"], None, "alpha must be > 0"),
+    ("fresh", ["alpha=-2"], None, "alpha must be > 0"),
+    ("fresh", ["task_options={noise: 0.5, colour: 3}"], None, "task_options for task 'persona'"),
+]
+
+
+@pytest.mark.parametrize("where, overrides, prepare, message", BAD, ids=[b[3][:40] for b in BAD])
+def test_bad_configuration_one_line_exit_2(runs, baseline, capsys, where, overrides, prepare, message):
+    out = runs / where
+    if prepare:
+        prepare(str(out / "ckpt.pt"))
+    before = snapshot(runs)
+    with pytest.raises(SystemExit) as exit_:
+        trainer.main(["--config", TINY, "--set", f"out_dir={out}", f"warmstart_dir={baseline['ws']}", *RUN,
+                      *overrides])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and message in err, err
+    assert snapshot(runs) == before
+
+
+def test_unknown_key_in_config_file(tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text("task: persona\nlrr: 0.1\n")
+    with pytest.raises(SystemExit) as exit_:
+        trainer.main(["--config", str(path), "--set", f"out_dir={tmp_path}/run"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("error: unknown config key 'lrr'"), err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_unavailable_device_writes_nothing(tmp_path):
+    with pytest.raises(ConfigError, match="CUDA is not available"):
+        train(run_config(tmp_path / "run", tmp_path / "ws", "device=cuda"))
+    assert not (tmp_path / "run").exists()
+
+
+def test_bad_configuration_subprocess(runs, baseline):
+    """The real command line, two at once (each start costs seconds of CPU): a range error on a
+    fresh out_dir, and a resume of an unfinished run with a changed config."""
+    cases = [(runs / "fresh", ["answers_per_rollout=0"], "error: answers_per_rollout (m) must be >= 1, got 0"),
+             (runs / "unfinished", ["resume=true", "group_size=8"],
+              "config differs from the saved run in ['group_size']")]
+    before = snapshot(runs)
+    procs = [popen(cli(out, baseline["ws"], *overrides)) for out, overrides, _ in cases]
+    for proc, (out, _, message) in zip(procs, cases):
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 2, err
+        assert len(err.splitlines()) == 1 and err.startswith("error: ") and message in err, err
+    assert snapshot(runs) == before
+    assert not (runs / "fresh").exists()

@@ -1,8 +1,11 @@
 """Reproducibility across processes: the same config and seed, trained in two fresh Python processes,
 writes the same bytes.
 
-test_robustness.py compares runs made inside one pytest process (they share imports, caches and
-whatever global state a module keeps). Here each run is its own `python train.py`, as the
+The first test runs two processes. The tests after it compare runs made inside one pytest process (they
+share imports, caches and whatever global state a module keeps): the same seed gives the same
+metrics.jsonl with a fresh or a cached warm start, and a run killed anywhere (a real SIGKILL, or a
+simulated one at an exact point) and resumed ends byte for byte where the uninterrupted run did. In the
+first test each run is its own `python train.py`, as the
 experiment's worker processes and a rerun weeks later are, and the two processes differ in what must
 not matter: their hash seed (the iteration order of sets and dicts of strings), the thread count
 the environment asks for (a run sets its own, `threads`), and the folder they run in. Each trains
@@ -15,10 +18,18 @@ committed persona seed-1 files were made at c6e43db, and c6e43db on another CPU 
 start. A byte-for-byte comparison with a stored file would fail on another machine.
 """
 
+import gc
 import os
 import re
 import subprocess
 import sys
+
+import pytest
+
+import checkpoint
+from checkpoint import load_checkpoint
+from tiny_runs import Killed, cli, config, popen, read, same_weights, sigkill_when, weights
+from train import ConfigError, train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "configs", "tiny.yaml")
@@ -69,3 +80,89 @@ def test_two_processes_write_the_same_bytes_and_another_seed_does_not(tmp_path):
     # the comparison can fail: another seed changes what the run learns and logs
     assert third["run/metrics.jsonl"] != first["run/metrics.jsonl"]
     assert third["run/samples.jsonl"] != first["run/samples.jsonl"]
+
+
+# ----------------------------------------------------------------------------------------------
+# In one process: kills and resumes, then the same seed with a cached warm start (`baseline`: conftest.py)
+
+def test_sigkill_mid_run_and_during_warm_start_then_resume(baseline, tmp_path):
+    """Two real SIGKILLs: a run with the warm start cached, killed once ckpt.pt exists (step 3) and
+    step 4 is logged; and a run with a fresh cache, killed during its warm start."""
+    mid, ws = tmp_path / "mid", baseline["ws"]
+    warm, fresh_ws = tmp_path / "warm", tmp_path / "ws"
+    sigkill_when({
+        popen(cli(mid, ws)): lambda: (mid / "ckpt.pt").exists()
+        and b'"kind": "train", "step": 4,' in read(mid / "metrics.jsonl"),
+        popen(cli(warm, fresh_ws)): lambda: (warm / "log.txt").exists() and b"warm start 1/" in read(warm / "log.txt"),
+    })
+    # mid-run: the resume drops what was logged after ckpt.pt and ends exactly where the baseline did
+    assert not (mid / "final.pt").exists(), "the run finished before it could be killed"
+    train(config(mid, ws, "resume=true"))  # in-process: the same code, without another interpreter start
+    assert read(mid / "metrics.jsonl") == baseline["metrics"]
+    assert same_weights(weights(mid / "final.pt"), baseline["final"])
+    # during the warm start: nothing half-trained was cached, and with no checkpoint yet the resume
+    # starts the run again. steps may change on resume; 4 keeps this short, and a fresh warm start
+    # + 4 steps must log exactly the baseline's first lines (through eval @ 4)
+    assert not [f for f in os.listdir(fresh_ws) if f.endswith(".pt")]
+    assert not (warm / "metrics.jsonl").exists()
+    train(config(warm, fresh_ws, "resume=true", "steps=4"))
+    text = read(warm / "metrics.jsonl")
+    assert text.count(b"\n") == 7 and baseline["metrics"].startswith(text)
+    assert same_weights(weights(next(fresh_ws.glob("*.pt"))), weights(next(baseline["ws"].glob("*.pt"))))
+
+
+def _kill_at(point):
+    """An atomic_save replacement that dies at one point, as a SIGKILL there would."""
+    real, calls = checkpoint.atomic_save, []
+
+    def save(obj, path):
+        calls.append(path)
+        if point == "before the first checkpoint" and len(calls) == 1:
+            raise Killed
+        if point == "mid-write of the second checkpoint" and len(calls) == 2:
+            with open(f"{path}.{os.getpid()}.tmp", "wb") as f:  # a torn temporary file stays behind
+                f.write(b"PK\x03\x04 half a checkpoint")
+            raise Killed
+        if point == "before final.pt" and path.endswith("final.pt"):
+            raise Killed
+        real(obj, path)
+    return save
+
+
+def test_simulated_kills_at_exact_points_resume_exactly(baseline, tmp_path, monkeypatch):
+    """One run killed three times where a SIGKILL is hard to aim, resumed after each kill."""
+    out = tmp_path / "run"
+    cfg = config(out, baseline["ws"])
+    for point, ckpt_step in [("before the first checkpoint", None), ("mid-write of the second checkpoint", 3),
+                             ("before final.pt", 12)]:
+        with monkeypatch.context() as patch:
+            patch.setattr(checkpoint, "atomic_save", _kill_at(point))
+            try:
+                train({**cfg, "resume": point != "before the first checkpoint"})
+                pytest.fail(f"the run was not killed {point}")
+            except Killed:
+                pass
+        gc.collect()  # close the killed run's files, as process exit would
+        assert not (out / "final.pt").exists()
+        if ckpt_step is None:
+            assert not (out / "ckpt.pt").exists()
+            with pytest.raises(ConfigError, match="holds an unfinished run"):
+                train(cfg)  # a plain rerun must not silently clobber it
+        else:
+            assert load_checkpoint(str(out / "ckpt.pt"))["step"] == ckpt_step
+    train({**cfg, "resume": True, "out_dir": f"{out}/./"})  # the same directory, spelled differently
+    assert read(out / "metrics.jsonl") == baseline["metrics"]
+    assert same_weights(weights(out / "final.pt"), baseline["final"])
+
+
+def test_same_seed_same_metrics_fresh_and_cached_warm_start(baseline, tmp_path):
+    """The baseline trained its warm start; this rerun loads it from the cache. (A second fresh warm
+    start is compared with the baseline in test_sigkill_mid_run_and_during_warm_start_then_resume.)"""
+    assert "warm start: loaded cached" not in open(os.path.join(baseline["out"], "log.txt")).read()
+    cached = train(config(tmp_path / "cached", baseline["ws"]))
+    assert "warm start: loaded cached" in open(os.path.join(cached, "log.txt")).read()
+    text = read(os.path.join(cached, "metrics.jsonl"))
+    assert text == baseline["metrics"]
+    assert b'"step_s"' not in text and b'"sample_s"' not in text  # wall-clock lives in timing.jsonl
+    assert same_weights(weights(os.path.join(cached, "final.pt")), baseline["final"])
+    assert read(os.path.join(cached, "timing.jsonl")) != read(os.path.join(baseline["out"], "timing.jsonl"))

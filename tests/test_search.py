@@ -254,26 +254,26 @@ def test_run_searches_reports_search_and_control_side_by_side(monkeypatch):
 
 
 def test_the_evaluation_settings_have_one_home(monkeypatch):
-    """config.EVALUATION (train.EVALUATION) is the one place a value is written: the functions' and the command line's
-    defaults follow train.DEFAULTS (a default written out as a number, even at today's value, would not),
-    and --set reaches them, checked as every config key is."""
+    """config.EVALUATION (merged into train.DEFAULTS) is the one place a value is written: search.py's
+    function and command-line defaults follow it (a default written out as a number, even at today's
+    value, would not), and the run folder leaves exactly these keys out."""
     import argparse
     import importlib
+    import inspect
+    import config
     import search
     import train
     from checkpoint import EVAL_KEYS
-    assert train.EVAL_KEYS == EVAL_KEYS and set(EVAL_KEYS) <= set(train.DEFAULTS)  # the run folder leaves these out
+    assert train.EVAL_KEYS == EVAL_KEYS == tuple(config.EVALUATION) and set(EVAL_KEYS) <= set(train.DEFAULTS)
     assert SETTINGS["evo_budget"] == 200 and SETTINGS["evo_problems"] == 64 and SETTINGS["pool_n"] == 30
     assert SETTINGS["evo_temperature"] == 0.7 and SETTINGS["evo_top_p"] == 0.95
-    assert not any(isinstance(getattr(search, name), dict) and "pool_n" in getattr(search, name)
-                   for name in dir(search) if name.isupper() and name != "DEFAULTS")  # no second table
-    monkeypatch.setitem(train.DEFAULTS, "pool_n", 1030)
-    monkeypatch.setitem(train.DEFAULTS, "pool_problems", 1040)
-    monkeypatch.setitem(train.DEFAULTS, "evo_children_per_call", 1001)
-    monkeypatch.setitem(train.DEFAULTS, "heldout_weightings", 1064)
+    assert not any(isinstance(value, dict) and "pool_n" in value and value is not config.EVALUATION
+                   for value in vars(search).values())  # no second table
+    for key, value in (("pool_n", 1030), ("pool_problems", 1040), ("evo_children_per_call", 1001),
+                       ("heldout_weightings", 1064)):
+        monkeypatch.setitem(config.EVALUATION, key, value)
     edited = importlib.reload(search)
     try:
-        import inspect
         assert inspect.signature(edited.evaluate_checkpoint).parameters["num_heldout_weights"].default == 1064
 
         class Parsed(Exception):

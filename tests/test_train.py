@@ -1,4 +1,6 @@
-"""A tiny end-to-end run of every algorithm on CPU: warm start, RL steps, logs and checkpoints."""
+"""train.py: a tiny end-to-end run of every algorithm on CPU (warm start, RL steps, logs and checkpoints),
+its sampling and update rules, and every algorithm's advantage and RL step on batches without signal:
+finite, zero where no rollout scores differently."""
 
 import json
 import os
@@ -10,16 +12,16 @@ import numpy as np
 import pytest
 import torch
 
+import engine
+import rollouts
+import train as trainer
+import vpo
 import warmstart
 from checkpoint import model_from_checkpoint
-from train import ADVANTAGES, ConfigError, resolve_config, train
-
-TINY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs", "tiny.yaml")
-
-
-def tiny(tmp_path, *overrides):
-    return resolve_config(TINY, [f"out_dir={tmp_path}/run", f"warmstart_dir={tmp_path}/ws", "quiet=true",
-                                 *overrides])
+from config import make_task
+from model import Tokenizer
+from tiny_runs import TINY, all_finite, same_weights, tiny
+from train import ADVANTAGES, resolve_config, train
 
 
 @pytest.mark.parametrize("algo", sorted(ADVANTAGES))
@@ -70,138 +72,6 @@ def test_kl_and_several_epochs(tmp_path):
     out = train(tiny(tmp_path, "kl_coef=0.01", "epochs_per_batch=2", "lr=0.01"))
     lines = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl")) if '"train"' in line]
     assert any(r["kl"] > 0 for r in lines)  # the policy moved away from the frozen warm start
-
-
-def test_warm_start_is_shared_between_algorithms(tmp_path):
-    train(tiny(tmp_path, "algo=grpo", f"out_dir={tmp_path}/a"))
-    train(tiny(tmp_path, "algo=vpo", f"out_dir={tmp_path}/b"))
-    assert len(os.listdir(tmp_path / "ws")) == 1
-    log = open(tmp_path / "b" / "log.txt").read()
-    assert "warm start: loaded cached" in log
-
-
-def test_warm_start_depends_on_its_seed_not_on_the_process_history(tmp_path):
-    """A worker of the headline experiment runs several jobs in turn: whatever it drew before must
-    not change the warm start it trains (it once did: the initial weights came from the global RNG)."""
-    from model import Tokenizer
-    from config import make_task
-    from warmstart import warm_start
-    tok, task = Tokenizer(), make_task("persona")
-
-    def weights(seed, name, history):
-        torch.manual_seed(history)  # what earlier jobs in the same process left behind
-        cfg = tiny(tmp_path, "sft_steps=3", f"seed={seed}", f"warmstart_dir={tmp_path}/{name}")
-        model, _ = warm_start(cfg, task, tok, "cpu", lambda msg: None)
-        return torch.cat([p.detach().flatten() for p in model.parameters()])
-
-    assert torch.equal(weights(0, "a", history=1), weights(0, "b", history=2))
-    assert not torch.equal(weights(0, "c", history=1), weights(1, "d", history=1))
-
-
-def test_finished_run_is_not_overwritten(tmp_path):
-    train(tiny(tmp_path))
-    with pytest.raises(ConfigError, match="already holds a finished run"):
-        train(tiny(tmp_path))
-    train(tiny(tmp_path, "overwrite=true"))
-
-
-def test_missing_checkpoint_is_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="checkpoint not found"):
-        model_from_checkpoint(str(tmp_path / "nope.pt"))
-    bad = tmp_path / "bad.pt"
-    bad.write_bytes(b"not a checkpoint")
-    with pytest.raises(RuntimeError, match="unreadable or corrupt"):
-        model_from_checkpoint(str(bad))
-
-
-def test_single_answer_curriculum_batches():
-    """The warm start's first phase shows only the plain 1-answer format; later phases mix in m."""
-    import random
-    from model import Tokenizer
-    from config import make_task
-    from warmstart import padded_demos
-    tok, task = Tokenizer(), make_task("code")
-    cfg = resolve_config(overrides=["task=code", "sft_parent_fraction=1.0"])
-    rng = random.Random(0)
-
-    def prompts(n, **kwargs):  # the prompts of one batch of n demonstrations, as text
-        p, pm, _, _ = padded_demos(task, tok, dict(cfg, sft_batch=n), rng, "cpu", **kwargs)
-        return [tok.decode(row[mask].tolist()) for row, mask in zip(p, pm)]
-    for _ in range(20):
-        assert all(t.startswith("<|bos|>1|") and " from " not in t for t in prompts(4, single_only=True))
-    mixed = [prompts(1)[0] for _ in range(40)]
-    assert any(t.startswith("<|bos|>3|") for t in mixed) and all(" from " in t for t in mixed)
-
-
-class RunsCode:
-    """Pickles as a call to os.system: what a malicious checkpoint would carry."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return os.system, (f"touch {self.marker}",)
-
-
-def test_a_checkpoint_that_would_run_code_is_refused_and_runs_nothing(tmp_path):
-    marker = tmp_path / "ran"
-    path = tmp_path / "shared.pt"
-    torch.save({"model": {"w": torch.zeros(2)}, "model_config": {}, "config": {}, "payload": RunsCode(marker)}, path)
-    with pytest.raises(RuntimeError) as err:
-        model_from_checkpoint(str(path))
-    assert "nothing of it was run" in str(err.value) and "system" in str(err.value)
-    assert len(str(err.value).splitlines()) == 1
-    assert not marker.exists()
-    # the command line says the same in one line (search.py loads checkpoints a classmate shared)
-    result = subprocess.run([sys.executable, "search.py", "--checkpoints", str(path)], capture_output=True, text=True,
-                            cwd=os.path.dirname(TINY) + "/..")
-    assert result.returncode != 0 and "nothing of it was run" in result.stderr and not marker.exists()
-
-
-def test_logging_draws_nothing_from_the_training_stream(tmp_path, monkeypatch):
-    """Removing a metric must not change the run: step_metrics may not touch the training generator."""
-    import checkpoint
-    out = train(tiny(tmp_path, "algo=grpo", f"out_dir={tmp_path}/a"))
-    real = checkpoint.step_metrics
-
-    def step_metrics(run, *args):
-        state = run.generator.get_state()
-        metrics = real(run, *args)
-        assert torch.equal(state, run.generator.get_state())
-        return metrics
-    monkeypatch.setattr(checkpoint, "step_metrics", step_metrics)
-    again = train(tiny(tmp_path, "algo=grpo", f"out_dir={tmp_path}/b"))
-    assert open(os.path.join(out, "metrics.jsonl")).read() == open(os.path.join(again, "metrics.jsonl")).read()
-
-
-def test_warm_start_key_follows_settings_and_task_code_not_trainer_text(tmp_path):
-    """Editing a comment in warmstart.py or train.py must not retrain the warm start; editing the task's
-    data code must."""
-    root = os.path.dirname(TINY) + "/.."
-    for name in os.listdir(root):
-        if name.endswith(".py"):
-            with open(os.path.join(root, name)) as src, open(tmp_path / name, "w") as dst:
-                dst.write(src.read())
-
-    def key(*overrides):
-        code = f"import train, warmstart; print(warmstart.warmstart_path(train.resolve_config(overrides={list(overrides)!r})))"
-        return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    before = key()
-    assert key("sft_steps=7") != before and key("seed=1") != before and key("lr=0.5") == before  # lr is RL's
-    for name in ("warmstart.py", "train.py"):  # e.g. a comment in warm_start
-        with open(tmp_path / name, "a") as f:
-            f.write("\n# a comment about warm_start\n")
-    assert key() == before
-    with open(tmp_path / "rewards.py") as f:  # rewording rewards.py's docstrings and comments neither
-        source = f.read()
-    with open(tmp_path / "rewards.py", "w") as f:
-        f.write(source.replace('"""A problem is a hidden program', '"""A problem: a hidden program', 1)
-                .replace("\nimport itertools\n", "\n# reworded\nimport itertools\n", 1))
-    assert key() == before
-    with open(tmp_path / "rewards.py", "a") as f:
-        f.write("\nEXTRA = 1\n")
-    assert key() != before
 
 
 @pytest.mark.parametrize("flags", [["scale_rewards=none"], ["scale_rewards=batch"], ["clip_high=0.28", "epochs_per_batch=2"], ["entropy_coef=0.05"],
@@ -351,11 +221,6 @@ def test_parent_replay_adds_the_warm_starts_loss_on_parent_prompts(tmp_path):
     assert any(float(g.abs().sum()) > 0 for g in grads)
 
 
-def test_parent_replay_needs_the_code_task(tmp_path):
-    with pytest.raises(ConfigError, match="parent_replay > 0 needs the code task"):
-        tiny(tmp_path, "parent_replay=0.1")
-
-
 def test_format_coef_adds_the_format_advantage_to_the_algorithms(tmp_path, monkeypatch):
     """With format_coef the update trains on the algorithm's advantage plus format_coef times the
     format advantage: flat (no change) when every answer scores, and added as is otherwise."""
@@ -410,3 +275,67 @@ def test_one_run_explains_itself(tmp_path, capsys):
     assert os.path.exists(tmp_path / "run" / "run.png")
     assert out.strip().splitlines()[-1].startswith("done in ") and "warm start and this evaluation included" in out
     assert "the warm start included" in open(tmp_path / "run" / "log.txt").read()
+
+
+# ----------------------------------------------------------------------------------------------
+# Numerics: no NaN or inf reaches the weights
+
+def _advantage_fns():
+    for name, entry in trainer.ADVANTAGES.items():
+        yield name, entry[0] if isinstance(entry, tuple) else entry
+
+
+@pytest.mark.parametrize("case", ["all zero", "all equal", "some groups equal", "one answer nonzero"])
+def test_advantages_are_finite_and_zero_for_zero_variance_groups(case):
+    P, G, M, D = 3, 4, 3, 4
+    rewards = torch.zeros(P, G, M, D)
+    if case == "all equal":
+        rewards[:] = 0.5
+    elif case == "some groups equal":
+        rewards[0] = 0.7
+        rewards[1] = torch.rand(G, M, D, generator=torch.Generator().manual_seed(0))
+    elif case == "one answer nonzero":
+        rewards[0, 0, 0] = 1.0
+    weights_ = vpo.sample_weights(P, 16, D, generator=torch.Generator().manual_seed(0))
+    flat = {"all zero": (0, 1, 2), "all equal": (0, 1, 2), "some groups equal": (0, 2),
+            "one answer nonzero": (1, 2)}[case]  # groups whose rollouts all score the same
+    for name, fn in _advantage_fns():
+        adv = fn(rewards, rewards.mean(-1), weights_, resolve_config())
+        assert adv.shape == (P, G) and torch.isfinite(adv).all(), name
+        assert adv[list(flat)].abs().max() < 1e-6, (name, case, adv)
+
+
+def _empty_generate(real):
+    def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, **kwargs):
+        out = real(model, prompt, prompt_mask, num_samples, 1, eos_id, **kwargs)
+        out["tokens"][:] = eos_id  # every completion is just <|eos|>: one empty answer
+        return out
+    return generate
+
+
+@pytest.mark.parametrize("task_name, mode", [("persona", "empty answers"), ("persona", "constant rewards"),
+                                             ("persona", "random policy"), ("code", "random policy")])
+def test_rl_step_keeps_weights_finite(monkeypatch, task_name, mode):
+    """Every algorithm, on batches whose groups carry no signal (or, from a random policy, little)."""
+    for algo, _ in _advantage_fns():
+        cfg = resolve_config(TINY, ["quiet=true", f"algo={algo}", f"task={task_name}"])
+        task, tok = make_task(task_name), Tokenizer()
+        torch.manual_seed(0)
+        model = warmstart.build_model(cfg, tok, "cpu")
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"],
+                                betas=(0.9, 0.99))
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        with monkeypatch.context() as patch:
+            if mode == "empty answers":
+                patch.setattr(engine, "generate", _empty_generate(engine.generate))
+            elif mode == "constant rewards":
+                patch.setattr(rollouts, "score_answers", lambda task, problem, answers, m, as_written=False, memo=None:
+                              np.full((m, task.dim), 0.5, dtype=np.float32))
+            run = trainer.Run(cfg, task, tok, model, opt, trainer.distributed.Scorer(model),
+                              rng=random.Random(0), generator=torch.Generator().manual_seed(0))
+            metrics, batch = trainer.rl_step(run)
+        json.dumps(metrics, allow_nan=False)  # raises on NaN or inf
+        assert all_finite(model.state_dict()), algo
+        if mode != "random policy":  # no signal: zero advantages, zero gradient, weights unchanged
+            assert metrics["zero_std_groups"] == 1.0 and metrics["grad_norm"] == 0.0, (algo, metrics)
+            assert same_weights(model.state_dict(), before), algo

@@ -1,15 +1,23 @@
 """The warm start's update captured as a CUDA graph (warmstart.CapturedSFT), checked where it can be on
 the CPU: the fixed-shape update it records computes what sft_step computes, a batch too long for its
-buffers runs eagerly, and only CUDA in float32 captures. tools/gpu_check.py checks the capture itself."""
+buffers runs eagerly, and only CUDA in float32 captures. tools/gpu_check.py checks the capture itself.
+Then the warm start's cache (shared between algorithms, keyed by its settings and the task's code, never
+holding a diverged model) and its curriculum."""
 
 import copy
+import os
 import random
+import subprocess
+import sys
 
 import pytest
 import torch
 
 import train
+import train as trainer
 import warmstart
+from tiny_runs import RUN, TINY, tiny
+from train import resolve_config
 from config import make_task
 from model import Tokenizer
 from rollouts import max_completion_tokens
@@ -83,3 +91,89 @@ def test_only_cuda_in_float32_with_cuda_graph_on_captures():
     assert not warmstart.use_graph({**cfg, "cuda_graph": False}, "cuda")
     assert not warmstart.use_graph({**cfg, "dtype": "bfloat16"}, "cuda")
     assert not warmstart.use_graph({k: v for k, v in cfg.items() if k != "cuda_graph"}, "cuda")
+
+
+def test_warm_start_is_shared_between_algorithms(tmp_path):
+    trainer.train(tiny(tmp_path, "algo=grpo", f"out_dir={tmp_path}/a"))
+    trainer.train(tiny(tmp_path, "algo=vpo", f"out_dir={tmp_path}/b"))
+    assert len(os.listdir(tmp_path / "ws")) == 1
+    log = open(tmp_path / "b" / "log.txt").read()
+    assert "warm start: loaded cached" in log
+
+
+def test_warm_start_depends_on_its_seed_not_on_the_process_history(tmp_path):
+    """A worker of the headline experiment runs several jobs in turn: whatever it drew before must
+    not change the warm start it trains (it once did: the initial weights came from the global RNG)."""
+    from model import Tokenizer
+    from config import make_task
+    from warmstart import warm_start
+    tok, task = Tokenizer(), make_task("persona")
+
+    def weights(seed, name, history):
+        torch.manual_seed(history)  # what earlier jobs in the same process left behind
+        cfg = tiny(tmp_path, "sft_steps=3", f"seed={seed}", f"warmstart_dir={tmp_path}/{name}")
+        model, _ = warm_start(cfg, task, tok, "cpu", lambda msg: None)
+        return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    assert torch.equal(weights(0, "a", history=1), weights(0, "b", history=2))
+    assert not torch.equal(weights(0, "c", history=1), weights(1, "d", history=1))
+
+
+def test_warm_start_key_follows_settings_and_task_code_not_trainer_text(tmp_path):
+    """Editing a comment in warmstart.py or train.py must not retrain the warm start; editing the task's
+    data code must."""
+    root = os.path.dirname(TINY) + "/.."
+    for name in os.listdir(root):
+        if name.endswith(".py"):
+            with open(os.path.join(root, name)) as src, open(tmp_path / name, "w") as dst:
+                dst.write(src.read())
+
+    def key(*overrides):
+        code = f"import train, warmstart; print(warmstart.warmstart_path(train.resolve_config(overrides={list(overrides)!r})))"
+        return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    before = key()
+    assert key("sft_steps=7") != before and key("seed=1") != before and key("lr=0.5") == before  # lr is RL's
+    for name in ("warmstart.py", "train.py"):  # e.g. a comment in warm_start
+        with open(tmp_path / name, "a") as f:
+            f.write("\n# a comment about warm_start\n")
+    assert key() == before
+    with open(tmp_path / "rewards.py") as f:  # rewording rewards.py's docstrings and comments neither
+        source = f.read()
+    with open(tmp_path / "rewards.py", "w") as f:
+        f.write(source.replace('"""A problem is a hidden program', '"""A problem: a hidden program', 1)
+                .replace("\nimport itertools\n", "\n# reworded\nimport itertools\n", 1))
+    assert key() == before
+    with open(tmp_path / "rewards.py", "a") as f:
+        f.write("\nEXTRA = 1\n")
+    assert key() != before
+
+
+def test_single_answer_curriculum_batches():
+    """The warm start's first phase shows only the plain 1-answer format; later phases mix in m."""
+    import random
+    from model import Tokenizer
+    from config import make_task
+    from warmstart import padded_demos
+    tok, task = Tokenizer(), make_task("code")
+    cfg = resolve_config(overrides=["task=code", "sft_parent_fraction=1.0"])
+    rng = random.Random(0)
+
+    def prompts(n, **kwargs):  # the prompts of one batch of n demonstrations, as text
+        p, pm, _, _ = padded_demos(task, tok, dict(cfg, sft_batch=n), rng, "cpu", **kwargs)
+        return [tok.decode(row[mask].tolist()) for row, mask in zip(p, pm)]
+    for _ in range(20):
+        assert all(t.startswith("<|bos|>1|") and " from " not in t for t in prompts(4, single_only=True))
+    mixed = [prompts(1)[0] for _ in range(40)]
+    assert any(t.startswith("<|bos|>3|") for t in mixed) and all(" from " in t for t in mixed)
+
+
+def test_diverged_warm_start_is_not_cached(tmp_path, capsys):
+    ws = tmp_path / "ws"
+    with pytest.raises(SystemExit) as exit_:
+        trainer.main(["--config", TINY, "--set", f"out_dir={tmp_path}/run", f"warmstart_dir={ws}", *RUN,
+                      "sft_lr=1e30", "sft_steps=5"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "warm start diverged" in err, err
+    assert not [f for f in os.listdir(ws) if f.endswith(".pt")]

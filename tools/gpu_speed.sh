@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The speed measurements that need a GPU, in one script, so one short loan suffices:
-#   1. the default experiment, `python train.py`, end to end: wall time and every job's time (its log);
+#   1. the default experiment, `python lab/experiment.py`, end to end: wall time and every job's time (its log);
 #      on CUDA the runner trains on the GPU with several workers sharing it (workers.default_workers);
 #   2. tools/bench.py --device cuda at the code VPO shape, float32 as the experiment trains, with and
 #      without the captured decode step (cuda_graph), each alone on the GPU: against the runs' own step
@@ -47,7 +47,7 @@ if [ "$RUN" = 1 ]; then
     run_s=$(( $(left) - BENCH_RESERVE_S ))
     echo "default run: up to ${run_s}s" > "$OUT/default_run.log"
     t0=$(date +%s)
-    timeout -s INT -k 15 "$run_s" setsid $PY train.py $RUN_ARGS >> "$OUT/default_run.log" 2>&1
+    timeout -s INT -k 15 "$run_s" setsid $PY lab/experiment.py $RUN_ARGS >> "$OUT/default_run.log" 2>&1
     rc=$?
     echo "exit ${rc} after $(( $(date +%s) - t0 ))s wall (124: cut at the budget)" >> "$OUT/default_run.log"
     pkill -f "experiment.py" 2>/dev/null; pkill -f "multiprocessing.spawn" 2>/dev/null; sleep 2

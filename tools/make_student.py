@@ -8,16 +8,16 @@ Signatures and docstrings stay, so the student knows what to write; the tests st
     python tools/make_student.py --list                           # names and grading commands
 
 The exercises are described in docs/EXERCISES.md. EXERCISES below is the one place that says
-which functions each exercise blanks and which tests grade it; tests/test_student.py imports it
-and checks that each exercise's `-k` expression selects exactly the tests that fail once its
-functions are blanked, and that nothing else in the tree changes.
+which functions each exercise blanks and which tests grade it; tests/test_tools_make_student.py
+imports it and checks that each exercise's `-k` expression selects exactly the tests that fail once
+its functions are blanked, and that nothing else in the tree changes.
 
 How: Python's `ast` module parses OUR source files (never model output) only to find line numbers;
 the lines of a body are then replaced as text, so every other byte of the file stays identical.
 A target is "file.py:function", "file.py:Class.method", or "file.py:function[if CONDITION]" for
 one branch of a function (CONDITION written as ast.unparse prints it). A target inside a body that
-is already blanked is skipped. The instructor files (this script, tests/test_student.py) are not
-copied: the student tree is not a git checkout and would not need them.
+is already blanked is skipped. The instructor files (this script, tests/test_tools_make_student.py)
+are not copied: the student tree is not a git checkout and would not need them.
 """
 
 import argparse
@@ -33,13 +33,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #   pytest <tests> -k "<k>"
 # which selects exactly the tests that fail when only this exercise is blanked.
 EXERCISES = {
-    "grpo": dict(blank=["grpo.py:grpo_advantages"], tests=["tests/test_advantages.py"],
-                 k="test_grpo or test_vpo or test_set_score_hand"),
-    "vpo": dict(blank=["vpo.py:set_scores", "vpo.py:vpo_advantages"], tests=["tests/test_advantages.py"],
-                k="set_score or test_vpo or duplicates_do_not_change_vpo"),
-    "weights": dict(blank=["vpo.py:sample_weights"], tests=["tests/test_advantages.py"],
-                    k="sample_weights or test_vpo or duplicates_do_not_change_vpo or sobol or dirichlet_alpha"),
-    "sobol": dict(blank=["vpo.py:sample_weights[if sampler == 'sobol']"], tests=["tests/test_advantages.py"],
+    "grpo": dict(blank=["grpo.py:grpo_advantages"], tests=["tests/test_grpo.py", "tests/test_vpo.py"],
+                 k="test_grpo_ or test_vpo_ or test_set_score_hand or format_term_weighs"),
+    "vpo": dict(blank=["vpo.py:set_scores", "vpo.py:vpo_advantages"], tests=["tests/test_vpo.py"],
+                k="set_score or test_vpo_ or duplicates_do_not_change_vpo"),
+    "weights": dict(blank=["vpo.py:sample_weights"], tests=["tests/test_grpo.py", "tests/test_vpo.py"],
+                    k="sample_weights or test_vpo_ or duplicates_do_not_change_vpo or sobol or dirichlet_alpha"
+                      " or entropy_bonus_is_scaled"),
+    "sobol": dict(blank=["vpo.py:sample_weights[if sampler == 'sobol']"], tests=["tests/test_vpo.py"],
                   k="sobol or sample_weights_rejects"),
     "at_k": dict(blank=["metrics.py:pass_at_k", "metrics.py:max_at_k"],
                  tests=["tests/test_metrics.py", "tests/test_search.py"],
@@ -47,10 +48,9 @@ EXERCISES = {
     "pool": dict(blank=["metrics.py:reward_space_diversity", "metrics.py:pareto_fraction"],
                  tests=["tests/test_metrics.py", "tests/test_search.py"],
                  k="reward_space_diversity or pareto_fraction or pool_metrics"),
-    "loo": dict(blank=["vpo.py:leave_one_out_advantages"], tests=["tests/test_advantages.py"],
-                k="leave_one_out"),
+    "loo": dict(blank=["vpo.py:leave_one_out_advantages"], tests=["tests/test_vpo.py"], k="leave_one_out"),
 }
-INSTRUCTOR_ONLY = ("tools/make_student.py", "tests/test_student.py")
+INSTRUCTOR_ONLY = ("tools/make_student.py", "tests/test_tools_make_student.py")
 
 
 def grading_command(name):

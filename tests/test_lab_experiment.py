@@ -1,5 +1,7 @@
-"""experiment.py: where each setting of a headline run comes from, which earlier runs it reuses or
-resumes, and that Ctrl-C keeps what was done and the same command continues."""
+"""lab/experiment.py: where each setting of a headline run comes from, which earlier runs it reuses or
+resumes, that Ctrl-C keeps what was done and the same command continues, and --against: a new method
+trained and evaluated alone, on a committed board's problems and settings (tests/fixtures/board/, see
+test_lab_stored.py), and ranked among the board's methods."""
 import json
 import os
 import signal
@@ -8,39 +10,13 @@ import sys
 import time
 
 import pytest
-import yaml
 
 from lab import experiment
 import search
-from lab import stored
 import train
 from config import read_yaml
-from lab.stored import run_status
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _saved_run(folder, cfg, final=True):
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "config.yaml"), "w") as f:
-        yaml.safe_dump(cfg, f)
-    if final:
-        open(os.path.join(folder, "final.pt"), "wb").close()
-
-
-def test_run_status_reuses_only_identical_finished_runs(tmp_path):
-    run = str(tmp_path / "run")
-    cfg = train.resolve_config(overrides=[f"out_dir={run}", f"warmstart_from={tmp_path}/a/warmstart-persona-abc.pt"])
-    assert run_status(cfg) == "empty"
-    _saved_run(run, cfg, final=False)
-    assert run_status(cfg) == "unfinished"  # the experiment resumes it
-    _saved_run(run, cfg)
-    assert run_status(cfg) == "finished"
-    # the same run copied elsewhere with its warm start (same cache key in the file name)
-    moved = dict(cfg, warmstart_from=f"{tmp_path}/b/warmstart-persona-abc.pt", threads=2)
-    assert run_status(moved) == "finished"
-    assert run_status(dict(cfg, warmstart_from=f"{tmp_path}/a/warmstart-persona-xyz.pt")) == "other"
-    assert run_status(dict(cfg, lr=cfg["lr"] * 2)) == "other"
 
 
 # Each headline method: its algorithm, the keys it sets and whether it needs the code task, written out
@@ -176,27 +152,72 @@ def test_quick_mode_trains_max_at_k_with_k_below_the_group_size():
     assert 1 <= cfg["max_k"] < cfg["group_size"]
 
 
-def test_a_key_added_to_defaults_later_at_its_default_reuses_earlier_runs(tmp_path):
-    """A run (and its evaluation) made before a DEFAULTS key existed ran with that key's default: the same
-    command reuses it instead of refusing its folder; at another value it is another run."""
-    run = str(tmp_path / "run")
-    cfg = train.resolve_config(overrides=[f"out_dir={run}"])
-    older = {k: v for k, v in cfg.items() if k != "parent_replay"}
-    _saved_run(run, older)
-    assert run_status(cfg) == "finished"
-    assert run_status(dict(cfg, parent_replay=0.5)) == "other"
-    older_key = stored.result_key(older, train.EVALUATION, ("pool_n",))
-    assert stored.same_key(older_key, stored.result_key(cfg, train.EVALUATION, ("pool_n",)))
-    assert not stored.same_key(older_key, stored.result_key(dict(cfg, parent_replay=0.5), train.EVALUATION,
-                                                            ("pool_n",)))
-    assert not stored.same_key(None, stored.result_key(cfg, train.EVALUATION, ("pool_n",)))
+# ----------------------------------------------------------------------------------------------
+# --against
+
+BOARD = os.path.join(ROOT, "tests", "fixtures", "board")
 
 
-def test_a_stored_key_holding_a_retired_setting_at_its_only_value_still_matches():
-    """evo_seeds (searches per problem) was removed at 1, the only value it took: committed search
-    results keep it in their keys and are still reused; at any other value they are not."""
-    cfg = train.resolve_config()
-    key = stored.result_key(cfg, train.EVALUATION, ("evo_budget",))
-    retired = dict(key, settings={**key["settings"], "evo_seeds": 1})
-    assert "evo_seeds" not in train.EVALUATION and stored.same_key(retired, key)
-    assert not stored.same_key(dict(key, settings={**key["settings"], "evo_seeds": 2}), key)
+def test_the_new_method_is_ranked_among_the_board_on_its_problems(tmp_path, capsys):
+    out = str(tmp_path / "against")
+    experiment.main(["--quick", "--tasks", "persona", "code", "--algos", "vpo_loo", "--against", BOARD,
+                     "--set", f"out_dir={out}"])
+    # only the new method was trained and evaluated: the board's warm starts, optimum and screens are not redone
+    assert sorted(os.listdir(os.path.join(out, "results"))) == ["code-vpo_loo-s0.json", "persona-vpo_loo-s0.json"]
+    new = json.load(open(os.path.join(out, "results", "code-vpo_loo-s0.json")))
+    board = json.load(open(os.path.join(BOARD, "results", "code-grpo-s0.json")))
+    assert new["search"]["key"]["problems"] == board["search"]["key"]["problems"]  # the board's search problems
+    assert new["pools"]["problems"] == board["pools"]["problems"]
+    summary = open(os.path.join(out, "summary.md")).read()
+    assert f"## vpo_loo against the board in {BOARD}" in summary
+    row = next(line for line in summary.splitlines() if line.startswith("| persona: w-best@6 | vpo_loo |"))
+    assert " of 5 |" in row and row.count("[") == 3  # ranked among 5; intervals vs VPO, GRPO, the warm start
+    assert any(v in row for v in ("yes", "no", "within noise"))
+    assert "| grpo |" in summary and "| vpo_loo |" in summary  # the board's rows and the new one, in one table
+    assert "expected time about" in capsys.readouterr().out
+
+
+def test_the_command_refuses_a_mismatch_in_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        experiment.main(["--quick", "--tasks", "persona", "--algos", "vpo_loo", "--against", BOARD,
+                         "--set", f"out_dir={tmp_path}", "lr=0.123"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and "'lr' is 0.123 here" in err
+    assert not os.path.exists(tmp_path / "results")  # refused before anything ran
+
+
+def test_a_method_already_on_the_board_runs_as_its_own_row_on_the_tasks_asked(tmp_path, capsys):
+    """An edited vpo.py run as `vpo` against the board: its row "vpo (yours)" beside the board's vpo, with
+    paired intervals and verdicts against the board's VPO, GRPO and warm start; only persona is shown."""
+    out = str(tmp_path / "yours")
+    experiment.main(["--quick", "--tasks", "persona", "--algos", "vpo", "--against", BOARD, "--set", f"out_dir={out}"])
+    console = capsys.readouterr().out
+    summary = open(os.path.join(out, "summary.md")).read()
+    for text in (console, summary):
+        assert "SMOKE TEST" in text  # a --quick run says its numbers mean nothing
+        assert f"## vpo (yours) against the board in {BOARD}" in text and "Tasks persona, seeds [0]" in text
+        row = next(line for line in text.splitlines() if line.startswith("| persona: w-best@6 | vpo (yours) |"))
+        assert row.count("[") == 3 and row.count("within noise") + row.count("yes") + row.count("no") >= 3
+        assert "code:" not in text.split("## vpo (yours)")[1].split("\n\n## ")[0]  # only the task that ran
+    assert summary.index("## vpo (yours) against") < summary.index("### persona")  # the comparison comes first
+    assert "| vpo |" in summary and "| vpo (yours) |" in summary  # the board's vpo and the new one, side by side
+    assert len(console.split("## vpo (yours) against")[1].splitlines()) < 20  # the comparison fits a screen
+    results = json.load(open(os.path.join(out, "results.json")))
+    assert set(results["tasks"]) == {"persona"} and "vpo (yours)" in results["tasks"]["persona"]
+
+
+def test_against_reuses_a_warm_start_cached_by_another_experiment(tmp_path, monkeypatch, capsys):
+    cfg = experiment.run_config("persona", "vpo", 0, str(tmp_path / "mine"), True)
+    path = experiment.warmstart_path(cfg)
+    elsewhere = tmp_path / "out" / "headline" / "warmstart" / os.path.basename(path)
+    elsewhere.parent.mkdir(parents=True)
+    elsewhere.write_bytes(b"weights")
+    monkeypatch.chdir(tmp_path)
+
+    class Say:
+        said = []
+
+        def say(self, msg):
+            self.said.append(msg)
+    experiment.reuse_warm_start(path, Say())
+    assert open(path, "rb").read() == b"weights" and "reusing" in Say.said[0]

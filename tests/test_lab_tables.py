@@ -1,0 +1,71 @@
+"""lab/tables.py: the training, mutation and leaderboard tables built from merged result files, and a
+method that did not train is tested with report.did_not_train in test_lab_report.py."""
+import pytest
+
+from lab import report
+from lab import tables
+
+
+def _record(task, method, seed, best, passed=None, diversity=1.0, m=1, per_problem_diversity=None):
+    """A result file's record with per-problem values `best` (and `passed`, and diversities) at the largest k."""
+    passed = passed if passed is not None else [0.0] * len(best)
+    curve = [sum(best) / len(best)] * 2
+    pools = {"ks": [1, 2], "best_at_k": curve, "heldout_weight_best_at_k": curve,
+             "pass_at_k": [0.0, sum(passed) / len(passed)], "diversity": diversity, "distinct_answers": 2.0,
+             "wasted": 0.0, "per_problem": {"best": best, "w_best": best, "pass": passed}}
+    if per_problem_diversity is not None:
+        pools["per_problem"]["diversity"] = per_problem_diversity
+    return {"task": task, "method": method, "seed": seed, "m": m, "pools": pools}
+
+
+def test_training_table_reads_each_seed():
+    rows = lambda start, end: [{"kind": "eval", "step": 0, "heldout_scalar": start}] + \
+        [{"kind": "train", "step": i, "entropy": 2.0 if i <= 10 else 1.0, "distinct_first_answers": 1.0,
+          "set_score": 0.5, "reward_scalar": 0.1, "valid_answers": 1.0} for i in range(1, 31)] + \
+        [{"kind": "eval", "step": 30, "heldout_scalar": end}]
+    runs = [report.training_summary(rows(0.25, 0.5)), report.training_summary(rows(0.75, 1.0))]
+    results = {"tasks": {"persona": {"warm_start": {}, "grpo": {"training": runs}}}}
+    assert tables.training_table(results)[-1] == \
+        "| persona | grpo | 0.25 / 0.75 -> 0.50 / 1.00 | 2.00 / 2.00 -> 1.00 / 1.00 | " \
+        "1.00 / 1.00 -> 1.00 / 1.00 | 0.50 / 0.50 -> 0.50 / 0.50 |"
+
+
+def test_mutation_table_gives_shares_of_the_children():
+    mu = {"children": 40, "invalid": 10, "improved": 2}
+    results = {"tasks": {"code": {"vpo": {"evolution": {"mutations": mu}}, "grpo": {}}}}
+    lines = tables.mutation_table(results)
+    assert lines[-2] == "| vpo | 40 | 0.25 | 0.050 |" and not any("grpo" in line for line in lines)
+    assert tables.mutation_table({"tasks": {"persona": {}}}) == []
+
+
+def test_leaderboard_ranks_methods_with_intervals_against_vpo_and_grpo():
+    records = [_record("persona", m, s, best) for s in range(2) for m, best in
+               (("vpo", [0.8, 0.9]), ("grpo", [0.5, 0.6]), ("max_at_k", [0.7, 0.7]))]
+    lines = tables.leaderboard_table(report.merge(records))
+    rows = [line for line in lines if line.startswith("| ") and "method" not in line]
+    assert [r.split(" | ")[0] for r in rows] == ["| vpo", "| max_at_k", "| grpo"]
+    assert rows[2].endswith("| -0.300 [-0.300, -0.300] |  |")  # grpo - vpo; nothing against itself
+
+
+def test_search_leaderboard_ranks_solved_shares_and_pairs_the_same_problems():
+    def record(method, seed, problems, solved, m=1):
+        search = {"searches": len(problems), "solved": len(solved), "budget": 10, "solved_problems": solved,
+                  "key": {"problems": problems}}
+        r = {"task": "code", "method": method, "seed": seed, "m": m, "search": search}
+        if m > 1:
+            r["search_set"] = dict(search, solved=0, solved_problems=[])
+        return r
+    p = ["a", "b", "c", "d"]
+    records = [record("vpo", 0, p, ["a", "b", "c"], m=3), record("grpo", 0, p, ["a"]),
+               record("vpo", 1, p, ["a", "b"], m=3), record("grpo", 1, p, ["b"])]
+    (title, rows), = tables.leaderboards(report.merge(records))
+    assert title == "code: search, share of 4 hard problems solved"
+    by_method = {m: (values, vs_vpo, vs_grpo) for m, values, vs_vpo, vs_grpo in rows}
+    assert by_method["vpo"][0] == [0.75, 0.5] and by_method["grpo"][0] == [0.25, 0.25]
+    assert by_method["vpo (m per call)"][0] == [0.0, 0.0]
+    assert by_method["vpo"][2][0] == pytest.approx(0.375)  # (3 - 1 + 2 - 1) / 8 problems
+    assert by_method["vpo"][1] is None and by_method["grpo"][2] is None  # nothing against itself
+    # another seed's problems differ: no pairing with it, so no interval at all
+    records[3] = record("grpo", 1, ["e", "f", "g", "h"], ["e"])
+    rows = dict((m, rest) for m, *rest in tables.leaderboards(report.merge(records))[0][1])
+    assert rows["vpo"][2][0] == pytest.approx(0.5)  # seed 0 alone: (3 - 1) / 4

@@ -1,0 +1,131 @@
+"""vpo.py: the set score and the VPO advantage on exact small cases and invariances, the weightings
+(Dirichlet and Sobol samplers), the ablation scores (multi-RLVR, random weights) and leave-one-out."""
+
+import pytest
+import torch
+
+from grpo import grpo_advantages
+from vpo import multi_rlvr_scores, random_weight_scores, sample_weights, set_scores, vpo_advantages
+
+
+def assert_close(got, want, atol=1e-8, what="result"):
+    """torch.allclose's check, failing with a few numbers instead of two tensor dumps."""
+    __tracebackhide__ = True  # pytest: show the test's line, not this one
+    got, want = torch.as_tensor(got), torch.as_tensor(want, dtype=torch.as_tensor(got).dtype)
+    if got.shape != want.shape:
+        raise AssertionError(f"{what} has shape {tuple(got.shape)}, expected {tuple(want.shape)}")
+    if not torch.allclose(got, want, atol=atol):
+        worst = int((got - want).abs().flatten().nan_to_num(float("inf")).argmax())
+        flat_got, flat_want = got.flatten().tolist(), want.flatten().tolist()
+        raise AssertionError(f"{what}: got {[round(x, 4) for x in flat_got[:6]]}, expected "
+                             f"{[round(x, 4) for x in flat_want[:6]]}; worst at position {worst}: "
+                             f"{flat_got[worst]:.4g} instead of {flat_want[worst]:.4g}")
+
+
+# ---------------------------------------------------------------- VPO
+def test_set_score_hand_computed():
+    # one group, two rollouts of M=2 answers in D=2; two weightings (1,0) and (0,1)
+    rewards = torch.tensor([[[[1.0, 0.0], [0.0, 1.0]],      # specialists: max under (1,0)=1, under (0,1)=1
+                             [[0.6, 0.6], [0.6, 0.6]]]])    # a generalist twice: .6 and .6
+    weights = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
+    scores = set_scores(rewards, weights)
+    # the mean over weightings of the best answer: (1 + 1) / 2 = 1 and .6; the reductions swapped (the best
+    # answer's mean over weightings) would give max(.5, .5) = .5 for the specialists
+    assert_close(scores, torch.tensor([[1.0, 0.6]]), what="set_scores")
+    adv = vpo_advantages(rewards, weights, eps=0.0)
+    assert_close(adv, torch.tensor([[1.0, -1.0]]), what="vpo_advantages")
+
+
+def test_vpo_with_one_dimension_is_grpo_on_the_max():
+    torch.manual_seed(0)
+    rewards = torch.rand(3, 5, 4, 1)
+    weights = sample_weights(3, 7, 1)
+    expected = grpo_advantages(rewards.squeeze(-1).max(-1).values)
+    assert_close(vpo_advantages(rewards, weights), expected, atol=1e-6)
+
+
+def test_duplicates_do_not_change_vpo():
+    torch.manual_seed(1)
+    rewards = torch.rand(2, 4, 3, 5)
+    weights = sample_weights(2, 50, 5, generator=torch.Generator().manual_seed(0))
+    duplicated = rewards.clone()
+    duplicated[:, :, 2] = duplicated[:, :, 0]  # a repeated answer ...
+    deduped = duplicated.clone()
+    deduped[:, :, 2] = 0.0  # ... and the same set with the repeat dropped (zero row)
+    assert_close(set_scores(duplicated, weights), set_scores(deduped, weights))
+
+
+def test_vpo_degenerate_group_is_zero():
+    rewards = torch.zeros(2, 4, 3, 5)
+    weights = sample_weights(2, 10, 5)
+    adv = vpo_advantages(rewards, weights)
+    assert torch.isfinite(adv).all() and (adv == 0).all()
+
+
+def test_vpo_prefers_a_spread_set_to_a_repeated_one():
+    # the point of VPO: two specialists beat one specialist written twice, on average over w
+    spread = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    repeated = torch.tensor([[1.0, 0.0], [0.0, 0.0]])
+    rewards = torch.stack([spread, repeated])[None]  # (1, 2, 2, 2)
+    weights = sample_weights(1, 200, 2, generator=torch.Generator().manual_seed(0))
+    adv = vpo_advantages(rewards, weights)
+    assert adv[0, 0] > 0 > adv[0, 1]
+
+
+# ---------------------------------------------------------------- the weightings
+@pytest.mark.parametrize("sampler", ["dirichlet", "sobol"])
+def test_sample_weights_on_simplex_and_seeded(sampler):
+    w = sample_weights(3, 64, 4, sampler=sampler, generator=torch.Generator().manual_seed(0))
+    assert w.shape == (3, 64, 4)
+    assert (w >= 0).all() and torch.allclose(w.sum(-1), torch.ones(3, 64), atol=1e-5)
+    w2 = sample_weights(3, 64, 4, sampler=sampler, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(w, w2)
+    # uniform on the simplex: each coordinate has mean 1/D
+    assert_close(w.mean((0, 1)), torch.full((4,), 0.25), atol=0.05)
+
+
+def test_sobol_lowers_the_noise_of_the_set_score():
+    # same N, many repetitions: the quasi-MC estimate of E_w[max_m w.r] varies less
+    rewards = torch.eye(4)[None, None, :3]  # one rollout with three one-hot answers in D=4
+    def spread(sampler):
+        est = [set_scores(rewards, sample_weights(1, 16, 4, sampler=sampler,
+                                                  generator=torch.Generator().manual_seed(s))).item()
+               for s in range(200)]
+        return torch.tensor(est).std()
+    assert spread("sobol") < spread("dirichlet")
+
+
+def test_sample_weights_rejects_bad_arguments():
+    with pytest.raises(ValueError):
+        sample_weights(1, 4, 3, alpha=0.0)
+    with pytest.raises(ValueError):
+        sample_weights(1, 4, 3, sampler="sobol", alpha=0.5)
+    with pytest.raises(ValueError):
+        sample_weights(1, 4, 3, sampler="grid")
+
+
+def test_dirichlet_alpha_concentrates():
+    gen = torch.Generator().manual_seed(0)
+    peaked = sample_weights(1, 2000, 3, alpha=0.1, generator=gen).max(-1).values.mean()
+    flat = sample_weights(1, 2000, 3, alpha=10.0, generator=gen).max(-1).values.mean()
+    assert peaked > 0.8 and flat < 0.5
+
+
+# ---------------------------------------------------------------- ablation scores
+def test_multi_rlvr_is_the_set_sum():
+    scalar = torch.tensor([[[0.5, 0.25, 0.0], [1.0, 0.0, 0.0]]])
+    assert_close(multi_rlvr_scores(scalar), torch.tensor([[0.75, 1.0]]))
+
+
+def test_random_weight_scores():
+    rewards = torch.tensor([[[1.0, 0.0], [0.2, 0.8]]])  # (P=1, G=2, D=2)
+    w = torch.tensor([[0.25, 0.75]])
+    assert_close(random_weight_scores(rewards, w), torch.tensor([[0.25, 0.65]]))
+
+
+def test_leave_one_out_hand_computed():
+    from vpo import leave_one_out_advantages
+    # scores 1, 2, 6: others' means 4, 3.5, 1.5
+    adv = leave_one_out_advantages(torch.tensor([[1.0, 2.0, 6.0]]))
+    assert_close(adv, torch.tensor([[-3.0, -1.5, 4.5]]))
+    assert (leave_one_out_advantages(torch.ones(2, 4)) == 0).all()
