@@ -1,29 +1,23 @@
-"""
-The headline experiment: does training for diversity make test-time search pay off more as the
+"""The headline experiment: does training for diversity make test-time search pay off more as the
 budget grows? Many runs, compared: the lab's entry point (train.py trains one run).
 
     python lab/experiment.py                        # the default comparison, sized for a laptop CPU
     python lab/experiment.py --quick                # a smoke-test size: a minute, numbers meaningless
     python lab/experiment.py --seeds 0 1 2          # mean, spread and intervals over seeds
     python lab/experiment.py --ablations            # also the ablations and baselines (ABLATIONS below)
-    python lab/experiment.py --tasks code --algos grpo vpo grpo_x3
     python lab/experiment.py --set out_dir=out/h1 kl_coef=0 pool_n=60   # any train.DEFAULTS key
     python lab/experiment.py --report out/headline  # reprint (and rewrite) the report from result files
     python lab/experiment.py --algos NEW --seeds 0 1 2 --against docs/figures/leaderboard   # NEW among a board
 
-For each task (persona, code, and the collinear control) and seed: one warm start, then every
-method from it; then every checkpoint (warm start included) samples a pool of answers per held-out
-problem; then, on code problems that no checkpoint's pool solved, an evolutionary search per
-checkpoint at equal budgets. A run's training settings: train.DEFAULTS <- configs/<task>.yaml <- --set
-<- the method's row in VARIANTS <- algo, seed, out_dir (`--quick` lays configs/tiny.yaml over the task
-file); the evaluation and search settings are train.EVALUATION's keys of the same config. The jobs
-run in `--workers` processes (workers.py), each as soon as what it needs is done (Headline below).
-
-Writes into out_dir: runs/ (each training run's folder), warmstart/, results/ (one small JSON per task,
-method and seed: what report.py reads; commit these to merge seeds run in different sessions), and
-tables.py's results.json, summary.md and figures. Interrupt it (Ctrl-C) at any time: the same command
-continues, reusing finished runs and evaluations and resuming unfinished runs from their checkpoints.
-
+For each task (persona, code, the collinear control) and seed: one warm start, every method from it,
+a pool of answers per held-out problem from every checkpoint (warm start included), then, on code
+problems no pool solved, an evolutionary search per checkpoint at equal budgets. A run's settings:
+train.DEFAULTS <- configs/<task>.yaml (`--quick`: configs/tiny.yaml over it) <- --set <- its row in
+VARIANTS <- algo, seed, out_dir; the evaluation's: train.EVALUATION's keys of the same config. Jobs
+run in `--workers` processes (workers.py), each once what it needs is done (Headline below).
+Writes into out_dir: runs/, warmstart/, results/ (one small JSON per task, method and seed: what
+report.py reads; commit them to merge seeds run in different sessions) and tables.py's report. Ctrl-C
+at any time: the same command continues, reusing finished runs and evaluations, resuming the rest.
 Deliberately left out: hyperparameter sweeps, more than one GPU.
 """
 
@@ -55,8 +49,7 @@ from lab.stored import (POOL_KEYS, SEARCH_KEYS, board_problems, check_against, l
 from lab.workers import (Job, Progress, default_workers, oracle_job, pools_job, run_jobs, search_job,  # noqa: E402
                          solved_job, steps_logged, warm_start_job)
 TASKS = ["persona", "code", "persona_collinear"]  # each trains with configs/<task>.yaml
-# The control's prompts and demonstrations are the persona task's (only the reward differs), so it
-# starts from the persona warm start instead of training its own.
+# the control's prompts and demonstrations are persona's (only the reward differs): it shares that warm start
 SHARED_WARMSTART = {"persona_collinear": "persona"}
 ALGOS = ["grpo", "vpo"]
 # Methods that are an algorithm of train.ADVANTAGES run with other settings, each at the value its
@@ -64,16 +57,14 @@ ALGOS = ["grpo", "vpo"]
 VARIANTS = {
     "grpo_x3": ("grpo", {}),  # compute-matched GRPO: m times the prompts per step (run_config), as many answers as VPO
     "dr_grpo": ("grpo", {"scale_rewards": "none", "loss_norm": "constant"}),  # both halves of Dr. GRPO
-    # clipping acts only from a batch's second update on (the ratio is 1 at the first), so clip-higher
-    # is compared with GRPO at the same two updates per batch, not with one-update GRPO
+    # clipping acts only from a batch's second update (the ratio is 1 at the first): vs two-update GRPO
     "grpo_2ep": ("grpo", {"epochs_per_batch": 2}),
     "grpo_clip_higher": ("grpo", {"clip_high": 0.28, "epochs_per_batch": 2}),
     "grpo_entropy": ("grpo", {"entropy_coef": 0.01}),
     # DAPO draws until P groups spread; verl's recipe gives up after 10 generation batches (of 3x the
     # prompts), here after 10 rounds of P, to bound the CPU cost (metrics.jsonl: flat_groups_kept)
     "dapo": ("grpo", {"clip_high": 0.28, "epochs_per_batch": 2, "dynamic_sampling": 10}),
-    # not the paper's: RL also on a quarter of parent-format prompts (the search's), so the mutation
-    # skill is trained rather than only eroded (code only; an earlier headline trained this way)
+    # not the paper's: RL also on a quarter of parent-format prompts, so the search's mutation skill is trained
     "grpo_mutation": ("grpo", {"mutation_share": 0.25}),
     "vpo_mutation": ("vpo", {"mutation_share": 0.25}),
 }
@@ -113,17 +104,14 @@ def machine():
     return f"{cpu}; torch {torch.__version__}; kernels {torch.backends.cpu.get_cpu_capability()}"
 
 
-# ----------------------------------------------------------------------------------------------
-# The experiment
+# ---- The experiment ----
 
 class Headline:
-    """One headline experiment while it runs: every run's config (refused before anything runs if its
-    folder holds another run), the plan, then one method per event, each storing what a finished job
-    brought and queueing in `ready` the jobs it made possible: warm_start_ready -> run_trained ->
-    checkpoint_ready -> pools_scored -> problems_screened -> search_done (optimum_found beside them).
-    What an earlier run of the same command left on disk is taken instead of running its job again.
-    Against a board (--against, stored.py) only the new methods run (no warm-start pools, optimum or
-    screens), and the searches take the board's problems."""
+    """One headline experiment while it runs: every run's config (refused up front if its folder holds
+    another run), the plan, then a method per event, storing what a finished job brought and queueing in
+    `ready` what it made possible: warm_start_ready -> run_trained -> checkpoint_ready -> pools_scored ->
+    problems_screened -> search_done (optimum_found beside them). What an earlier run of the same command
+    left on disk is reused. Against a board (--against) only the new methods run, on the board's problems."""
 
     def __init__(self, tasks, methods, seeds, settings, out_dir, quick, overrides, progress, against=None):
         self.tasks, self.methods, self.seeds, self.settings, self.out_dir = tasks, methods, seeds, settings, out_dir
@@ -132,8 +120,7 @@ class Headline:
         self.configs = {(t, a, s): run_config(t, a, s, out_dir, quick, overrides) for t in tasks for a in methods
                         for s in seeds if t == "code" or a not in CODE_ONLY}
         self.first = {(t, s): self.configs[(t, methods[0], s)] for t in tasks for s in seeds}  # a task's settings
-        for (t, a, s), cfg in self.configs.items():  # every run names its warm start (its file name is the hash of
-            # what shaped it), so a run trained from another warm start is never taken for this one
+        for (t, a, s), cfg in self.configs.items():  # a run names its warm start: another's is never taken
             cfg["warmstart_from"] = warmstart_path(self.first[(SHARED_WARMSTART[t] if SHARED_WARMSTART.get(t) in tasks
                                                                else t, s)])
         if self.board:  # a method's own keys may differ from the board's runs, nothing else
@@ -206,9 +193,8 @@ class Headline:
         return self.ready
 
     def warm_start_ready(self, task, seed, path):
-        """For its task and each task that shares it: the warm start is a checkpoint to evaluate (asked for
-        one answer, and for m: where the set methods start from); on code, the optimum is computed; every
-        run from it trains, resumes, or is reused (runs are deterministic: a finished identical run)."""
+        """For its task and each task sharing it: the warm start is evaluated (for one answer and for m), the
+        optimum computed (code), every run from it trained, resumed or reused (runs are deterministic)."""
         for t in [task] + [u for u in self.tasks if SHARED_WARMSTART.get(u) == task]:
             warm_cfg = dict(self.first[(t, seed)], algo="warm_start", warmstart_from=path)
             m = warm_cfg["answers_per_rollout"]
@@ -232,8 +218,8 @@ class Headline:
                 self.ready.append(Job("train", key, train.train, (cfg,), partial(self.run_trained, key), cfg))
 
     def evaluated(self):
-        """The warm start's rows this experiment evaluates: asked for one answer and for m (where the set
-        methods start from); none against a board, which holds them."""
+        """The warm start's rows: asked for one answer and for m (where the set methods start from); none
+        against a board, which holds them."""
         return [] if self.board else ["warm_start", "warm_start_m3"]
 
     def optimum_found(self, seed, warm_cfg, optimum):
@@ -242,8 +228,7 @@ class Headline:
                       pools=optimum)
 
     def run_trained(self, key, run_dir):
-        """A run finished (now, or before): a summary of its training into its result file; its final
-        checkpoint is a checkpoint to evaluate."""
+        """A run finished (now or before): its training summary into its result file, final.pt evaluated."""
         cfg, m = self.configs[key], train.answers_per_rollout(self.configs[key])
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:
             update_record(self.out_dir, *key, m=m, **self.stamp,
@@ -251,7 +236,6 @@ class Headline:
         self.checkpoint_ready(key, os.path.join(run_dir, "final.pt"), m, cfg)
 
     def checkpoint_ready(self, key, path, m, cfg):
-        """Its pools are queued, or taken from its result file if stored there with the same settings."""
         self.checkpoints[key] = (path, m, cfg)
         task, _, seed = key
         if self.stored("pools", key, "pools", result_key(cfg, self.settings, POOL_KEYS)):
@@ -269,9 +253,8 @@ class Headline:
         self.has_pools(key)
 
     def has_pools(self, key):
-        """Once every code checkpoint of a seed has its pools, each pool screens the candidate search
-        problems (held-out, at least evo_min_plausible plausible programs): the search takes those none
-        solves, as the paper chose its problems."""
+        """Once a seed's code checkpoints all have pools, each pool screens the candidate search problems
+        (held-out, >= evo_min_plausible plausible programs): the search takes those none solves, as the paper."""
         self.pooled.add(key)
         task, _, seed = key
         if self.board and task == "code" and self.code_search:  # the board's problems: no screen
@@ -291,8 +274,7 @@ class Headline:
                                   partial(self.problems_screened, seed)))
 
     def problems_screened(self, seed, solved):
-        """After the last pool's screen, every code checkpoint searches the first evo_problems problems
-        that no pool solved."""
+        """After the last screen, every code checkpoint searches the first evo_problems no pool solved."""
         screen = self.screens[seed]
         screen["solved"] |= solved
         screen["left"] -= 1
@@ -306,8 +288,7 @@ class Headline:
             self.queue_searches(key, hard)
 
     def queue_searches(self, key, hard):
-        """key's checkpoint searches `hard` writing one child per call and, a set policy, once more writing
-        its m; unless its result file holds that search with the same settings."""
+        """key's checkpoint searches `hard`, one child per call (a set policy: also m); unless stored already."""
         path, m, cfg = self.checkpoints[key]
         for kind, per_call in (("search", 1), ("search_set", m)) if m > 1 else (("search", 1),):
             stored_key = dict(result_key(cfg, self.settings, SEARCH_KEYS), problems=[repr(p) for p in hard],
@@ -325,8 +306,7 @@ class Headline:
         update_record(self.out_dir, *key, **{kind: result})
 
     def stored(self, kind, key, field, stored_key):
-        """Does key's result file hold `field` made with these very settings (stored_key)? Then the job that
-        would make it is dropped from the plan."""
+        """Does key's result file hold `field` made with these very settings? Then its job leaves the plan."""
         if same_key((read_record(self.out_dir, *key) or {}).get(field, {}).get("key"), stored_key):
             self.progress.drop(kind, key)
             return True
@@ -341,8 +321,7 @@ class Headline:
 
 
 def evaluation_settings(tasks, quick, overrides):
-    """The evaluation and search keys (train.EVALUATION) the tasks' configs agree on; one set for the
-    experiment, as every method is measured alike."""
+    """The evaluation keys (train.EVALUATION) the tasks' configs agree on: every method is measured alike."""
     found = {t: {k: run_config(t, "grpo", 0, "out", quick, overrides)[k] for k in train.EVAL_KEYS} for t in tasks}
     first = found[tasks[0]]
     for task_name, settings in found.items():
@@ -378,7 +357,6 @@ def against_records(board_dir, out_dir, tasks, methods, seeds):
 
 def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos=None, seeds=None, workers=None,
                  against=None):
-    """The experiment: its settings, every job planned, the jobs run on the workers, the report."""
     overrides = dict(overrides or {})
     seeds = list(seeds) if seeds else [overrides.pop("seed")] if "seed" in overrides else [0]
     overrides.pop("seed", None)

@@ -1,5 +1,4 @@
-"""
-The oracle: the best value each objective can reach on a code problem, so that learning is measured
+"""The oracle: the best value each objective can reach on a code problem, so that learning is measured
 as the share of the gap from the warm start to the best achievable that a method closes.
 
 Given a prompt, every plausible program (CodeTask.hypotheses) is equally likely the hidden truth:
@@ -28,7 +27,6 @@ Speed, and how close the per-gap path comes to the exact values: docs/RESULTS.md
 Answers range over the plausible programs: no program outside the family passes more truths or beats
 best@1; for best@k (k > 1) and the set score it is a restriction checked on small cases, not proven
 (docs/RESULTS.md). Held-out problems are chosen by a hash, which we treat as independent of the truth.
-
 Deliberately left out: the persona task (its answers are not a small set), answers outside the
 family, and exact optimisation beyond brute force (branch and bound, integer programming).
 """
@@ -93,8 +91,7 @@ def best_subset(scores, k, exact_limit=50_000):
     return best_value, best_set, best_value
 
 
-# ----------------------------------------------------------------------------------------------
-# The objectives, as pure functions of R (T truths, A answers, D tests), every truth equally likely
+# ---- The objectives, as pure functions of R (T truths, A answers, D tests), every truth equally likely ----
 
 def best_at_1(R) -> float:
     """The Bayes-optimal single answer's expected fixed reward: max_a mean_t mean_d R[t, a, d]."""
@@ -127,8 +124,7 @@ def gap_closed(value, warm_value, optimum, eps=1e-12) -> float:
     return (value - warm_value) / (optimum - warm_value)
 
 
-# ----------------------------------------------------------------------------------------------
-# Code problems
+# ---- Code problems ----
 
 def reward_tensor(task, problem):
     """R (H, H, D) of a code problem over its plausible programs, and the programs (task.hypotheses).
@@ -141,9 +137,8 @@ def reward_tensor(task, problem):
 
 
 def _gap_tables(task, problem, weights):
-    """Per gap i, M_i (N, g_i, g_i) with M_i[n, t, u] = weight of the gap's hidden tests
-    that truth threshold t and answer threshold u get right, and the weight of the tests outside every
-    gap (N,), which every plausible program passes."""
+    """Per gap i, M_i (N, g_i, g_i): M_i[n, t, u] = weight of the gap's hidden tests that truth threshold t
+    and answer threshold u get right; and the weight (N,) of the tests outside every gap, which all pass."""
     shown, tests = task.shown(problem), task.tests(problem)
     w = np.asarray(weights, dtype=float)
     column = {x: j for j, x in enumerate(tests)}
@@ -195,10 +190,9 @@ def _separable_ceiling(task, problem, weights, k, budget, exact_limit, rng):
 
 def code_oracle(task, problem, ks, weights, m=3, exact_limit=50_000, max_tensor=128, budget=20_000_000,
                 seed=0):
-    """The best achievable values on one code problem: hypotheses, best_at_1, pass_at_k and best_at_k
-    ({k: value} for k in ks), best_at_k_upper (certified bounds), set_score (VPO's, m answers under the
-    weightings (N, D)) and set_score_upper. R is built for H <= max_tensor plausible programs, else the
-    per-gap path runs (the module docstring; `seed` fixes its sample of scenarios)."""
+    """The best achievable values on one code problem: hypotheses, best_at_1, pass_at_k and best_at_k ({k:
+    value}), best_at_k_upper, set_score (m answers under the weightings (N, D)) and set_score_upper. R is
+    built for H <= max_tensor plausible programs, else the per-gap path runs (`seed`: its scenario sample)."""
     H = len(task.hypotheses(problem))
     if H <= max_tensor:
         R, _ = reward_tensor(task, problem)

@@ -1,5 +1,4 @@
-"""
-The headline experiment's pictures (matplotlib, written as PNG files; no display needed).
+"""The headline experiment's pictures (matplotlib, written as PNG files; no display needed).
 
 best_at_k.png      best@k and held-out-weighting best@k against k, per task and algorithm
 pass_at_k.png      pass@k against k on the code task
@@ -8,7 +7,6 @@ reward_vectors.png each row one sampled answer, each column one reward component
 training.png       mean fixed reward, set score E_w[max w.r] and token entropy over RL steps
 evolution.png      fraction of hard problems solved against candidates evaluated
 leaderboard_figure every method's value per seed (dots) and mean (bar), ranked, one panel per leaderboard
-
 Deliberately left out: interactive plots, styling beyond what makes the comparison readable.
 """
 
@@ -42,7 +40,6 @@ def color(method):
 
 
 def _mark(fig, smoke):
-    """A smoke run's figures say so in their title."""
     if smoke:
         fig.suptitle(SMOKE, color="red", fontsize=10, y=1.0)
 
@@ -175,10 +172,9 @@ def evolution(out_dir, results):
 
 
 def leaderboard_figure(rows, path, columns=3, smoke=False):
-    """rows {board title: [(method, [value per seed])]} -> a PNG at path, one panel per board: the methods
-    ranked by mean (best on top) as horizontal bars (15+ names stay readable), each seed a dot on its
-    bar, so a gap smaller than the seeds' scatter shows as one; a method that did not train last, in
-    grey. Returns {board title: [methods, top to bottom]}."""
+    """rows {board title: [(method, [value per seed])]} -> a PNG at path, a panel per board: methods ranked
+    by mean as horizontal bars (15+ names stay readable), each seed a dot on its bar (a gap smaller than the
+    seeds' scatter shows as one); one that did not train last, grey -> {title: [methods, top to bottom]}."""
     untrained = " (did not train)"  # report.UNTRAINED: such methods go last, in grey, unranked
     ranked = {t: sorted(entries, key=lambda e: (e[0].endswith(untrained), -float(np.mean(e[1]))))
               for t, entries in rows.items()}
@@ -208,9 +204,8 @@ def leaderboard_figure(rows, path, columns=3, smoke=False):
 
 
 def search_drivers_figure(points, path, smoke=False):
-    """points [(method, seed, {"solved", "diversity", "invalid", ...})] -> a PNG at path: one dot per method
-    (its mean over seeds), search solved against reward-space diversity, coloured by the share of its
-    children that were invalid: whether diversity or a kept mutation skill goes with solving more."""
+    """points [(method, seed, {"solved", "diversity", "invalid", ...})] -> a PNG at path: a dot per method
+    (mean over seeds), solved against diversity, coloured by its invalid children: diversity or mutation skill?"""
     methods = sorted({m for m, _, _ in points})
     mean = {m: {k: float(np.mean([p[k] for n, _, p in points if n == m])) for k in ("solved", "diversity", "invalid")}
             for m in methods}
@@ -229,7 +224,6 @@ def search_drivers_figure(points, path, smoke=False):
 
 
 def make_all(out_dir, results, samples):
-    """Every figure the results allow -> the paths written."""
     paths = [best_at_k(out_dir, results), pass_at_k(out_dir, results), reward_vectors(out_dir, results, samples),
              training(out_dir, results), evolution(out_dir, results)]
     return [p for p in paths if p]

@@ -1,17 +1,13 @@
-"""
-The result files and what they say. experiment.py stores one small JSON file per task, method and
-seed (results/<task>-<method>-s<seed>.json, through update_record), so that seeds can run in
-different sessions; this file reads them back, merges them over seeds and decides the paper's
-claims from them alone. tables.py writes the merged results as summary.md, results.json and figures.
-
-    python lab/experiment.py --report out/headline                 # reprint and rewrite one experiment
-    python lab/experiment.py --report out/seed0 out/seed1 out/seed2 --out out/merged   # merge seeds
+"""The result files and what they say. experiment.py stores one small JSON file per task, method and
+seed (results/<task>-<method>-s<seed>.json, update_record), so that seeds can run in different
+sessions; this file reads them back, merges them over seeds (`python lab/experiment.py --report
+out/seed0 out/seed1 --out out/merged`) and decides the paper's claims from them alone (tables.py
+writes the report).
 
 A difference between methods comes with a 95% paired-bootstrap interval over problems and seeds
 (the same held-out problems for every method of a seed), and every verdict follows one rule, stated
 above `verdict`: an interval, never a point estimate, decides. At the end, what drives search: rank
 correlations of a trained policy's properties with its search's solved share.
-
 Deliberately left out: significance tests beyond the bootstrap, multiple-comparison corrections.
 """
 
@@ -29,15 +25,13 @@ SCALARS = ("diversity", "distinct_answers", "pareto_fraction", "entropy", "waste
            "tokens_generated", "mean_scalar", "set_score", "valid")
 
 
-# ----------------------------------------------------------------------------------------------
-# The result files
+# ---- The result files ----
 
 def record_path(out_dir, task, method, seed):
     return os.path.join(out_dir, "results", f"{task}-{method}-s{seed}.json")
 
 
 def read_record(out_dir, task, method, seed):
-    """The stored record of one task, method and seed; None when there is none yet."""
     try:
         with open(record_path(out_dir, task, method, seed)) as f:
             return json.load(f)
@@ -68,8 +62,7 @@ def load_records(dirs):
 
 
 def training_summary(rows):
-    """A run's metrics.jsonl rows -> what the tables and figures need: held-out evaluations, the first
-    and last 10 steps' means, and a curve of at most ~100 points."""
+    """metrics.jsonl rows -> held-out evaluations, first and last 10 steps' means, a curve of <= ~100 points."""
     evals = [r for r in rows if r["kind"] == "eval"]
     steps = [r for r in rows if r["kind"] == "train"]
     keys = ("reward_scalar", "set_score", "entropy", "distinct_first_answers", "valid_answers")
@@ -120,9 +113,8 @@ def merge(records, task_order=()):
 
 
 def add_gap_closed(per_method):
-    """Each method's share of the gap from the warm start (asked for the same m) to the task's
-    "optimum" row (oracle.py) it closed, per seed, on its own objective (a single answer's mean reward,
-    a set's set score) and on pass@n."""
+    """Each method's share of the gap from the warm start (same m) to the "optimum" row closed, per seed,
+    on its own objective (a single answer's mean reward, a set's set score) and on pass@n."""
     if "optimum" not in per_method:
         return
     opt = per_method["optimum"]
@@ -171,13 +163,11 @@ def merge_searches(seeded):
 
 
 def solved_only(a, b):
-    """Two methods' merged searches -> (problems only a's search solved, problems only b's solved)."""
     solved_a, solved_b = set(a["solved_problems"]), set(b["solved_problems"])
     return sorted(solved_a - solved_b), sorted(solved_b - solved_a)
 
 
-# ----------------------------------------------------------------------------------------------
-# Differences between two methods, with their interval
+# ---- Differences between two methods, with their interval ----
 
 def paired(results, task, a, b, key):
     """(mean difference a - b, low, high) of a per-problem value (key: "best", "pass", ...) at the largest
@@ -189,16 +179,15 @@ def paired(results, task, a, b, key):
     return paired_bootstrap_interval(np.array([pa[s][key] for s in seeds]), np.array([pb[s][key] for s in seeds]))
 
 
-# One rule for every verdict, decided by a 95% interval, never by a point estimate. A claim that one
-# method has MORE of something (best@k, pass@k, diversity, search solved) is "yes" when the interval's
-# low end is above zero, "no" when its high end is below zero, "within noise" otherwise. A claim of NO
-# GAIN (the collinear control) is "yes" only when the whole interval lies inside +-NO_GAIN_MARGIN,
-# declared here before any run; "no (VPO gains)" above zero, "VPO loses" below, else "within noise".
+# One rule for every verdict: a 95% interval decides, never a point estimate. A claim that a method has
+# MORE of something (best@k, pass@k, diversity, search solved) is "yes" when the interval's low end is
+# above zero, "no" when its high end is below zero, else "within noise". A claim of NO GAIN (the collinear
+# control) is "yes" only when the whole interval lies inside +-NO_GAIN_MARGIN, declared before any run.
 NO_GAIN_MARGIN = 0.02
 
-# A method "did not train" when its training rollouts' valid answers stayed below this share over
-# its last 10 RL steps on some seed: then nearly every reward, and so every advantage, is zero, and
-# its checkpoint is its warm start. It is shown apart, not ranked beside methods that trained.
+# A method "did not train" when its rollouts' valid answers stayed below this share over its last 10
+# RL steps on some seed: nearly every reward and advantage is zero, its checkpoint its warm start; it is
+# shown apart, not ranked beside methods that trained.
 DID_NOT_TRAIN_VALID = 0.05
 UNTRAINED = " (did not train)"  # appended to such a method's name in tables and figures
 
@@ -234,7 +223,6 @@ def shown_name(per_method, name):
 
 
 def did_not_train(entry):
-    """True when some seed's training ended with valid answers below DID_NOT_TRAIN_VALID."""
     last = [r["last10"]["valid_answers"] for r in entry.get("training", []) if "valid_answers" in r.get("last10", {})]
     return bool(last) and min(last) < DID_NOT_TRAIN_VALID
 
@@ -261,14 +249,12 @@ SET_SEARCH_SUFFIX = " (m per call)"  # a set policy's search writing its m child
 
 
 def named_searches(per_method):
-    """{name: merged search} of a task's searches; a set policy writing its m children per call is one."""
     return {m + suffix: e[kind] for m, e in per_method.items()
             for kind, suffix in (("evolution", ""), ("evolution_set", SET_SEARCH_SUFFIX)) if kind in e}
 
 
 def paired_search(per_problem_a, per_problem_b):
-    """The interval of two searches' difference in solved share, paired on the seeds both searched with
-    the very same problems; None when there are none."""
+    """Two searches' difference in solved share, paired on the seeds searched on the very same problems."""
     seeds = [s for s in per_problem_a if s in per_problem_b and per_problem_a[s][0] == per_problem_b[s][0]]
     if not seeds or len({len(per_problem_a[s][0]) for s in seeds}) != 1:
         return None  # the bootstrap needs a (seeds, problems) array
@@ -324,8 +310,7 @@ def claim_search(results):
     out = ["solved (same-budget sampling in brackets): " + ", ".join(
         f"{shown_name(code, name)} {s['solved']}/{s['searches']}"
         + (f" ({s['sampling_solved']})" if "sampling_solved" in s else "") for name, s in searches.items())]
-    # the main pair, VPO writing one or its m children per call; then the matched-format pair, where RL
-    # also trained both on parent prompts (the mutation rows: the edit format is trained, not only kept)
+    # VPO writing one or its m children per call vs GRPO; then the pair RL also trained on parent prompts
     pairs = [("vpo", "grpo"), ("vpo" + SET_SEARCH_SUFFIX, "grpo"), ("vpo_mutation", "grpo_mutation")]
     for name, other in pairs:
         if name in searches and other in searches:
@@ -383,8 +368,7 @@ def claims(results):
             for claim, decide in CLAIMS]
 
 
-# ----------------------------------------------------------------------------------------------
-# What drives search: which property of a policy goes with its search solving more
+# ---- What drives search: which property of a policy goes with its search solving more ----
 
 # (name, what it is): the properties of a trained code policy, per seed, set against its search's solved share
 SEARCH_DRIVERS = (("diversity", "reward-space diversity"), ("distinct_answers", "distinct answers"),
@@ -415,8 +399,8 @@ def search_points(results):
 
 
 def search_drivers(results):
-    """[(driver, what it is, (rho, low, high))]: the rank correlation of a search's solved share with
-    each property over the points of search_points, with a bootstrap over methods and their seeds."""
+    """[(driver, what it is, (rho, low, high))]: solved share's rank correlation with each property over
+    search_points, bootstrapped over methods and their seeds."""
     points = search_points(results)
     if len({m for m, _, _ in points}) < 3:
         return []

@@ -1,5 +1,4 @@
-"""
-Does a change move any result? Runs the smoke experiment (`python lab/experiment.py --quick`) on an
+"""Does a change move any result? Runs the smoke experiment (`python lab/experiment.py --quick`) on an
 earlier commit and on the working tree, on this machine, and compares what they wrote.
 
     python lab/same_results.py HEAD~1           # exit 0: the same results; 1: a list of what differs
@@ -32,7 +31,6 @@ WARM_HASH = re.compile(r"warmstart-([a-z_]+)-[0-9a-f]{12}\.pt")
 
 
 def quick_run(tree):
-    """The smoke experiment in `tree` -> its output folder."""
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", PYTHONHASHSEED="0")
     runner = os.path.join("lab", "experiment.py")  # before the lab had its own folder: train.py handed over
     runner = runner if os.path.exists(os.path.join(tree, runner)) else "train.py"
@@ -60,7 +58,6 @@ def weights(path):
 
 
 def differences(a, b):
-    """[what differs between output folders a and b]."""
     texts = ["results/*.json", "runs/*/metrics.jsonl", "runs/*/samples.jsonl", "runs/*/config.yaml"]
     checkpoints = ["runs/*/final.pt", "warmstart/*.pt"]
     found = []

@@ -1,14 +1,11 @@
-"""
-What an experiment finds on disk: a run folder's status, the keys a stored evaluation carries (so the
+"""What an experiment finds on disk: a run folder's status, the keys a stored evaluation carries (so the
 same command reuses it instead of running it again), and a committed leaderboard that a new method
-is compared against without rerunning it (`python train.py --algos NEW --against DIR`).
+is compared against without rerunning it (`python lab/experiment.py --algos NEW --against DIR`).
 
-A board's result files (docs/figures/leaderboard/results/*.json) hold what a comparison needs: the
-settings of every run and evaluation (the keys), the held-out problems of every pool and each seed's
-search problems. A new run takes the board's search problems instead of screening its own (a screen
-depends on every compared checkpoint's pools), and is refused, in one line naming the setting, when
-anything that changes results differs from the board's.
-
+A board's result files (docs/figures/leaderboard/results/*.json) hold what a comparison needs: every
+run's and evaluation's settings (the keys), each pool's held-out problems, each seed's search problems.
+A new run takes the board's search problems instead of screening its own (a screen depends on every
+compared checkpoint's pools), and is refused, naming the setting, when one that changes results differs.
 Deliberately left out: comparing the warm starts' weights (rebuilt from the seed, they differ in the
 last bits on another processor, which the intervals are for), boards made before result files
 recorded their keys.
@@ -43,8 +40,7 @@ def run_status(cfg):
     if not isinstance(saved, dict):
         return "empty"
     saved = with_defaults(saved)  # a key added to DEFAULTS after that run reads as its default value
-    # a cached warm start's file name is the hash of everything that shaped it, so a run copied into
-    # another output folder (with its warm start) still counts as the same run
+    # a run copied elsewhere with its warm start (named by a hash of what shaped it) is still the same run
     same = all(saved.get(k) == v for k, v in cfg.items()
                if k not in RESULT_NEUTRAL_KEYS + EVAL_KEYS + ("warmstart_from",)) and \
         os.path.basename(str(saved.get("warmstart_from"))) == os.path.basename(str(cfg["warmstart_from"]))
@@ -54,7 +50,6 @@ def run_status(cfg):
 
 
 def result_key(cfg, settings, keys):
-    """What a stored evaluation depends on: the run's settings and the evaluation's."""
     return {"run": {k: v for k, v in sorted(cfg.items()) if k not in RESULT_NEUTRAL_KEYS + EVAL_KEYS + ("warmstart_dir",)},
             "settings": {k: settings[k] for k in keys}}
 
@@ -77,8 +72,7 @@ def same_key(stored, key):
         {**key, "run": with_defaults(key["run"])}
 
 
-# ----------------------------------------------------------------------------------------------
-# A committed board to compare against
+# ---- A committed board to compare against ----
 
 def load_board(board_dir, tasks, seeds):
     """{(task, method, seed): record} of the board; a task or seed it lacks is a one-line error."""
@@ -91,9 +85,8 @@ def load_board(board_dir, tasks, seeds):
 
 
 def check_against(board, board_dir, configs, settings, method_keys):
-    """Refuse, in one line naming the key, the first setting in which the runs of `configs` ({(task,
-    method, seed): train config}) or the evaluation `settings` differ from the board's, but for each
-    method's own keys (`method_keys[method]`: its algorithm and documented overrides)."""
+    """Refuse, in one line naming the key, the first setting in which `configs` ({(task, method, seed): train
+    config}) or `settings` differ from the board's, but each method's own keys (`method_keys[method]`)."""
     for (task, method, seed), cfg in sorted(configs.items()):
         ref = board[(task, "grpo", seed)]
         theirs, ours = ref["pools"]["key"]["run"], result_key(cfg, settings, POOL_KEYS)["run"]

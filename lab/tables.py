@@ -1,8 +1,6 @@
-"""
-The report an experiment writes into its folder, from report.merge's results: results.json,
+"""The report an experiment writes into its folder, from report.merge's results: results.json,
 summary.md (a table per task, the paper's claims with this run's verdicts, the leaderboards, the
 search's mutations and drivers, the training dynamics) and the figures.
-
 Deliberately left out: deciding anything (report.py's intervals and verdicts), drawing (plots.py).
 """
 
@@ -67,9 +65,8 @@ def summary_markdown(results):
     return "\n".join(lines + mutation_table(results) + drivers_table(results) + training_table(results)) + "\n"
 
 
-# What each task's leaderboards rank by, at the largest k: (per-problem key, curve, name). Code has
-# three: best@k (the best program of a pool), pass@k (a pool holds one passing every test; low even
-# for the optimum) and the search the pools are for ("search": hard problems solved in the budget).
+# What each task's leaderboards rank by, at the largest k: (per-problem key, curve, name). Code has three:
+# best@k, pass@k (low even for the optimum) and the search the pools are for (hard problems solved).
 LEADERBOARDS = {"persona": [("w_best", "heldout_weight_best_at_k", "w-best")],
                 "code": [("best", "best_at_k", "best"), ("pass", "pass_at_k", "pass"), ("search", None, "search")],
                 "persona_collinear": [("w_best", "heldout_weight_best_at_k", "w-best")]}
@@ -103,7 +100,6 @@ def leaderboards(results, others=("vpo", "grpo")):
 
 
 def leaderboard_rows(results):
-    """{board title: [(method, [value per seed]), ...]}: what the leaderboard figure draws."""
     return {title: [(m, values) for m, values, *_ in rows] for title, rows in leaderboards(results)}
 
 
@@ -123,8 +119,7 @@ def leaderboard_table(results):
 
 
 def mutation_table(results):
-    """The policy as a mutation operator: the shares of its children that were invalid and that beat
-    their best parent, over every search of a checkpoint."""
+    """The policy as a mutation operator: shares of its children invalid and better than their best parent."""
     rows = [(a, e["evolution"]["mutations"]) for a, e in results["tasks"].get("code", {}).items()
             if "mutations" in e.get("evolution", {})]
     if not rows:
@@ -138,7 +133,6 @@ def mutation_table(results):
 
 
 def training_table(results):
-    """Per-seed training dynamics (seeds separated by ' / ')."""
     lines = ["Training, per seed: held-out scalar = mean fixed reward of valid answers on the held-out "
              "problems of train.evaluate_heldout (warm start -> end); entropy, distinct first answers per "
              "group and set score averaged over the first and last 10 RL steps.", "",
@@ -159,7 +153,6 @@ def training_table(results):
 
 
 def write_report(out_dir, results, samples=None):
-    """results.json, summary.md and the figures into out_dir -> the paths written."""
     os.makedirs(out_dir, exist_ok=True)
     paths = [os.path.join(out_dir, "results.json"), os.path.join(out_dir, "summary.md")]
     with open(paths[0], "w") as f:
@@ -179,7 +172,6 @@ def write_report(out_dir, results, samples=None):
 
 
 def drivers_table(results):
-    """What drives search: report.search_drivers' rank correlations, over methods and seeds."""
     drivers = search_drivers(results)
     if not drivers:
         return []
@@ -194,10 +186,8 @@ def drivers_table(results):
 
 
 def against_table(results, header=False):
-    """Each new method (--against) on every board it joined: its rank among the trained methods, its mean
-    beside the board's VPO, GRPO and warm start, and its difference from each with a paired 95% interval
-    over problems and seeds and its verdict (report.verdict). header: a line saying what ran, for the
-    console."""
+    """Each new method (--against) on every board it joined: rank among trained methods, mean, difference
+    from the board's VPO, GRPO and warm start (paired 95% interval, verdict); header: the smoke warning."""
     new = results.get("new_methods", [])
     lines = [f"**{SMOKE}**", ""] if results.get("quick") and header else []
     lines += [f"## {', '.join(new)} against the board in {results.get('against')}", "",

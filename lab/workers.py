@@ -1,13 +1,11 @@
-"""
-How the headline experiment's jobs run: the jobs (each a function run in a worker process), the pool
+"""How the headline experiment's jobs run: the jobs (each a function run in a worker process), the pool
 of worker processes that runs them (run_jobs), and the progress line with its ETA (Progress).
 experiment.py decides which jobs there are and what each finished one leads to.
 
 Workers are processes with one torch thread each: on a 2-core VM two 1-thread processes beat one
-2-thread process. A queued job starts as soon as a worker is free, longest first (longest_first).
-On a machine with CUDA, warm starts and training runs use the GPU and several workers share it
-(default_workers): at this model size a run is bound by Python and kernel launches, not by the GPU.
-
+2-thread process. A queued job starts once a worker is free, longest first (longest_first). With CUDA,
+warm starts and training runs share the GPU (default_workers): at this model size Python and kernel
+launches bound a run, not the GPU.
 Deliberately left out: retrying a failed job (its error stops the experiment; the same command then
 reuses everything finished), more than one machine or GPU.
 """
@@ -34,12 +32,10 @@ from config import make_task, pick_device
 from model import Tokenizer
 
 
-# ----------------------------------------------------------------------------------------------
-# The jobs, each run in a worker process (a training run's job is train.train itself)
+# ---- The jobs, each run in a worker process (a training run's job is train.train itself) ----
 
 def warm_start_job(cfg):
-    # on the device the runs train on (device=auto: CUDA where there is one); pools and searches stay on
-    # the CPU, where the rewards are computed anyway
+    # on the runs' device (CUDA where there is one); pools and searches stay on the CPU with the rewards
     _, path = warmstart.warm_start(cfg, make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"]),
                                    pick_device(cfg["device"]), lambda msg: None)
     return path
@@ -70,8 +66,7 @@ def search_job(path, cfg, problems, settings, seed, m, children_per_call):
 
 
 def oracle_job(cfg, settings, seed, m):
-    """The best values any policy could reach on the pools' problems (oracle.code_oracle) -> a record
-    shaped like a pool's, for the "optimum" row and the gap-closed columns."""
+    """The best any policy could reach on the pools' problems -> a record shaped like a pool's ("optimum")."""
     task = make_task(cfg["task"], **cfg["task_options"])
     problems = task.problems("heldout", settings["pool_problems"], random.Random(seed))
     ks = search.k_grid(settings["pool_n"])
@@ -82,8 +77,7 @@ def oracle_job(cfg, settings, seed, m):
             "problems": [repr(p) for p in problems], "plausible": best["hypotheses"]}
 
 
-# ----------------------------------------------------------------------------------------------
-# The pool
+# ---- The pool ----
 
 class Job(NamedTuple):
     kind: str  # "warm", "train", "oracle", "pools", "screen", "search" or "search_set"
@@ -98,15 +92,13 @@ STAGES = {"warm": 0, "train": 1, "oracle": 2, "pools": 2, "screen": 3, "search":
 
 
 def longest_first(job):
-    """The order queued jobs start in: by stage, then a set method's training run before a single-answer
-    one, then the code task's before the persona tasks' (each the longer)."""
+    """By stage, then a set method's training run before a single-answer one, then code before persona."""
     return STAGES[job.kind], -(job.kind == "train" and job.cfg["algo"] in train.SET_ALGOS), -(job.key[0] == "code")
 
 
 def default_workers(device):
-    """Two workers on the CPU (one per core of a 2-core laptop-class machine); on CUDA as many as
-    the jobs that can run at once in the default experiment (6 training runs, then pools), bounded by
-    the CPU cores, because each worker's rewards and kernel launches take a core of their own."""
+    """2 on the CPU (a 2-core laptop-class machine); on CUDA one per job that can run at once (6 training
+    runs, then pools), bounded by the cores: each worker's rewards and kernel launches take one."""
     return min(8, os.cpu_count() or 1) if device == "cuda" else 2
 
 
@@ -116,9 +108,8 @@ def _worker_init():
 
 
 def run_jobs(ready, workers, progress):
-    """Run the queued jobs (ready: a list of Job) on `workers` processes until none is left or running. A
-    finished job's `done` may queue more in `ready`. Ctrl-C stops every worker at once, mid-job, and is
-    raised again."""
+    """Run the Jobs in `ready` on `workers` processes until none is left or running (a finished job's `done`
+    may queue more). Ctrl-C stops every worker at once, mid-job, and is raised again."""
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_worker_init)
     running = {}  # future -> (job, start time)
     try:
@@ -142,13 +133,11 @@ def run_jobs(ready, workers, progress):
     pool.shutdown()
 
 
-# ----------------------------------------------------------------------------------------------
-# Telling the user what is happening
+# ---- Telling the user what is happening ----
 
-# Seconds one job takes at configs/<task>.yaml on a 2-core VM with AVX-512 (one torch thread, both
-# workers busy; docs/RESULTS.md), for the first estimate; training jobs at EXPECTED_STEPS (steps x
-# prompts_per_step), a second update per batch adding half. The progress lines then rescale by how
-# fast the jobs go here.
+# Seconds one job takes at configs/<task>.yaml on a 2-core AVX-512 VM (one torch thread, both workers
+# busy; docs/RESULTS.md), the first estimate; training at EXPECTED_STEPS (steps x prompts_per_step), a
+# second update per batch adding half. The progress lines rescale by how fast the jobs go here.
 EXPECTED_S = {("warm", "persona"): 55, ("warm", "code"): 220, ("train", "persona"): 33,
               ("train", "persona", "set"): 90, ("train", "code"): 63, ("train", "code", "set"): 225,
               ("pools", "persona"): 2, ("pools", "code"): 3, ("screen", "code"): 10, ("search", "code"): 20,
@@ -168,12 +157,10 @@ def machine_scale():
 
 
 class Progress:
-    """The plan up front, a line with an ETA every `every` seconds. Every job the experiment will run
-    is in `pending` from the start (plan), at the seconds EXPECTED_S gives it. The ETA (seconds_left)
-    replays the rest of the run on the workers (schedule_left): a running training run goes on at the
-    step rate it has shown (job_left), every other job takes its expected seconds times how much
-    slower or faster the jobs of its kind have gone on this machine (speed). shared_warmstart:
-    experiment.SHARED_WARMSTART, which task's warm start another task's jobs wait for."""
+    """The plan up front, then a line with an ETA every `every` seconds. Every job is in `pending` from the
+    start (plan) at its EXPECTED_S seconds. The ETA (seconds_left) replays the rest on the workers
+    (schedule_left): a running training run goes on at its shown step rate (job_left), any other job takes
+    its expected seconds times how its kind has gone here (speed). shared_warmstart: experiment's."""
 
     def __init__(self, workers, quick, shared_warmstart, every=30.0):
         self.t0, self.last, self.every, self.workers = time.time(), time.time(), every, workers
@@ -199,7 +186,6 @@ class Progress:
         self.first_step[(kind, key)] = steps_done
 
     def drop(self, kind, key):
-        """A planned job that will not run (its result was on disk)."""
         self.pending.pop((kind, key), None)
 
     def finish(self, kind, key, seconds):
@@ -245,7 +231,6 @@ class Progress:
         print(f"[{time.time() - self.t0:6.0f}s] {msg}", flush=True)
 
     def tick(self, running):
-        """running: (kind, key, cfg, start time) of the jobs in the workers now."""
         if time.time() - self.last < self.every:
             return
         self.last = now = time.time()
@@ -264,26 +249,23 @@ MIN_PACE_S, MIN_PACE_STEPS = 30.0, 10  # a run's pace counts once it is this far
 
 
 def job_shown_pace(seconds, steps):
-    """Has a training run shown its step rate: MIN_PACE_STEPS steps in at least MIN_PACE_S seconds, enough
-    that loading it and its first evaluation are a small part of its time so far?"""
+    """Has a run shown its step rate: enough steps and seconds that its start-up is a small part of them?"""
     return steps is not None and steps >= MIN_PACE_STEPS and seconds >= MIN_PACE_S
 
 
 def job_left(seconds, steps, steps_left, expected):
-    """Seconds a running job has left, `seconds` after it started. A training run that has shown its
-    pace (`steps` done in `seconds`) goes on at it for its `steps_left`; any other job takes `expected`
-    seconds in all, or, once past that, another tenth of its time so far."""
+    """Seconds a running job has left, `seconds` after its start: a run that has shown its pace goes on at
+    it for `steps_left`; any other job takes `expected` seconds, or once past them a tenth of its time so far."""
     if job_shown_pace(seconds, steps):
         return steps_left * seconds / steps
     return max(expected - seconds, 0.1 * seconds)
 
 
 def schedule_left(running, waiting, workers):
-    """Seconds until the last job ends, if the workers go on as run_jobs has them: each running job
-    ends after the seconds it has left (running: {job: seconds}); a free worker takes the longest
-    waiting job whose prerequisites have ended (waiting: {job: (seconds, [jobs it waits for])}; one in
-    neither dict has ended already). This list schedule follows the critical path, a long run and what
-    waits for it while the other workers idle, which the seconds left over the workers miss."""
+    """Seconds until the last job ends, if the workers go on as run_jobs has them: a running job ends after
+    its seconds left (running: {job: seconds}); a free worker takes the longest waiting job whose prerequisites
+    have ended (waiting: {job: (seconds, [prerequisites])}; a job in neither has ended). This list schedule
+    follows the critical path (a long run, what waits for it, idle workers), which seconds/workers misses."""
     ends = dict(running)  # job -> when it ends, in seconds from now
     free = list(running.values()) + [0.0] * max(0, workers - len(running))  # when each worker is free
     heapq.heapify(free)
@@ -301,15 +283,13 @@ def schedule_left(running, waiting, workers):
 
 
 def _family(kind, key):
-    """The jobs whose speed on this machine a job's is read from: its kind on the code task or on persona's
-    prompts (GRPO's and VPO's code runs alike, the persona tasks alike)."""
+    """The jobs a job's speed here is read from: its kind on code or on persona's prompts (either persona task)."""
     return kind, "code" if key[0] == "code" else "persona"
 
 
 def _waits_for(job, other, shared_warmstart):
-    """Does job wait for other (both (kind, key))? The stages of one seed: its warm start (a task's own,
-    or the one shared_warmstart names) -> the runs from it, the oracle and the warm start's pools -> each
-    run's pools -> the screen of the code checkpoints (every code pool) -> the code searches (every screen)."""
+    """Does job wait for other (both (kind, key))? A seed's stages: its warm start (or shared_warmstart's)
+    -> its runs, the oracle, its pools -> each run's pools -> the code screens (every code pool) -> searches."""
     (kind, key), (other_kind, other_key) = job, other
     if key[-1] != other_key[-1]:  # another seed
         return False

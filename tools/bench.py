@@ -1,5 +1,4 @@
-"""
-How fast is training? Speed and memory of sampling rollouts, of one RL step and of one warm-start
+"""How fast is training? Speed and memory of sampling rollouts, of one RL step and of one warm-start
 (SFT) step, for a config of train.py: medians over repeated steps after a warm-up. A benchmark,
 not a test: nothing here asserts a speed.
 
@@ -9,10 +8,9 @@ not a test: nothing here asserts a speed.
     python tools/bench.py --config configs/code.yaml --warm-start-steps 1500   # the warm start, per phase
     python tools/bench.py --step-times out/headline/runs/*/timing.jsonl      # what finished runs took a step
 
-- sampling: engine.generate for P prompts x G samples; tokens/s counts sampled tokens (eos included).
-- RL step: train.rl_step exactly as training runs it (sampling and rewards, advantages, update).
-- SFT step: warmstart.sft_step, one step of the warm start.
-- peak memory: ru_maxrss after sampling and RL steps (and max_memory_allocated on CUDA).
+Measured: engine.generate for P prompts x G samples (tokens/s counts sampled tokens, eos included);
+train.rl_step exactly as training runs it (sampling and rewards, advantages, update); one warmstart.sft_step;
+peak memory, ru_maxrss after sampling and RL steps (and max_memory_allocated on CUDA).
 Random weights rarely sample <|eos|>, so without --checkpoint rollouts run to max_new_tokens. On a
 shared machine the CPU time of this process is the steadier number; the load average is printed.
 The TRL comparison and the profile are in commit 031b1a2 (tools/bench.py there).
@@ -67,9 +65,7 @@ def timed(fn, device, warmup, repeats):
 
 
 def measure(cfg, device, warmup, repeats, checkpoint=None):
-    """Sampling cfg's prompts_per_step training prompts x group_size alone, then train.rl_step on a run
-    made as training makes it, then warmstart.sft_step: every figure. Weights: `checkpoint`'s, else
-    random ones of a fixed seed."""
+    """Every figure (sampling alone, an RL step, an SFT step); weights `checkpoint`'s, else random, seeded."""
     torch.manual_seed(0)
     tok, task = Tokenizer(cfg["tokenizer"]), make_task(cfg["task"], **cfg["task_options"])
     model = model_from_checkpoint(checkpoint, device)[0] if checkpoint else warmstart.build_model(cfg, tok, device)

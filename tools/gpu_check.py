@@ -1,5 +1,4 @@
-"""
-The checks that need a GPU, in one script: does the CUDA path compute what the CPU path computes,
+"""The checks that need a GPU, in one script: does the CUDA path compute what the CPU path computes,
 and does every kind of run finish on it? Prints one PASS/FAIL line per check and writes them all
 to OUT/gpu_check.json; exits 1 if any check failed. Needs a CUDA device; a few minutes on one.
 
@@ -8,18 +7,15 @@ to OUT/gpu_check.json; exits 1 if any check failed. Needs a CUDA device; a few m
 
 1. score: engine.score on CUDA against the same weights on the CPU, float32 with TF32 off: log-probs,
    entropies and gradients; under bf16 autocast how far they move (bounded loosely).
-2. generate: engine.generate against model.generate on CUDA, same seed: the same tokens (as
-   tests/test_engine.py checks on the CPU), and the same tokens again on a rerun.
+2. generate: engine.generate against model.generate on CUDA, same seed, TF32 off: the same tokens (as
+   tests/test_engine.py checks on the CPU); TF32 on too: the same tokens again on a rerun.
 3. graph: the captured decode step (engine.generate_static) against engine.generate, TF32 off: the
    same tokens, and uncaptured too (which of the two a difference comes from); all three timed.
-4. sft: the warm start's update captured as a CUDA graph (warmstart.CapturedSFT) against
-   warmstart.sft_step eagerly, TF32 off, from the same weights: the same losses and weights up to
-   float rounding; both timed.
-5. train: train.py end to end on CUDA (configs/tiny.yaml): persona and code in float32, and the
-   README's GPU path (bf16, the gpu preset, torch.compile); each must finish, log its device, and
-   leave a final.pt that loads on the CPU.
+4. sft: the warm start's update captured (warmstart.CapturedSFT) against warmstart.sft_step eagerly,
+   TF32 off, from the same weights: the same losses and weights up to float rounding; both timed.
+5. train: train.py end to end on CUDA (configs/tiny.yaml): persona and code in float32, and the README's
+   GPU path (bf16, gpu preset, torch.compile); each must finish, log its device, leave a final.pt the CPU loads.
 6. bench: tools/bench.py --device cuda at train.py's defaults, the gpu preset, and cuda_graph=false.
-
 Left out: multi-GPU torchrun (NCCL) and any learning-quality claim; tests/ runs separately.
 """
 
@@ -101,7 +97,6 @@ def timed(fn, times):
 
 
 def score_diffs(reference, other):
-    """How far scored()'s results `other` are from `reference`'s."""
     (lr, er, gr), (lo, eo, go) = reference, other
     return {"max_logprob_diff": float((lr - lo).abs().max()), "mean_logprob_diff": float((lr - lo).abs().mean()),
             "max_entropy_diff": float((er - eo).abs().max()), "grad_rel_diff": float((gr - go).norm() / gr.norm())}
@@ -124,10 +119,8 @@ def check_score(results):
 
 
 def check_generate(results):
-    """With TF32 off the fast sampler must draw exactly the plain sampler's tokens; with TF32 on (as
-    train.py runs on CUDA) the two compute logits through different matmul shapes, a little apart, and
-    a uniform that falls that close to a CDF step picks the neighbouring token: reported, and only
-    a rerun with the same seed must repeat itself."""
+    """With TF32 on (as train.py runs on CUDA) the two samplers compute logits through different matmul
+    shapes, a little apart, and a uniform that close to a CDF step picks the neighbouring token: reported."""
     gpu = model_pair("cpu")[1].eval()
     p, pm = pad_left([[tok.bos, 10, 11, tok.answer], [tok.bos, 1, 2, 3, 4, 5, tok.answer]], tok.eos, DEVICE)
     for tf32 in (False, True):
@@ -143,8 +136,6 @@ def check_generate(results):
 
 
 def check_graph(results):
-    """generate_static captured as a CUDA graph draws generate's tokens (TF32 off, where both
-    compute exactly); the seconds of each at two shapes are reported, not checked."""
     set_tf32(False)
     for preset, (P, G, new) in {"cpu": (8, 8, 48), "nano": (16, 8, 112)}.items():
         gpu = model_pair(preset)[1].eval()
@@ -163,9 +154,7 @@ def check_graph(results):
 
 
 def check_sft(results, steps=40):
-    """The warm start's captured update (code task, its config) against the eager one: 40 steps each
-    from the same weights, on the same demonstrations; the losses and the weights must agree to float
-    rounding (the padded shapes and the capturable AdamW round differently), the seconds are reported."""
+    """Float rounding, not equality: the padded shapes and the capturable AdamW round differently."""
     set_tf32(False)
     cfg = train.resolve_config("configs/code.yaml")
     task = make_task(cfg["task"], **cfg["task_options"])
@@ -198,7 +187,6 @@ def check_sft(results, steps=40):
 
 
 def run_script(*args):
-    """python ARGS in the repository root, its output captured."""
     return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
 
 
