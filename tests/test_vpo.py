@@ -6,20 +6,7 @@ import torch
 
 from grpo import grpo_advantages
 from vpo import multi_rlvr_scores, random_weight_scores, sample_weights, set_scores, vpo_advantages
-
-
-def assert_close(got, want, atol=1e-8, what="result"):
-    """torch.allclose's check, failing with a few numbers instead of two tensor dumps."""
-    __tracebackhide__ = True  # pytest: show the test's line, not this one
-    got, want = torch.as_tensor(got), torch.as_tensor(want, dtype=torch.as_tensor(got).dtype)
-    if got.shape != want.shape:
-        raise AssertionError(f"{what} has shape {tuple(got.shape)}, expected {tuple(want.shape)}")
-    if not torch.allclose(got, want, atol=atol):
-        worst = int((got - want).abs().flatten().nan_to_num(float("inf")).argmax())
-        flat_got, flat_want = got.flatten().tolist(), want.flatten().tolist()
-        raise AssertionError(f"{what}: got {[round(x, 4) for x in flat_got[:6]]}, expected "
-                             f"{[round(x, 4) for x in flat_want[:6]]}; worst at position {worst}: "
-                             f"{flat_got[worst]:.4g} instead of {flat_want[worst]:.4g}")
+from checks import assert_close
 
 
 # ---------------------------------------------------------------- VPO
