@@ -17,7 +17,7 @@ import train as trainer
 import vpo
 from checkpoint import load_checkpoint, model_from_checkpoint
 from config import make_task
-from tiny_runs import RUN, TINY, Killed, all_finite, config, read, snapshot, tiny
+from tiny_runs import RUN, TINY, Killed, all_finite, config, read, snapshot, tiny, refuses_in_one_line
 from train import ConfigError, train
 
 
@@ -130,17 +130,7 @@ BAD = [  # (out_dir under runs, extra overrides, prepare the dir, expected text 
 
 @pytest.mark.parametrize("where, overrides, prepare, message", BAD, ids=[b[3][:40] for b in BAD])
 def test_bad_configuration_one_line_exit_2(runs, baseline, capsys, where, overrides, prepare, message):
-    out = runs / where
-    if prepare:
-        prepare(str(out / "ckpt.pt"))
-    before = snapshot(runs)
-    with pytest.raises(SystemExit) as exit_:
-        trainer.main(["--config", TINY, "--set", f"out_dir={out}", f"warmstart_dir={baseline['ws']}", *RUN,
-                      *overrides])
-    assert exit_.value.code == 2
-    err = capsys.readouterr().err
-    assert len(err.splitlines()) == 1 and err.startswith("error: ") and message in err, err
-    assert snapshot(runs) == before
+    refuses_in_one_line(runs, baseline, capsys, where, overrides, prepare, message)
 
 
 def test_atomic_save_never_leaves_a_torn_file(tmp_path, monkeypatch):

@@ -4,18 +4,7 @@ import pytest
 
 from lab import report
 from lab import tables
-
-
-def _record(task, method, seed, best, passed=None, diversity=1.0, m=1, per_problem_diversity=None):
-    """A result file's record with per-problem values `best` (and `passed`, and diversities) at the largest k."""
-    passed = passed if passed is not None else [0.0] * len(best)
-    curve = [sum(best) / len(best)] * 2
-    pools = {"ks": [1, 2], "best_at_k": curve, "heldout_weight_best_at_k": curve,
-             "pass_at_k": [0.0, sum(passed) / len(passed)], "diversity": diversity, "distinct_answers": 2.0,
-             "wasted": 0.0, "per_problem": {"best": best, "w_best": best, "pass": passed}}
-    if per_problem_diversity is not None:
-        pools["per_problem"]["diversity"] = per_problem_diversity
-    return {"task": task, "method": method, "seed": seed, "m": m, "pools": pools}
+from checks import record as _record
 
 
 def test_training_table_reads_each_seed():

@@ -14,6 +14,7 @@ import time
 import pytest
 import torch
 
+import train as trainer
 from checkpoint import load_checkpoint
 from train import resolve_config
 
@@ -92,3 +93,18 @@ def sigkill_when(runs, timeout=120):
 
 def popen(args):
     return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def refuses_in_one_line(runs, baseline, capsys, where, overrides, prepare, message):
+    """train.py with a bad setting or folder: exit 2, one line naming it, nothing in `runs` changed."""
+    out = runs / where
+    if prepare:
+        prepare(str(out / "ckpt.pt"))
+    before = snapshot(runs)
+    with pytest.raises(SystemExit) as exit_:
+        trainer.main(["--config", TINY, "--set", f"out_dir={out}", f"warmstart_dir={baseline['ws']}", *RUN,
+                      *overrides])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and message in err, err
+    assert snapshot(runs) == before
