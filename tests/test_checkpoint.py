@@ -17,7 +17,7 @@ import train as trainer
 import vpo
 from checkpoint import load_checkpoint, model_from_checkpoint
 from config import make_task
-from tiny_runs import RUN, TINY, Killed, all_finite, config, read, snapshot, tiny, refuses_in_one_line
+from tiny_runs import RUN, TINY, Killed, all_finite, config, read, refuses_in_one_line, tiny
 from train import ConfigError, train
 
 

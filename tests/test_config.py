@@ -11,7 +11,7 @@ import torch
 import config
 import train as trainer
 from config import make_task
-from tiny_runs import RUN, TINY, cli, popen, snapshot, tiny, refuses_in_one_line
+from tiny_runs import cli, popen, refuses_in_one_line, snapshot, tiny
 from tiny_runs import config as run_config
 from train import ADVANTAGES, DEFAULTS, ConfigError, resolve_config, train
 
