@@ -134,8 +134,12 @@ def mutation_table(results):
 
 def training_table(results):
     lines = ["Training, per seed: held-out scalar = mean fixed reward of valid answers on the held-out "
-             "problems of train.evaluate_heldout (warm start -> end); entropy, distinct first answers per "
-             "group and set score averaged over the first and last 10 RL steps.", "",
+             "problems of checkpoint.evaluate_heldout (warm start -> end); entropy, distinct first answers per "
+             "group and set score (under 32 fixed weightings in every run; result files of set methods from before "
+             "that rule hold it under their own weightings) averaged over the first and "
+             "last 10 RL steps. Each run's metrics.jsonl also logs clip_frac, the share of tokens whose loss the "
+             "clip changes (as TRL and veRL count it; 0 with one update per batch), and ratio_outside_clip, the "
+             "share whose ratio leaves the clip range whatever the advantage's sign.", "",
              "| task | method | held-out scalar | token entropy | distinct first answers | set score |",
              "|---|---|---|---|---|---|"]
     for t, per_method in results["tasks"].items():
