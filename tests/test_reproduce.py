@@ -60,7 +60,7 @@ def files(root):
             rel = os.path.relpath(path, root).replace(os.sep, "/")
             with open(path, "rb") as f:
                 out[rel] = f.read()
-    out["run/log.txt"] = re.sub(rb"\d+ tok/s|ETA \S+|done in \d+s", b"#", out["run/log.txt"])
+    out["run/log.txt"] = re.sub(rb"\d+ tok/s|ETA \S+|(done|trained) in \d+s", b"#", out["run/log.txt"])
     return out
 
 
