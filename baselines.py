@@ -6,7 +6,6 @@ The baselines the field compares VPO against, each an advantage function like gr
   2505.15201): train for the best of k samples, not for the average one.
 - gdpo_advantages: GDPO (arXiv 2601.05242): normalise each reward component on its own.
 - maxrl_advantages: MaxRL (arXiv 2602.02710): GRPO with the group's std replaced by its mean.
-- rloo_advantages: RLOO (Ahmadian et al. 2024): minus the mean of the group's other rollouts.
 - sample_spread_groups: DAPO's dynamic sampling (the sampler and advantage come in as arguments).
 
 Deliberately left out: Max@K's off-policy correction, PKPO's leave-one-out baselines, GDPO's
@@ -62,13 +61,6 @@ def maxrl_advantages(scores, eps=1e-6):
     the group's mean for its std."""
     mean = scores.mean(dim=1, keepdim=True)
     return torch.where(mean > 0, (scores - mean) / (mean + eps), torch.zeros_like(scores))
-
-
-def rloo_advantages(scores):
-    """scores (P, G) -> (P, G): each rollout's score minus the mean of the OTHER G-1 rollouts: an
-    unbiased baseline on the score's own scale (G/(G-1) times Dr. GRPO's advantage)."""
-    G = scores.size(1)
-    return scores - (scores.sum(dim=1, keepdim=True) - scores) / (G - 1)
 
 
 # ---- DAPO's dynamic sampling (train.py's dynamic_sampling > 0; off by default) -------------------

@@ -290,12 +290,13 @@ def report_run(run_dir, seed=12345):
     """What `python train.py` shows at its end: held-out best@k and w-best@k against the warm start's,
     printed and in <run_dir>/run.png (the same problems in every run, so figures compare)."""
     final = os.path.join(run_dir, "final.pt")
-    _, _, cfg, m = model_from_checkpoint(final)
+    saved = load_checkpoint(final)
+    cfg, m = saved["config"], saved["m"]
     task = make_task(cfg["task"], **cfg["task_options"])
     problems = task.problems("heldout", cfg["eval_problems"], random.Random(seed))
     n = max(m, cfg["pool_n"] // m * m)
     rows = [(name, evaluate_checkpoint(path, problems, n, seed, cfg["heldout_weightings"], m=m, task=task)[0])
-            for name, path in (("this run", final), ("its warm start", load_checkpoint(final)["warm_start"]))]
+            for name, path in (("this run", final), ("its warm start", saved["warm_start"]))]
     print(f"\nheld-out, {len(problems)} problems, {n} answers each (k counts answers):")
     print_pools(rows)
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:

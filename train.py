@@ -129,7 +129,8 @@ ADVANTAGES = {
                                                                     scale=cfg["scale_rewards"]), False),
     "gdpo": (lambda r, s, w, cfg: baselines.gdpo_advantages(r[:, :, 0]), False),
     "maxrl": (lambda r, s, w, cfg: baselines.maxrl_advantages(s[:, :, 0]), False),
-    "rloo": (lambda r, s, w, cfg: baselines.rloo_advantages(s[:, :, 0]), False),
+    # RLOO (Ahmadian et al. 2024): vpo_loo's leave-one-out baseline on one answer's fixed scalarisation
+    "rloo": (lambda r, s, w, cfg: vpo.leave_one_out_advantages(s[:, :, 0]), False),
 }
 SET_ALGOS = {name for name, (_, uses_sets) in ADVANTAGES.items() if uses_sets}
 

@@ -180,8 +180,8 @@ def test_scale_rewards_is_refused_where_no_group_std_is_divided(algo, scale):
 
 # ---------------------------------------------------------------- RLOO and TRL's scale_rewards
 def test_rloo_is_each_score_minus_the_mean_of_the_others():
-    from baselines import rloo_advantages
-    got = rloo_advantages(torch.tensor([[1.0, 2.0, 6.0], [4.0, 4.0, 4.0]]))
+    from vpo import leave_one_out_advantages  # RLOO's advantage is vpo_loo's, on one answer's scalar score
+    got = leave_one_out_advantages(torch.tensor([[1.0, 2.0, 6.0], [4.0, 4.0, 4.0]]))
     # 1 - (2 + 6) / 2 = -3, 2 - (1 + 6) / 2 = -1.5, 6 - (1 + 2) / 2 = 4.5; a flat group gets zeros
     assert torch.allclose(got, torch.tensor([[-3.0, -1.5, 4.5], [0.0, 0.0, 0.0]]))
 
