@@ -21,87 +21,134 @@ import torch.nn.functional as F
 def max_at_k_advantages(scores, k, eps=1e-6, scale="group"):
     """scores (P, G) -> (P, G): each rollout's credit towards the best of k samples.
 
-    Every k-subset S of a group is a best-of-k attempt worth max(S): rho (their mean) estimates max@k
-    without bias, sigma is their std, m_i their mean over the subsets holding rollout i; A_i = (m_i -
-    rho) / (sigma + eps), 0 where sigma < eps: a rare good answer earns a lot, one of many little. For
-    0/1 rewards, pass@k training's closed form; k = 1 is GRPO. Computed from sorted ranks: ascending,
-    rank j is the max of C(j, k-1) subsets, and of C(j-1, k-2) of those holding a lower rank i.
+    Every k-subset S of a group is a best-of-k attempt worth max(S): rho (their mean) estimates
+    max@k without bias, sigma is their std, m_i their mean over the subsets holding rollout i; A_i =
+    (m_i - rho) / (sigma + eps), 0 where sigma < eps: a rare good answer earns a lot, one of many
+    little. For 0/1 rewards, pass@k training's closed form; k = 1 is GRPO. Computed from sorted
+    ranks: ascending, rank j is the max of C(j, k-1) subsets, and of C(j-1, k-2) of those holding a
+    lower rank i.
     """
     P, G = scores.shape
     v, order = torch.sort(scores.double(), dim=1)  # (P, G) ascending
-    top = torch.tensor([math.comb(j, k - 1) / math.comb(G, k) for j in range(G)], dtype=v.dtype, device=v.device)
-    pair = torch.tensor([math.comb(j - 1, k - 2) if j >= 1 and k >= 2 else 0 for j in range(G)],
-                        dtype=v.dtype, device=v.device) / math.comb(G - 1, k - 1)
+    top = torch.tensor(
+        [math.comb(j, k - 1) / math.comb(G, k) for j in range(G)], dtype=v.dtype, device=v.device
+    )
+    pair = torch.tensor(
+        [math.comb(j - 1, k - 2) if j >= 1 and k >= 2 else 0 for j in range(G)],
+        dtype=v.dtype,
+        device=v.device,
+    ) / math.comb(G - 1, k - 1)
     rho = (top * v).sum(1, keepdim=True)  # (P, 1) the max@k estimate
     sigma = (top * (v - rho) ** 2).sum(1, keepdim=True).sqrt()  # (P, 1)
     above = (pair * v).flip(1).cumsum(1).flip(1) - pair * v  # sum over the ranks above each one
     m = top * math.comb(G, k) / math.comb(G - 1, k - 1) * v + above  # (P, G) in sorted order
     spread = {"group": sigma, "batch": sigma.pow(2).mean().sqrt(), "none": None}[scale]
-    adv = torch.where(sigma < eps, torch.zeros_like(m), m - rho if spread is None else (m - rho) / (spread + eps))
+    adv = torch.where(
+        sigma < eps, torch.zeros_like(m), m - rho if spread is None else (m - rho) / (spread + eps)
+    )
     return torch.empty_like(adv).scatter_(1, order, adv).to(scores.dtype)
 
 
 def gdpo_advantages(rewards, eps=1e-6):
     """rewards (P, G, D) reward vectors of single answers -> (P, G).
 
-    GDPO z-scores each component within its group (so a component with a large spread cannot drown the
-    others), sums the z-scores and divides by the batch's std of the sums. What it gives up: a change
-    counts in its component's stds, not by its size: on persona, one-letter words (docs/RESULTS.md).
+    GDPO z-scores each component within its group (so a component with a large spread cannot drown
+    the others), sums the z-scores and divides by the batch's std of the sums. What it gives up: a
+    change counts in its component's stds, not by its size: on persona, one-letter words
+    (docs/RESULTS.md).
     """
     std = rewards.std(dim=1, keepdim=True, unbiased=False)  # (P, 1, D)
-    z = torch.where(std < eps, torch.zeros_like(rewards), (rewards - rewards.mean(dim=1, keepdim=True)) / std.clamp(min=eps))
+    z = torch.where(
+        std < eps,
+        torch.zeros_like(rewards),
+        (rewards - rewards.mean(dim=1, keepdim=True)) / std.clamp(min=eps),
+    )
     s = z.sum(-1)  # (P, G)
     spread = s.std(unbiased=False)
     return torch.zeros_like(s) if spread < eps else s / spread
 
 
 def maxrl_advantages(scores, eps=1e-6):
-    """scores (P, G), non-negative -> (P, G): (r_i - mean) / (mean + eps), 0 where the mean is 0. MaxRL
-    aims at the log success rate, so rare 0/1 successes weigh more; on our continuous rewards: GRPO with
-    the group's mean for its std."""
+    """scores (P, G), non-negative -> (P, G): (r_i - mean) / (mean + eps), 0 where the mean is 0.
+    MaxRL aims at the log success rate, so rare 0/1 successes weigh more; on our continuous rewards:
+    GRPO with the group's mean for its std."""
     mean = scores.mean(dim=1, keepdim=True)
     return torch.where(mean > 0, (scores - mean) / (mean + eps), torch.zeros_like(scores))
 
 
 # ---- DAPO's dynamic sampling (train.py's dynamic_sampling > 0; off by default) -------------------
 
+
 def sample_spread_groups(run, sample_round, advantage):
-    """DAPO's dynamic sampling -> (batch, weightings, metrics): keep groups whose advantage has spread,
-    refill from fresh rounds until P have or dynamic_sampling rounds are drawn, then fill with flat ones.
-    Groups with parents keep their share (else the mutation skill went untrained). sample_round(run) ->
-    (batch, weightings, which groups show parents); advantage: the run's algorithm."""
+    """DAPO's dynamic sampling -> (batch, weightings, metrics): keep groups whose advantage has
+    spread, refill from fresh rounds until P have or dynamic_sampling rounds are drawn, then fill
+    with flat ones. Groups with parents keep their share (else the mutation skill went untrained).
+    sample_round(run) -> (batch, weightings, which groups show parents); advantage: the run's
+    algorithm."""
     cfg, P = run.cfg, run.cfg["prompts_per_step"] // run.world
     parents_wanted = round(cfg["mutation_share"] * P)  # of the P groups kept, those showing parents
-    rounds, spread, shows_parents, keep = [], [], [], []  # spread, shows_parents: per group, across rounds
-    while len(rounds) < cfg["dynamic_sampling"] and not (len(keep) == P and all(spread[g] for g in keep)):
+    # spread, shows_parents: per group, across rounds
+    rounds, spread, shows_parents, keep = [], [], [], []
+    while len(rounds) < cfg["dynamic_sampling"] and not (
+        len(keep) == P and all(spread[g] for g in keep)
+    ):
         batch, weights, shown = sample_round(run)
         adv = advantage(batch["rewards"], run.task.scalarize(batch["rewards"]), weights, cfg)
         rounds.append((batch, weights))
         spread += (adv.abs().sum(1) > 0).tolist()
         shows_parents += shown
-        ranked = sorted(range(len(spread)), key=lambda g: not spread[g])  # spread first, each in the order drawn
-        plain, mutating = [g for g in ranked if not shows_parents[g]], [g for g in ranked if shows_parents[g]]
-        keep = plain[:P - parents_wanted] + mutating[:parents_wanted]
+        # spread first, each in the order drawn
+        ranked = sorted(range(len(spread)), key=lambda g: not spread[g])
+        plain, mutating = (
+            [g for g in ranked if not shows_parents[g]],
+            [g for g in ranked if shows_parents[g]],
+        )
+        keep = plain[: P - parents_wanted] + mutating[:parents_wanted]
     # a rank short of one kind (torchrun can split the kinds unevenly): the other kind fills in
-    keep = sorted(keep + (plain[P - parents_wanted:] + mutating[parents_wanted:])[:P - len(keep)])
+    keep = sorted(keep + (plain[P - parents_wanted :] + mutating[parents_wanted:])[: P - len(keep)])
     batch = pick_groups([b for b, _ in rounds], keep, run.tok.eos, cfg["group_size"])
     weights = torch.cat([w for _, w in rounds])[keep]
-    return batch, weights, {"sampling_rounds": len(rounds), "flat_groups_kept": sum(not spread[g] for g in keep)}
+    return (
+        batch,
+        weights,
+        {"sampling_rounds": len(rounds), "flat_groups_kept": sum(not spread[g] for g in keep)},
+    )
 
 
 def pick_groups(batches, groups, pad_id, G):
-    """Batches of several rounds -> one batch of the groups `groups` (numbered across rounds), padded to
-    the widest round (padding is masked, so no score changes)."""
-    rows = torch.tensor([g * G + i for g in groups for i in range(G)], device=batches[0]["completion"].device)
+    """Batches of several rounds -> one batch of the groups `groups` (numbered across rounds),
+    padded to the widest round (padding is masked, so no score changes)."""
+    rows = torch.tensor(
+        [g * G + i for g in groups for i in range(G)], device=batches[0]["completion"].device
+    )
 
     def cat(key, value, left=False):
         width = max(b[key].size(1) for b in batches)
-        return torch.cat([F.pad(b[key], (width - b[key].size(1), 0) if left else (0, width - b[key].size(1)),
-                                value=value) for b in batches])[rows]
-    problems, answers = [p for b in batches for p in b["problems"]], [a for b in batches for a in b["answers"]]
+        return torch.cat(
+            [
+                F.pad(
+                    b[key],
+                    (width - b[key].size(1), 0) if left else (0, width - b[key].size(1)),
+                    value=value,
+                )
+                for b in batches
+            ]
+        )[rows]
+
+    problems, answers = (
+        [p for b in batches for p in b["problems"]],
+        [a for b in batches for a in b["answers"]],
+    )
     completion_mask = cat("completion_mask", False)
-    return dict(problems=[problems[g] for g in groups], answers=[answers[g] for g in groups],
-                prompt=cat("prompt", pad_id, left=True), prompt_mask=cat("prompt_mask", False, left=True),
-                completion=cat("completion", pad_id), completion_mask=completion_mask,
-                old_logprobs=cat("old_logprobs", 0.0), entropy=cat("entropy", 0.0),
-                rewards=torch.cat([b["rewards"] for b in batches])[groups], num_tokens=int(completion_mask.sum()))
+    return dict(
+        problems=[problems[g] for g in groups],
+        answers=[answers[g] for g in groups],
+        prompt=cat("prompt", pad_id, left=True),
+        prompt_mask=cat("prompt_mask", False, left=True),
+        completion=cat("completion", pad_id),
+        completion_mask=completion_mask,
+        old_logprobs=cat("old_logprobs", 0.0),
+        entropy=cat("entropy", 0.0),
+        rewards=torch.cat([b["rewards"] for b in batches])[groups],
+        num_tokens=int(completion_mask.sum()),
+    )

@@ -4,14 +4,15 @@ YAML file <- --set key=value; an override may change a value but never its type 
 A student can skip this file. Left out: nested configs, environment variables, inheritance.
 """
 
+import contextlib
 import difflib
 import math
 
 import torch
 import yaml
 
-from model import PRESETS
 from codetask import CodeTask
+from model import PRESETS
 from rewards import PersonaTask
 from vpo import WEIGHT_SAMPLERS
 
@@ -20,28 +21,36 @@ class ConfigError(ValueError):
     pass
 
 
-# How a finished run is measured (search.py, the lab): part of train.DEFAULTS, never what a run trains.
+# How a finished run is measured (search.py, the lab): part of train.DEFAULTS, never what a run
+# trains.
 EVALUATION = dict(
-    pool_n=30,                 # answers per held-out problem; k counts answers, up to pool_n
-    pool_problems=40,          # held-out problems per task and seed (the same for every method)
-    heldout_weightings=64,     # weightings for w-best@k, from a seed no training run uses
-    evo_problems=64,           # searches per policy (the paper's case study: 32; 64 narrows the interval)
-    evo_min_plausible=2000,    # plausible programs a searched problem leaves: 10x the budget, no lucky sampler
-    evo_screen=112,            # candidate search problems the lab screens, keeping those no checkpoint's pool solves
-    evo_budget=200,            # candidates evaluated per search (the paper: 200 iterations of one program)
-    evo_islands=5,             # OpenEvolve's default
-    evo_migrate_every=50,      # candidates of a search between ring migrations
-    evo_capacity=10,           # programs an island keeps, one per pass pattern, best first
-    evo_explore=0.3,           # chance a parent is any program of its island instead of the best
-    evo_temperature=0.7,       # sampling temperature of the search and of its control (OpenEvolve's)
-    evo_top_p=0.95,            # nucleus sampling, likewise (1.0: off)
-    evo_children_per_call=1,   # children per call: 1 (OpenEvolve's iteration); a set policy also runs at m
+    pool_n=30,  # answers per held-out problem; k counts answers, up to pool_n
+    pool_problems=40,  # held-out problems per task and seed (the same for every method)
+    heldout_weightings=64,  # weightings for w-best@k, from a seed no training run uses
+    # searches per policy (the paper's case study: 32; 64 narrows the interval)
+    evo_problems=64,
+    # plausible programs a searched problem leaves: 10x the budget, no lucky sampler
+    evo_min_plausible=2000,
+    # candidate search problems the lab screens, keeping those no checkpoint's pool solves
+    evo_screen=112,
+    # candidates evaluated per search (the paper: 200 iterations of one program)
+    evo_budget=200,
+    evo_islands=5,  # OpenEvolve's default
+    evo_migrate_every=50,  # candidates of a search between ring migrations
+    evo_capacity=10,  # programs an island keeps, one per pass pattern, best first
+    evo_explore=0.3,  # chance a parent is any program of its island instead of the best
+    # sampling temperature of the search and of its control (OpenEvolve's)
+    evo_temperature=0.7,
+    evo_top_p=0.95,  # nucleus sampling, likewise (1.0: off)
+    # children per call: 1 (OpenEvolve's iteration); a set policy also runs at m
+    evo_children_per_call=1,
     evo_positions_per_call=60_000,  # memory cap: rows x tokens per sampler call
 )
 
 
 def parse_value(text):
-    """'3' -> 3, '1e-3' -> 0.001 (YAML 1.1 would keep it a string), 'true' -> True, '{a: 1}' -> dict."""
+    """'3' -> 3, '1e-3' -> 0.001 (YAML 1.1 would keep it a string), 'true' -> True, '{a: 1}' ->
+    dict."""
     for convert in (int, float):
         try:
             return convert(text)
@@ -58,10 +67,9 @@ def _checked(key, value, default):
     if isinstance(default, str) and isinstance(value, (int, float)) and not isinstance(value, bool):
         value = str(value)  # --set out_dir=123 is a path, not a number
     if isinstance(default, float) and isinstance(value, str):
-        try:
-            value = float(value)  # "1e-3" in a YAML file is a string to YAML 1.1
-        except ValueError:
-            pass
+        # "1e-3" in a YAML file is a string to YAML 1.1
+        with contextlib.suppress(ValueError):
+            value = float(value)
     kind = (int, float) if isinstance(default, float) else type(default)
     # a bool is an int to Python, but a setting's True is never a number
     if not isinstance(value, kind) or (isinstance(value, bool) and not isinstance(default, bool)):
@@ -77,14 +85,17 @@ def read_yaml(path):
     except OSError as e:
         raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"config file {path} is not valid YAML: {str(e).splitlines()[0]}") from None
+        raise ConfigError(
+            f"config file {path} is not valid YAML: {str(e).splitlines()[0]}"
+        ) from None
     if not isinstance(loaded, dict):
         raise ConfigError(f"config file {path} must hold a mapping of key: value")
     return loaded
 
 
 def resolve(defaults, algos, path=None, overrides=(), base=None):
-    """defaults (or base) <- YAML file <- key=value overrides, checked; `algos`: train.py's algorithm names."""
+    """defaults (or base) <- YAML file <- key=value overrides, checked; `algos`: train.py's
+    algorithm names."""
     cfg = dict(base or defaults)
     updates = list(read_yaml(path).items()) if path else []
     for item in overrides:
@@ -97,7 +108,9 @@ def resolve(defaults, algos, path=None, overrides=(), base=None):
             raise ConfigError(f"config key '{key}' is now {RENAMED[key]}")
         if key not in defaults:
             hint = difflib.get_close_matches(key, defaults, n=1)
-            raise ConfigError(f"unknown config key '{key}'" + (f" (did you mean '{hint[0]}'?)" if hint else ""))
+            raise ConfigError(
+                f"unknown config key '{key}'" + (f" (did you mean '{hint[0]}'?)" if hint else "")
+            )
         cfg[key] = _checked(key, value, defaults[key])
     if algos is None:  # the evaluation settings alone (search.py's --set)
         validate_evaluation(cfg)
@@ -116,19 +129,27 @@ RENAMED = {"std_norm": "scale_rewards (true: group, false: none)"}
 
 
 def pick_device(name):
-    """auto -> cuda, mps or cpu, whichever this machine has; a named device it lacks is a ConfigError."""
+    """auto -> cuda, mps or cpu, whichever this machine has; a named device it lacks is a
+    ConfigError."""
     if name == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device=cuda but CUDA is not available")
     if name == "mps" and not torch.backends.mps.is_available():
         raise ConfigError("device=mps but MPS is not available")
     if name != "auto":
         return name
-    return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    return (
+        "cuda"
+        if torch.cuda.is_available()
+        else "mps"
+        if torch.backends.mps.is_available()
+        else "cpu"
+    )
 
 
 # Algorithms whose advantage divides by no group std, so scale_rewards is refused, not ignored.
 NO_GROUP_STD = {
-    "gdpo": "its per-component std division is the method (without it: dr_grpo, rescaled per batch)",
+    "gdpo": "its per-component std division is the method (without it: dr_grpo, rescaled per "
+    "batch)",
     "maxrl": "it divides by the group's mean, not its std",  # MaxRL's estimator
     "vpo_loo": "its leave-one-out baseline divides by nothing",
     "rloo": "its leave-one-out baseline divides by nothing",
@@ -149,9 +170,11 @@ def validate_evaluation(cfg):
 
 def validate(cfg, algos):
     """Out-of-range values fail here, before anything is written or trained."""
+
     def need(cond, msg):
         if not cond:
             raise ConfigError(msg)
+
     for key, value in cfg.items():
         if isinstance(value, float):
             need(math.isfinite(value), f"{key} must be a finite number, got {value}")
@@ -160,27 +183,78 @@ def validate(cfg, algos):
     need(cfg["model"] in PRESETS, f"model must be one of {sorted(PRESETS)}, got '{cfg['model']}'")
     for key in ("lr", "sft_lr", "alpha", "clip", "max_grad_norm"):
         need(cfg[key] > 0, f"{key} must be > 0, got {cfg[key]}")
-    for key in ("steps", "sft_steps", "eval_every", "ckpt_every", "kl_coef", "weight_decay", "threads", "peak_tflops",
-                "temperature", "clip_high", "entropy_coef", "format_coef", "dynamic_sampling", "parent_replay"):
+    for key in (
+        "steps",
+        "sft_steps",
+        "eval_every",
+        "ckpt_every",
+        "kl_coef",
+        "weight_decay",
+        "threads",
+        "peak_tflops",
+        "temperature",
+        "clip_high",
+        "entropy_coef",
+        "format_coef",
+        "dynamic_sampling",
+        "parent_replay",
+    ):
         need(cfg[key] >= 0, f"{key} must be >= 0, got {cfg[key]}")
-    for key in ("prompts_per_step", "sft_batch", "num_weights", "epochs_per_batch", "eval_problems", "block_size"):
+    for key in (
+        "prompts_per_step",
+        "sft_batch",
+        "num_weights",
+        "epochs_per_batch",
+        "eval_problems",
+        "block_size",
+    ):
         need(cfg[key] >= 1, f"{key} must be >= 1, got {cfg[key]}")
     validate_evaluation(cfg)
-    need(cfg["group_size"] >= 2, f"group_size must be >= 2 for group-normalised advantages, got {cfg['group_size']}")
-    need(cfg["answers_per_rollout"] >= 1, f"answers_per_rollout (m) must be >= 1, got {cfg['answers_per_rollout']}")
-    need(cfg["weight_sampler"] in WEIGHT_SAMPLERS, f"weight_sampler must be one of {', '.join(WEIGHT_SAMPLERS)} "
-         f"(vpo.WEIGHT_SAMPLERS, beside vpo.sample_weights), got '{cfg['weight_sampler']}'")
-    need(cfg["weight_sampler"] != "sobol" or cfg["alpha"] == 1.0, "weight_sampler=sobol needs alpha=1")
+    need(
+        cfg["group_size"] >= 2,
+        f"group_size must be >= 2 for group-normalised advantages, got {cfg['group_size']}",
+    )
+    need(
+        cfg["answers_per_rollout"] >= 1,
+        f"answers_per_rollout (m) must be >= 1, got {cfg['answers_per_rollout']}",
+    )
+    need(
+        cfg["weight_sampler"] in WEIGHT_SAMPLERS,
+        f"weight_sampler must be one of {', '.join(WEIGHT_SAMPLERS)} "
+        f"(vpo.WEIGHT_SAMPLERS, beside vpo.sample_weights), got '{cfg['weight_sampler']}'",
+    )
+    need(
+        cfg["weight_sampler"] != "sobol" or cfg["alpha"] == 1.0,
+        "weight_sampler=sobol needs alpha=1",
+    )
     need(0 < cfg["top_p"] <= 1, "top_p must be in (0, 1]")
-    need(1 <= cfg["max_k"] < cfg["group_size"] or cfg["algo"] != "max_at_k",  # k = G: one subset, every advantage 0
-         f"max_k must be in 1..group_size-1={cfg['group_size'] - 1} for max_at_k, got {cfg['max_k']}")
-    need(cfg["scale_rewards"] in ("group", "batch", "none"),
-         f"scale_rewards must be group, batch or none, got '{cfg['scale_rewards']}'")
-    need(cfg["scale_rewards"] == "group" or cfg["algo"] not in NO_GROUP_STD,
-         f"scale_rewards={cfg['scale_rewards']} does not apply to {cfg['algo']}: {NO_GROUP_STD.get(cfg['algo'])}")
-    need(cfg["loss_norm"] in ("tokens", "constant"), f"loss_norm must be tokens or constant, got '{cfg['loss_norm']}'")
-    need(cfg["mutation_share"] == 0 or cfg["task"] == "code", "mutation_share > 0 needs the code task (parents are programs)")
-    need(cfg["parent_replay"] == 0 or cfg["task"] == "code", "parent_replay > 0 needs the code task (parents are programs)")
+    # k = G: one subset, every advantage 0
+    need(
+        1 <= cfg["max_k"] < cfg["group_size"] or cfg["algo"] != "max_at_k",
+        f"max_k must be in 1..group_size-1={cfg['group_size'] - 1} for max_at_k, got "
+        f"{cfg['max_k']}",
+    )
+    need(
+        cfg["scale_rewards"] in ("group", "batch", "none"),
+        f"scale_rewards must be group, batch or none, got '{cfg['scale_rewards']}'",
+    )
+    need(
+        cfg["scale_rewards"] == "group" or cfg["algo"] not in NO_GROUP_STD,
+        f"scale_rewards={cfg['scale_rewards']} does not apply to {cfg['algo']}: "
+        f"{NO_GROUP_STD.get(cfg['algo'])}",
+    )
+    need(
+        cfg["loss_norm"] in ("tokens", "constant"),
+        f"loss_norm must be tokens or constant, got '{cfg['loss_norm']}'",
+    )
+    need(
+        cfg["mutation_share"] == 0 or cfg["task"] == "code",
+        "mutation_share > 0 needs the code task (parents are programs)",
+    )
+    need(
+        cfg["parent_replay"] == 0 or cfg["task"] == "code",
+        "parent_replay > 0 needs the code task (parents are programs)",
+    )
     for key in ("mutation_share", "sft_parent_fraction", "sft_single_first"):
         need(0 <= cfg[key] <= 1, f"{key} must be in [0, 1]")
     need(cfg["device"] in ("auto", "cpu", "cuda", "mps"), "device must be auto, cpu, cuda or mps")

@@ -19,12 +19,15 @@ from config import ConfigError, pick_device
 
 def start_process(cfg):
     """Device, torchrun rank and world, threads and seeds -> (device, rank, world)."""
-    rank, world, device = init(cfg["device"])  # before any folder is made: a bad device writes nothing
+    # before any folder is made: a bad device writes nothing
+    rank, world, device = init(cfg["device"])
     if device.startswith("cuda"):  # TF32 matmuls: ~free speed on Ampere and later, fine for RL
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     if cfg["prompts_per_step"] % world:
-        raise ConfigError(f"prompts_per_step={cfg['prompts_per_step']} must be a multiple of the {world} ranks")
+        raise ConfigError(
+            f"prompts_per_step={cfg['prompts_per_step']} must be a multiple of the {world} ranks"
+        )
     if cfg["threads"]:
         torch.set_num_threads(cfg["threads"])
     random.seed(cfg["seed"])
@@ -45,7 +48,8 @@ class Scorer(torch.nn.Module):
 
 
 def init(name):
-    """The device setting -> (rank, world, device) from torchrun's environment; (0, 1, device) alone."""
+    """The device setting -> (rank, world, device) from torchrun's environment; (0, 1, device)
+    alone."""
     device = pick_device(name)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
@@ -53,8 +57,10 @@ def init(name):
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     gpus = torch.cuda.device_count() if device == "cuda" else 0
     if device == "cuda" and local_rank >= gpus:
-        raise SystemExit(f"torchrun started more processes per node than there are GPUs ({gpus}): "
-                         f"use --nproc_per_node={gpus}, or --set device=cpu")
+        raise SystemExit(
+            f"torchrun started more processes per node than there are GPUs ({gpus}): "
+            f"use --nproc_per_node={gpus}, or --set device=cpu"
+        )
     torch.distributed.init_process_group("nccl" if device == "cuda" else "gloo")
     if device == "cuda":
         device = f"cuda:{local_rank}"
@@ -64,7 +70,9 @@ def init(name):
 
 def scorer(model, world, compile=False):
     """engine.score of `model` as a module: DDP-wrapped under torchrun, torch.compiled if asked."""
-    wrapped = torch.nn.parallel.DistributedDataParallel(Scorer(model)) if world > 1 else Scorer(model)
+    wrapped = (
+        torch.nn.parallel.DistributedDataParallel(Scorer(model)) if world > 1 else Scorer(model)
+    )
     return torch.compile(wrapped) if compile else wrapped
 
 
@@ -100,14 +108,17 @@ def reduce_metrics(metrics, world, device):
     for k, v in zip(keys, values):
         out[k] = v * world if k == "tokens" else v
     out["tokens"] = int(round(out["tokens"]))
-    out["reward_per_component"] = [round(v, 4) for v in values[len(keys):]]
+    out["reward_per_component"] = [round(v, 4) for v in values[len(keys) :]]
     return out
 
 
 def replicas_in_sync(model, world, device):
     """DDP keeps replicas identical; check it rather than trust it -> (in sync, checksum)."""
-    checksum = torch.tensor([sum(float(p.detach().double().sum()) for p in model.parameters())] * 2,
-                            dtype=torch.float64, device=device)
+    checksum = torch.tensor(
+        [sum(float(p.detach().double().sum()) for p in model.parameters())] * 2,
+        dtype=torch.float64,
+        device=device,
+    )
     checksum[1] *= -1
     torch.distributed.all_reduce(checksum, op=torch.distributed.ReduceOp.MAX)
     return bool(checksum[0] == -checksum[1]), float(checksum[0])

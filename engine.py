@@ -17,7 +17,8 @@ from model import completion_dict, sample_from_logits, token_logprobs
 
 
 class KVCache:
-    """Preallocated keys/values for every layer; rows repeated after the prefill, dropped once ended."""
+    """Preallocated keys/values for every layer; rows repeated after the prefill, dropped once
+    ended."""
 
     def __init__(self, n_layer, batch, n_head, max_len, head_size, device, dtype):
         self.k = torch.zeros(n_layer, batch, n_head, max_len, head_size, device=device, dtype=dtype)
@@ -27,15 +28,19 @@ class KVCache:
     def attend(self, layer, q, k, v, attn_mask):
         """Write this layer's new keys/values after the cached ones, attend to all of them."""
         end = self.length + k.size(2)
-        self.k[layer, :, :, self.length:end] = k
-        self.v[layer, :, :, self.length:end] = v
+        self.k[layer, :, :, self.length : end] = k
+        self.v[layer, :, :, self.length : end] = v
         k, v = self.k[layer, :, :, :end], self.v[layer, :, :, :end]  # (B, nh, T_total, hs)
         B, nh, T, hs = q.shape
         if T > 1:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask.to(q.dtype))
         # one query per row: SDPA's CPU kernel issues two tiny matmuls per row and head
-        att = torch.baddbmm(attn_mask.expand(B, nh, 1, -1).flatten(0, 1).to(q.dtype), q.flatten(0, 1),
-                            k.flatten(0, 1).transpose(1, 2), alpha=1.0 / math.sqrt(hs))
+        att = torch.baddbmm(
+            attn_mask.expand(B, nh, 1, -1).flatten(0, 1).to(q.dtype),
+            q.flatten(0, 1),
+            k.flatten(0, 1).transpose(1, 2),
+            alpha=1.0 / math.sqrt(hs),
+        )
         return torch.bmm(att.softmax(-1), v.flatten(0, 1)).view(B, nh, 1, hs)
 
     def advance(self, T):
@@ -52,31 +57,58 @@ class KVCache:
 
 
 def prefill(model, prompt, prompt_mask, num_samples, max_new_tokens, cache_type):
-    """Each prompt through the model once -> (cache, key_mask, last logits (B, V), next positions (B, 1))."""
+    """Each prompt through the model once -> (cache, key_mask, last logits (B, V), next positions
+    (B, 1))."""
     P, Tp = prompt.shape
     cfg, device = model.cfg, prompt.device
     if Tp + max_new_tokens > cfg.block_size:
-        raise ValueError(f"prompt ({Tp}) + max_new_tokens ({max_new_tokens}) exceeds block_size={cfg.block_size}")
+        raise ValueError(
+            f"prompt ({Tp}) + max_new_tokens ({max_new_tokens}) exceeds block_size={cfg.block_size}"
+        )
     dtype = next(model.parameters()).dtype
-    cache = cache_type(cfg.n_layer, P, cfg.n_head, Tp + max_new_tokens, cfg.n_embd // cfg.n_head, device, dtype)
+    cache = cache_type(
+        cfg.n_layer, P, cfg.n_head, Tp + max_new_tokens, cfg.n_embd // cfg.n_head, device, dtype
+    )
     key_mask = torch.ones(P, Tp + max_new_tokens, dtype=torch.bool, device=device)
     key_mask[:, :Tp] = prompt_mask
     positions = (prompt_mask.long().cumsum(1) - 1).clamp(min=0)  # (P, Tp)
     logits = model(prompt, key_mask, positions, cache)[:, -1]  # (P, V)
     cache.repeat_rows(num_samples)
-    return (cache, key_mask.repeat_interleave(num_samples, dim=0), logits.repeat_interleave(num_samples, dim=0),
-            positions[:, -1:].repeat_interleave(num_samples, dim=0) + 1)
+    return (
+        cache,
+        key_mask.repeat_interleave(num_samples, dim=0),
+        logits.repeat_interleave(num_samples, dim=0),
+        positions[:, -1:].repeat_interleave(num_samples, dim=0) + 1,
+    )
 
 
 @torch.no_grad()
-def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, temperature=1.0,
-             top_k=None, top_p=None, generator=None, share_prompt=True, drop_finished=True):
-    """model.generate's samples, faster; share_prompt / drop_finished=False switch tricks off (bench, tests)."""
+def generate(
+    model,
+    prompt,
+    prompt_mask,
+    num_samples,
+    max_new_tokens,
+    eos_id,
+    temperature=1.0,
+    top_k=None,
+    top_p=None,
+    generator=None,
+    share_prompt=True,
+    drop_finished=True,
+):
+    """model.generate's samples, faster; share_prompt / drop_finished=False switch tricks off
+    (bench, tests)."""
     if not share_prompt:  # each sample gets its own copy of the prompt: G prefills of the same text
-        prompt, prompt_mask = prompt.repeat_interleave(num_samples, 0), prompt_mask.repeat_interleave(num_samples, 0)
+        prompt, prompt_mask = (
+            prompt.repeat_interleave(num_samples, 0),
+            prompt_mask.repeat_interleave(num_samples, 0),
+        )
         num_samples = 1
     B, device = prompt.size(0) * num_samples, prompt.device
-    cache, key_mask, logits, next_pos = prefill(model, prompt, prompt_mask, num_samples, max_new_tokens, KVCache)
+    cache, key_mask, logits, next_pos = prefill(
+        model, prompt, prompt_mask, num_samples, max_new_tokens, KVCache
+    )
 
     tokens = torch.full((B, max_new_tokens), eos_id, dtype=torch.long, device=device)
     logprobs = torch.zeros(B, max_new_tokens, device=device)
@@ -84,7 +116,8 @@ def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, te
     rows = torch.arange(B, device=device)  # which of the B rows are still in the batch
     done = torch.zeros(B, dtype=torch.bool, device=device)  # (b,) rows in the batch that have ended
     for t in range(max_new_tokens):
-        # every row's random number is drawn, in the batch or not, so dropping rows changes no sample
+        # every row's random number is drawn, in the batch or not, so dropping rows changes no
+        # sample
         uniform = torch.rand(B, 1, device=device, generator=generator)[rows]  # (b, 1)
         logits = logits.float()
         tok = sample_from_logits(logits, temperature, top_k, top_p, uniform=uniform)  # (b,)
@@ -99,7 +132,13 @@ def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, te
         if drop_finished and int(done.sum()) * 4 >= len(done):
             # not at every ending: each drop copies the cache
             keep = ~done
-            rows, tok, done, key_mask, next_pos = rows[keep], tok[keep], done[keep], key_mask[keep], next_pos[keep]
+            rows, tok, done, key_mask, next_pos = (
+                rows[keep],
+                tok[keep],
+                done[keep],
+                key_mask[keep],
+                next_pos[keep],
+            )
             cache.keep_rows(keep)
         logits = model(tok[:, None], key_mask, next_pos, cache)[:, -1]
         next_pos = next_pos + 1
@@ -107,7 +146,8 @@ def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, te
 
 
 class StaticKVCache(KVCache):
-    """A KVCache with fixed-shape steps: a new key goes to position `at`; unwritten keys are masked."""
+    """A KVCache with fixed-shape steps: a new key goes to position `at`; unwritten keys are
+    masked."""
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -118,11 +158,14 @@ class StaticKVCache(KVCache):
             return super().attend(layer, q, k, v, attn_mask)
         self.k[layer].index_copy_(2, self.at, k)
         self.v[layer].index_copy_(2, self.at, v)
-        return F.scaled_dot_product_attention(q, self.k[layer], self.v[layer], attn_mask=attn_mask.to(q.dtype))
+        return F.scaled_dot_product_attention(
+            q, self.k[layer], self.v[layer], attn_mask=attn_mask.to(q.dtype)
+        )
 
 
 def on_side_stream(step):
-    """Run step() eagerly on a side stream: the warm-up before a capture (lazy inits stay out of the graph)."""
+    """Run step() eagerly on a side stream: the warm-up before a capture (lazy inits stay out of the
+    graph)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -131,50 +174,85 @@ def on_side_stream(step):
 
 
 def captured(step):
-    """Run step() once eagerly, then record it as a CUDA graph -> its replay: the step in one launch."""
+    """Run step() once eagerly, then record it as a CUDA graph -> its replay: the step in one
+    launch."""
     on_side_stream(step)
     graph = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(graph):
             step()  # recorded, not run
-    except RuntimeError as e:  # e.g. an op that waits for the host, on another torch or GPU than we tested
-        raise RuntimeError(f"capturing a CUDA graph failed ({e}); run with --set cuda_graph=false to "
-                           f"sample and warm-start eagerly") from e
+    # e.g. an op that waits for the host, on another torch or GPU than we tested
+    except RuntimeError as e:
+        raise RuntimeError(
+            f"capturing a CUDA graph failed ({e}); run with --set cuda_graph=false to "
+            f"sample and warm-start eagerly"
+        ) from e
     return graph.replay
 
 
 @torch.no_grad()
-def generate_static(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, temperature=1.0,
-                    top_k=None, top_p=None, generator=None, capture=None, check_every=8):
-    """generate's samples at fixed shapes (CUDA-graphed if `capture`); ended rows stay, checked every `check_every`."""
+def generate_static(
+    model,
+    prompt,
+    prompt_mask,
+    num_samples,
+    max_new_tokens,
+    eos_id,
+    temperature=1.0,
+    top_k=None,
+    top_p=None,
+    generator=None,
+    capture=None,
+    check_every=8,
+):
+    """generate's samples at fixed shapes (CUDA-graphed if `capture`); ended rows stay, checked
+    every `check_every`."""
     capture = prompt.is_cuda if capture is None else capture and prompt.is_cuda
     Tp, B, device = prompt.size(1), prompt.size(0) * num_samples, prompt.device
-    cache, key_mask, logits, pos = prefill(model, prompt, prompt_mask, num_samples, max_new_tokens, StaticKVCache)
+    cache, key_mask, logits, pos = prefill(
+        model, prompt, prompt_mask, num_samples, max_new_tokens, StaticKVCache
+    )
     logits = logits.float()
     cache.at.fill_(Tp)  # where the first new token's key goes
-    # one (B, 1) draw a step, as generate: one (T, B, 1) draw matches on the CPU only (CUDA offsets each call)
+    # one (B, 1) draw a step, as generate: one (T, B, 1) draw matches on the CPU only (CUDA offsets
+    # each call)
     generator = generator if generator is not None else default_generator(device)
     state = generator.get_state()
-    uniforms = torch.stack([torch.rand(B, 1, device=device, generator=generator) for _ in range(max_new_tokens)])
+    uniforms = torch.stack(
+        [torch.rand(B, 1, device=device, generator=generator) for _ in range(max_new_tokens)]
+    )
     # the step's state, all preallocated; the keys after the prompt are shown one a step
-    visible = torch.zeros(B, 1, 1, key_mask.size(1), device=device, dtype=logits.dtype)  # additive attention mask
+    # additive attention mask
+    visible = torch.zeros(B, 1, 1, key_mask.size(1), device=device, dtype=logits.dtype)
     visible.masked_fill_(~key_mask[:, None, None, :], float("-inf"))
     visible[..., Tp:] = float("-inf")
     tokens = torch.full((B, max_new_tokens), eos_id, dtype=torch.long, device=device)
-    logprobs, entropy = torch.zeros(B, max_new_tokens, device=device), torch.zeros(B, max_new_tokens, device=device)
+    logprobs, entropy = (
+        torch.zeros(B, max_new_tokens, device=device),
+        torch.zeros(B, max_new_tokens, device=device),
+    )
     done = torch.zeros(B, dtype=torch.bool, device=device)
 
     def step():
         t = cache.at - Tp  # (1,) the new token's index in the completion
-        tok = sample_from_logits(logits, temperature, top_k, top_p, uniform=uniforms.index_select(0, t)[0],
-                                 check_finite=False).masked_fill(done, eos_id)  # (B,)
+        # (B,)
+        tok = sample_from_logits(
+            logits,
+            temperature,
+            top_k,
+            top_p,
+            uniform=uniforms.index_select(0, t)[0],
+            check_finite=False,
+        ).masked_fill(done, eos_id)
         logp = F.log_softmax(logits, dim=-1)
         tokens.index_copy_(1, t, tok[:, None])
         logprobs.index_copy_(1, t, logp.gather(-1, tok[:, None]))
         entropy.index_copy_(1, t, -(logp.exp() * logp).sum(-1, keepdim=True))
         done.logical_or_(tok == eos_id)
-        visible.index_fill_(3, cache.at, 0.0)  # the new token's key becomes visible, to itself and after
-        x = model.wte(tok[:, None]) + model.wpe(pos)  # (B, 1, C): model.hidden's body at fixed shapes
+        # the new token's key becomes visible, to itself and after
+        visible.index_fill_(3, cache.at, 0.0)
+        # (B, 1, C): model.hidden's body at fixed shapes
+        x = model.wte(tok[:, None]) + model.wpe(pos)
         for block in model.blocks:
             x = block(x, visible, cache)
         logits.copy_(model.lm_head(model.ln_f(x))[:, -1].float())
@@ -190,17 +268,21 @@ def generate_static(model, prompt, prompt_mask, num_samples, max_new_tokens, eos
             break
         replay()
     if not bool(torch.isfinite(logprobs).all()):
-        raise FloatingPointError("non-finite logits while sampling: the policy diverged; stopping, the last "
-                                 "checkpoint is kept")
+        raise FloatingPointError(
+            "non-finite logits while sampling: the policy diverged; stopping, the last checkpoint "
+            "is kept"
+        )
     rewind(generator, state, tokens, eos_id)
     return completion_dict(tokens, logprobs, entropy, eos_id)
 
 
 def rewind(generator, state, tokens, eos_id):
-    """Leave the generator (at `state` before the draws) where generate, which stops early, leaves it."""
+    """Leave the generator (at `state` before the draws) where generate, which stops early, leaves
+    it."""
     B, max_new_tokens = tokens.shape
     ended = tokens == eos_id
-    last = torch.where(ended.any(1), ended.int().argmax(1), max_new_tokens - 1)  # (B,) each row's last step
+    # (B,) each row's last step
+    last = torch.where(ended.any(1), ended.int().argmax(1), max_new_tokens - 1)
     generator.set_state(state)
     for _ in range(int(last.max()) + 1):
         torch.rand(B, 1, device=tokens.device, generator=generator)
@@ -209,32 +291,47 @@ def rewind(generator, state, tokens, eos_id):
 def default_generator(device):
     """The generator torch.rand uses on `device` when it is given none."""
     if device.type == "cuda":
-        return torch.cuda.default_generators[device.index if device.index is not None else torch.cuda.current_device()]
+        return torch.cuda.default_generators[
+            device.index if device.index is not None else torch.cuda.current_device()
+        ]
     if device.type != "cpu":
         raise ValueError(f"generate_static on {device.type}: pass a generator on that device")
     return torch.default_generator
 
 
 def captures(cfg, device):
-    """Whether steps are captured as CUDA graphs: on CUDA with cuda_graph on (.get: older checkpoints)."""
+    """Whether steps are captured as CUDA graphs: on CUDA with cuda_graph on (.get: older
+    checkpoints)."""
     return bool(cfg.get("cuda_graph", False)) and str(device).startswith("cuda")
 
 
 def sampler_for(cfg, device):
-    """generate_static where captures(); else generate (the same tokens; on the CPU as fast or faster)."""
+    """generate_static where captures(); else generate (the same tokens; on the CPU as fast or
+    faster)."""
     return generate_static if captures(cfg, device) else generate
 
 
 def sample(cfg, model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, generator):
-    """num_samples completions per prompt with the sampler and sampling settings of the run's `cfg`."""
+    """num_samples completions per prompt with the sampler and sampling settings of the run's
+    `cfg`."""
     sampler = sampler_for(cfg, prompt.device)
-    return sampler(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id,
-                   temperature=cfg["temperature"], top_k=cfg["top_k"] or None,
-                   top_p=cfg["top_p"] if cfg["top_p"] < 1 else None, generator=generator)
+    return sampler(
+        model,
+        prompt,
+        prompt_mask,
+        num_samples,
+        max_new_tokens,
+        eos_id,
+        temperature=cfg["temperature"],
+        top_k=cfg["top_k"] or None,
+        top_p=cfg["top_p"] if cfg["top_p"] < 1 else None,
+        generator=generator,
+    )
 
 
 class SharedPrompts:
-    """The distinct prompts' keys/values for rows (B,) that extend them, concatenated so autograd sees through."""
+    """The distinct prompts' keys/values for rows (B,) that extend them, concatenated so autograd
+    sees through."""
 
     def __init__(self, rows):
         self.rows = rows
@@ -260,31 +357,52 @@ class SharedPrompts:
 
 
 def score(model, prompt, prompt_mask, completion, completion_mask, share_prompt=True, buckets=4):
-    """model.score's result (B, Tc): each distinct prompt runs once, completions in up to `buckets` lengths."""
+    """model.score's result (B, Tc): each distinct prompt runs once, completions in up to `buckets`
+    lengths."""
     B, Tp = prompt.shape
     mask = torch.cat([prompt_mask, completion_mask], dim=1)
     positions = (mask.long().cumsum(1) - 1).clamp(min=0)
     if share_prompt:  # RL scores G samples of each prompt in consecutive rows
-        _, rows, counts = torch.unique_consecutive(torch.cat([prompt, prompt_mask], 1), dim=0,
-                                                   return_inverse=True, return_counts=True)
+        _, rows, counts = torch.unique_consecutive(
+            torch.cat([prompt, prompt_mask], 1), dim=0, return_inverse=True, return_counts=True
+        )
         first = counts.cumsum(0) - counts  # (P,) the first row of each prompt
     else:
         rows = first = torch.arange(B, device=prompt.device)
     cache = SharedPrompts(rows)
-    last = model.hidden(prompt[first], prompt_mask[first], positions[first, :Tp], cache)[:, -1:]  # (P, 1, C)
+    # (P, 1, C)
+    last = model.hidden(prompt[first], prompt_mask[first], positions[first, :Tp], cache)[:, -1:]
     lengths = completion_mask.sum(1)
-    order = torch.argsort(lengths, descending=True, stable=True) if buckets > 1 else torch.arange(B, device=prompt.device)
+    order = (
+        torch.argsort(lengths, descending=True, stable=True)
+        if buckets > 1
+        else torch.arange(B, device=prompt.device)
+    )
     chunks = order.tensor_split(min(buckets, B))
     if sum(int(lengths[c].max()) * len(c) for c in chunks) > 0.9 * int(lengths.max()) * B:
-        chunks = [order]  # lengths alike (e.g. nothing ends early): more forwards would save nothing
+        # lengths alike (e.g. nothing ends early): more forwards would save nothing
+        chunks = [order]
     parts = []
     for chunk in chunks:
-        T = max(1, int(lengths[chunk].max()))  # this bucket's own width; its first token needs no forward
+        # this bucket's own width; its first token needs no forward
+        T = max(1, int(lengths[chunk].max()))
         h = last[rows[chunk]]  # (b, 1, C): the last prompt position predicts the first token
         if T > 1:
-            h = torch.cat([h, model.hidden(completion[chunk, :T - 1], mask[chunk, :Tp + T - 1],
-                                           positions[chunk, Tp:Tp + T - 1], cache.for_rows(chunk))], dim=1)
+            h = torch.cat(
+                [
+                    h,
+                    model.hidden(
+                        completion[chunk, : T - 1],
+                        mask[chunk, : Tp + T - 1],
+                        positions[chunk, Tp : Tp + T - 1],
+                        cache.for_rows(chunk),
+                    ),
+                ],
+                dim=1,
+            )
         logp, ent = token_logprobs(model.lm_head(h), completion[chunk, :T])
-        parts.append((F.pad(logp, (0, completion.size(1) - T)), F.pad(ent, (0, completion.size(1) - T))))
+        parts.append(
+            (F.pad(logp, (0, completion.size(1) - T)), F.pad(ent, (0, completion.size(1) - T)))
+        )
     inverse = torch.argsort(order)  # back to the batch's row order
     return torch.cat([p[0] for p in parts])[inverse], torch.cat([p[1] for p in parts])[inverse]

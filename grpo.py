@@ -13,7 +13,8 @@ GRPO's own fixes against collapse, off by default (the paper uses none):
   answers all score alike (`scale="batch"`: TRL's one std); `normaliser`: a constant instead of the
   token count, so a token's weight does not depend on the other completions' lengths.
 - `clip_high`: DAPO's clip-higher (arXiv 2503.14476): unlikely tokens of good answers can grow.
-- `entropy_coef`: an entropy bonus; from detached entropies it would change the loss and nothing else.
+- `entropy_coef`: an entropy bonus; from detached entropies it would change the loss and nothing
+else.
 - `format_advantages`: a format reward (as DeepSeek-R1's). Why: VPO's set score is a max, so nothing
   else asks an answer the first one dominates to be valid.
 
@@ -50,8 +51,8 @@ def format_advantages(rewards: torch.Tensor) -> torch.Tensor:
 
 
 def advantage_scale(adv: torch.Tensor, snap: float = 0.01) -> float:
-    """adv (P, G) -> their RMS over the groups with a signal, to size fixed-weight terms (format, entropy)
-    alike in every method; within `snap` of 1 (any z-score) it is exactly 1."""
+    """adv (P, G) -> their RMS over the groups with a signal, to size fixed-weight terms (format,
+    entropy) alike in every method; within `snap` of 1 (any z-score) it is exactly 1."""
     signal = adv.abs().sum(1) > 0  # (P,)
     if not signal.any():
         return 1.0
@@ -59,16 +60,29 @@ def advantage_scale(adv: torch.Tensor, snap: float = 0.01) -> float:
     return 1.0 if abs(rms - 1.0) < snap else rms
 
 
-def policy_loss(logprobs, old_logprobs, advantages, mask, clip=0.2, ref_logprobs=None, kl_coef=0.0,
-                clip_high=None, entropy=None, entropy_coef=0.0, normaliser=None):
+def policy_loss(
+    logprobs,
+    old_logprobs,
+    advantages,
+    mask,
+    clip=0.2,
+    ref_logprobs=None,
+    kl_coef=0.0,
+    clip_high=None,
+    entropy=None,
+    entropy_coef=0.0,
+    normaliser=None,
+):
     """Clipped policy-gradient loss, summed over the batch's completion tokens and divided by
     `normaliser` (None: the token count, a token mean; a number: a constant, Dr. GRPO).
 
     logprobs (B, T) current policy (with grad), old_logprobs (B, T) sampling policy, advantages (B,)
     one per rollout, mask (B, T) True on completion tokens, ref_logprobs (B, T) frozen reference (if
-    kl_coef > 0), entropy (B, T) WITH grad (if entropy_coef > 0); clip_high: the upper clip (None: clip).
+    kl_coef > 0), entropy (B, T) WITH grad (if entropy_coef > 0); clip_high: the upper clip (None:
+    clip).
     -> (loss, stats): clip_frac (tokens whose loss the clip changes, as TRL and veRL count them),
-    ratio_outside_clip, KL, the entropy bonus: token means whatever the normaliser, comparable across runs.
+    ratio_outside_clip, KL, the entropy bonus: token means whatever the normaliser, comparable
+    across runs.
     """
     mask = mask.float()
     n_tokens = mask.sum().clamp(min=1)
@@ -78,7 +92,8 @@ def policy_loss(logprobs, old_logprobs, advantages, mask, clip=0.2, ref_logprobs
     unclipped = ratio * adv
     clipped = ratio.clamp(1 - clip, 1 + high) * adv
     pg_loss = -(torch.minimum(unclipped, clipped) * mask).sum() / n_tokens
-    # the clip changes the loss only where it binds in the direction the advantage pushes (TRL, veRL)
+    # the clip changes the loss only where it binds in the direction the advantage pushes (TRL,
+    # veRL)
     clipped_tokens = ((ratio < 1 - clip) & (adv < 0)) | ((ratio > 1 + high) & (adv > 0))
     clip_frac = (clipped_tokens.float() * mask).sum() / n_tokens
     outside = (((ratio < 1 - clip) | (ratio > 1 + high)).float() * mask).sum() / n_tokens
@@ -93,5 +108,10 @@ def policy_loss(logprobs, old_logprobs, advantages, mask, clip=0.2, ref_logprobs
     # token means -> token sums / normaliser, for every term alike (exactly 1.0 for the token mean)
     scale = 1.0 if normaliser is None else n_tokens / normaliser
     loss = (pg_loss + kl_coef * kl - entropy_coef * bonus) * scale
-    return loss, {"clip_frac": clip_frac.item(), "ratio_outside_clip": outside.item(), "kl": kl.item(),
-                  "pg_loss": pg_loss.item(), "entropy_bonus": bonus.item()}
+    return loss, {
+        "clip_frac": clip_frac.item(),
+        "ratio_outside_clip": outside.item(),
+        "kl": kl.item(),
+        "pg_loss": pg_loss.item(),
+        "entropy_bonus": bonus.item(),
+    }

@@ -20,7 +20,8 @@ MAX_CHARS = 256  # program text length; checked before tokenising, so parsing is
 MAX_DEPTH = 12  # nested parentheses; also bounds Python recursion in parse and evaluate
 MAX_NODES = 64  # literals, x and applications together; keeps answers short and runs cheap
 MAX_ABS = 10**9  # largest |value| of any literal, input or intermediate; keeps ints machine-sized
-MAX_STEPS = 1000  # node evaluations per input; unreachable today (no loops), a guard if the language grows
+# node evaluations per input; unreachable today (no loops), a guard if the language grows
+MAX_STEPS = 1000
 
 
 class ProgramError(ValueError):
@@ -48,9 +49,19 @@ def _pow(a, b):
     return a**b
 
 
-BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": _floordiv, "%": _mod,
-          "min": min, "max": max, "^": _pow,
-          "<": lambda a, b: int(a < b), "=": lambda a, b: int(a == b), ">": lambda a, b: int(a > b)}
+BINARY = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": _floordiv,
+    "%": _mod,
+    "min": min,
+    "max": max,
+    "^": _pow,
+    "<": lambda a, b: int(a < b),
+    "=": lambda a, b: int(a == b),
+    ">": lambda a, b: int(a > b),
+}
 ARITY = {**{op: 2 for op in BINARY}, "if": 3}
 
 
@@ -61,7 +72,8 @@ def _check(value):
 
 
 def _tokenize(text):
-    """Split into '(', ')', words and ints: a word ends at whitespace or a parenthesis. Linear in the text."""
+    """Split into '(', ')', words and ints: a word ends at whitespace or a parenthesis. Linear in
+    the text."""
     tokens = []
     for w in re.findall(r"[()]|[^ \t\n\r()]+", text):
         if w.isascii() and w.isdigit():  # isdigit alone accepts e.g. fullwidth digits
@@ -158,13 +170,15 @@ def _attempt(fn, *args):
         return fn(*args)
     except ProgramError:
         return None
-    except Exception as exc:  # an interpreter bug costs one reward, not a run; tests turn the warning into an error
-        warnings.warn(f"lang internal error: {exc!r}", RuntimeWarning)
+    # an interpreter bug costs one reward, not a run; tests turn the warning into an error
+    except Exception as exc:
+        warnings.warn(f"lang internal error: {exc!r}", RuntimeWarning, stacklevel=2)
         return None
 
 
 def compiled(node):
-    """A parsed tree -> a function of x with evaluate's results, without the guards (most of run()'s time) it cannot trip."""
+    """A parsed tree -> a function of x with evaluate's results, without the guards (most of run()'s
+    time) it cannot trip."""
     if type(node) is int:
         return lambda x: node
     if node == "x":
@@ -186,6 +200,7 @@ def run(text, inputs):
 
     def checked(x):
         return program(_input(x))
+
     return [_attempt(checked, x) for x in inputs]
 
 

@@ -1,10 +1,11 @@
 """Evaluation metrics for test-time search over sets of answers.
 
 Pure functions of numbers in hand (search.py draws the candidates): pass@k, best@k, descriptions of
-a pool of reward vectors. Every estimator is exact (an expectation over all size-k subsets), so tests
-can pin values to 1e-12; the exceptions are the seeded bootstrap intervals.
+a pool of reward vectors. Every estimator is exact (an expectation over all size-k subsets), so
+tests can pin values to 1e-12; the exceptions are the seeded bootstrap intervals.
 Left out: significance tests and corrections for comparing many methods.
 """
+
 import math
 import operator
 
@@ -38,7 +39,8 @@ def max_at_k(scores, k: int) -> float:
     n, k = len(s), operator.index(k)
     if not 1 <= k <= n:
         raise ValueError(f"need 1 <= k <= n, got n={n}, k={k}")
-    # the i-th smallest is the max of a k-subset with probability C(i-1, k-1) / C(n, k), exact to one ulp
+    # the i-th smallest is the max of a k-subset with probability C(i-1, k-1) / C(n, k), exact to
+    # one ulp
     total = math.comb(n, k)
     w = np.zeros(n)
     num = 1  # C(k-1, k-1); walk C(j, k-1) up j by an exact integer recurrence
@@ -68,7 +70,8 @@ def reward_space_diversity(rewards) -> float:
     n = len(r)
     if n < 2:
         return 0.0
-    # per sorted column, a gap lies inside g(n-g) pairs: O(n log n), and identical rows give exactly 0
+    # per sorted column, a gap lies inside g(n-g) pairs: O(n log n), and identical rows give exactly
+    # 0
     gaps = np.diff(np.sort(r, axis=0), axis=0)
     g = np.arange(1, n)
     return float((g * (n - g)) @ gaps.sum(axis=1) / (n * (n - 1) / 2))
@@ -79,7 +82,8 @@ def pareto_fraction(rewards) -> float:
     r = _as_rows(rewards)
     if len(r) == 0:
         return 0.0
-    # row j dominates row i if >= everywhere and > somewhere: equal rows (duplicates on the front) never do
+    # row j dominates row i if >= everywhere and > somewhere: equal rows (duplicates on the front)
+    # never do
     ge = (r[None, :, :] >= r[:, None, :]).all(axis=2)
     gt = (r[None, :, :] > r[:, None, :]).any(axis=2)
     dominated = (ge & gt).any(axis=1)
@@ -99,15 +103,20 @@ def scalarized_best_at_k(rewards, weights, ks) -> list[float]:
 
 
 def paired_bootstrap_interval(a, b, num_resamples=10_000, level=0.95, seed=0):
-    """(mean of a - b, low, high): a percentile bootstrap interval for the gap between two methods, from
-    paired (seeds, problems) arrays; the seeds and, within each drawn seed, the problems are resampled."""
+    """(mean of a - b, low, high): a percentile bootstrap interval for the gap between two methods,
+    from paired (seeds, problems) arrays; the seeds and, within each drawn seed, the problems are
+    resampled."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.ndim != 2 or a.shape != b.shape or a.size == 0:
-        raise ValueError(f"a and b must be (seeds, problems) arrays of one shape, got {a.shape} and {b.shape}")
+        raise ValueError(
+            f"a and b must be (seeds, problems) arrays of one shape, got {a.shape} and {b.shape}"
+        )
     if not (np.isfinite(a).all() and np.isfinite(b).all()):
         raise ValueError("a and b must be finite")
     if not 0 < level < 1 or operator.index(num_resamples) < 1:
-        raise ValueError(f"need 0 < level < 1 and num_resamples >= 1, got {level} and {num_resamples}")
+        raise ValueError(
+            f"need 0 < level < 1 and num_resamples >= 1, got {level} and {num_resamples}"
+        )
     diff = a - b
     S, Q = diff.shape
     rng = np.random.default_rng(seed)
@@ -122,7 +131,9 @@ def paired_bootstrap_interval(a, b, num_resamples=10_000, level=0.95, seed=0):
 
 
 def rank_correlation(x, y) -> float:
-    """Spearman's rank correlation (ties share their mean rank); nan when either side is constant."""
+    """Spearman's rank correlation (ties share their mean rank); nan when either side is
+    constant."""
+
     def ranks(v):
         v = np.asarray(v, dtype=float)
         r = np.empty(len(v))
@@ -130,6 +141,7 @@ def rank_correlation(x, y) -> float:
         for value in np.unique(v):  # ties share the mean of their ranks
             r[v == value] = r[v == value].mean()
         return r
+
     rx, ry = ranks(x), ranks(y)
     if rx.std() == 0 or ry.std() == 0:
         return float("nan")
@@ -137,14 +149,23 @@ def rank_correlation(x, y) -> float:
 
 
 def rank_correlation_interval(x, y, groups, num_resamples=2000, level=0.95, seed=0):
-    """(rho, low, high): a bootstrap drawing the groups (methods), then each group's points (seeds)."""
+    """(rho, low, high): a bootstrap drawing the groups (methods), then each group's points
+    (seeds)."""
     x, y, groups = np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(groups)
     members = [np.flatnonzero(groups == g) for g in np.unique(groups)]
     rng, stats = np.random.default_rng(seed), []
     for _ in range(num_resamples):
-        drawn = np.concatenate([rng.choice(members[i], size=len(members[i]))
-                                for i in rng.integers(0, len(members), size=len(members))])
+        drawn = np.concatenate(
+            [
+                rng.choice(members[i], size=len(members[i]))
+                for i in rng.integers(0, len(members), size=len(members))
+            ]
+        )
         stats.append(rank_correlation(x[drawn], y[drawn]))
     stats = np.array(stats)
-    low, high = np.nanquantile(stats, [(1 - level) / 2, (1 + level) / 2]) if np.isfinite(stats).any() else (np.nan,) * 2
+    low, high = (
+        np.nanquantile(stats, [(1 - level) / 2, (1 + level) / 2])
+        if np.isfinite(stats).any()
+        else (np.nan,) * 2
+    )
     return rank_correlation(x, y), float(low), float(high)

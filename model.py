@@ -22,37 +22,46 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# ---- Tokenizer: the 256 bytes (no merges) and our special tokens, via tiktoken (works offline) ----
-# "numbers" adds one token per "00".."99": a number below 100 is one choice, not a tens and a units digit
+# ---- Tokenizer: the 256 bytes (no merges) and our special tokens, via tiktoken (works offline)
+# ----
+# "numbers" adds one token per "00".."99": a number below 100 is one choice, not a tens and a units
+# digit
 
-SPECIAL_TOKENS = ["<|bos|>", "<|answer|>", "<|sep|>", "<|eos|>"]  # bos, prompt->answer, answer->answer, end
-SURROGATES = re.compile("[\ud800-\udfff]")  # code points that are not characters: no UTF-8 bytes exist for them
+# bos, prompt->answer, answer->answer, end
+SPECIAL_TOKENS = ["<|bos|>", "<|answer|>", "<|sep|>", "<|eos|>"]
+# code points that are not characters: no UTF-8 bytes exist for them
+SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 class Tokenizer:
     """Text <-> token ids; `name`: bytes, numbers or a tiktoken encoding (needs a download).
     encode accepts any str: valid Unicode round-trips; surrogates (no UTF-8 bytes) become U+FFFD, so
-    decode(encode(text)) == SURROGATES.sub("\ufffd", text). decode never raises: invalid UTF-8 (a policy
-    can stop inside a character) becomes U+FFFD. Special tokens are always one id each."""
+    decode(encode(text)) == SURROGATES.sub("\ufffd", text). decode never raises: invalid UTF-8 (a
+    policy can stop inside a character) becomes U+FFFD. Special tokens are always one id each."""
 
     def __init__(self, name: str = "bytes"):
         if name in ("bytes", "numbers"):
             ranks = {bytes([i]): i for i in range(256)}
             pattern = r"[\s\S]"  # one character per piece: with no merges, splitting is irrelevant
             if name == "numbers":
-                ranks.update({f"{n:02d}".encode(): 256 + n for n in range(100)})  # "07" merges from "0" + "7"
-                pattern = r"\d{1,2}|[\s\S]"  # digits in pieces of two ("123" -> "12", "3"), all else by character
+                # "07" merges from "0" + "7"
+                ranks.update({f"{n:02d}".encode(): 256 + n for n in range(100)})
+                # digits in pieces of two ("123" -> "12", "3"), all else by character
+                pattern = r"\d{1,2}|[\s\S]"
             base = len(ranks)
         else:
             try:
                 named = tiktoken.get_encoding(name)
             except Exception as e:  # offline: tiktoken tries to download the merge file
-                raise RuntimeError(f"tokenizer '{name}' is unavailable ({type(e).__name__}: {e}); "
-                                   f"use tokenizer=bytes or numbers, which need no download") from None
+                raise RuntimeError(
+                    f"tokenizer '{name}' is unavailable ({type(e).__name__}: {e}); "
+                    f"use tokenizer=bytes or numbers, which need no download"
+                ) from None
             ranks, pattern, base = named._mergeable_ranks, named._pat_str, named.n_vocab
         specials = {tok: base + i for i, tok in enumerate(SPECIAL_TOKENS)}
-        self.enc = tiktoken.Encoding(name=f"vpo-{name}", pat_str=pattern, mergeable_ranks=ranks,
-                                     special_tokens=specials)
+        self.enc = tiktoken.Encoding(
+            name=f"vpo-{name}", pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials
+        )
         self.bos, self.answer, self.sep, self.eos = (specials[t] for t in SPECIAL_TOKENS)
         self.vocab_size = base + len(SPECIAL_TOKENS)
 
@@ -84,6 +93,7 @@ class Tokenizer:
 
 # ---- The transformer -----------------------------------------------------------------------------
 
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg, layer):
         super().__init__()
@@ -96,12 +106,19 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x, attn_mask, cache=None):
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        # (B, nh, T, hs)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
         if cache is not None:  # engine.py: keys/values of earlier tokens are kept, not recomputed
             y = cache.attend(self.layer, q, k, v, attn_mask)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask.to(q.dtype),  # q is bf16 under autocast
-                                               dropout_p=self.dropout if self.training else 0.0)
+            # q is bf16 under autocast
+            y = F.scaled_dot_product_attention(
+                q,
+                k,
+                v,
+                attn_mask=attn_mask.to(q.dtype),
+                dropout_p=self.dropout if self.training else 0.0,
+            )
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
         return self.proj(y)
 
@@ -132,12 +149,12 @@ class Block(nn.Module):
 
 @dataclass
 class GPTConfig:
-    vocab_size: int = 260   # 256 bytes + 4 special tokens
-    block_size: int = 256   # longest prompt + completion
+    vocab_size: int = 260  # 256 bytes + 4 special tokens
+    block_size: int = 256  # longest prompt + completion
     n_layer: int = 4
     n_head: int = 4
     n_embd: int = 128
-    dropout: float = 0.0    # RL assumes 0: sampled log-probs must match the scoring forward
+    dropout: float = 0.0  # RL assumes 0: sampled log-probs must match the scoring forward
     bias: bool = False
 
 
@@ -176,20 +193,27 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(self, idx, key_mask, positions, cache=None):
-        """idx (B, T), key_mask (B, T_total) True for real tokens, positions (B, T) -> logits (B, T, V)."""
+        """idx (B, T), key_mask (B, T_total) True for real tokens, positions (B, T) -> logits (B, T,
+        V)."""
         return self.lm_head(self.hidden(idx, key_mask, positions, cache))
 
     def hidden(self, idx, key_mask, positions, cache=None, check=True):
         """forward() without the lm_head (B, T, C). With a cache (engine.py) idx holds only the new
         tokens; check=False skips the length check, which a CUDA graph cannot wait for."""
         if check and positions.max() >= self.cfg.block_size:
-            raise ValueError(f"sequence of {int(positions.max()) + 1} tokens exceeds block_size={self.cfg.block_size}")
+            raise ValueError(
+                f"sequence of {int(positions.max()) + 1} tokens exceeds "
+                f"block_size={self.cfg.block_size}"
+            )
         B, T = idx.shape
         start = cache.length if cache is not None else 0
-        # causal, never a padded key, always itself (a fully masked padding query's NaN leaks into real rows)
+        # causal, never a padded key, always itself (a fully masked padding query's NaN leaks into
+        # real rows)
         query_pos = torch.arange(start, start + T, device=idx.device)[:, None]  # (T, 1)
         key_pos = torch.arange(start + T, device=idx.device)[None, :]  # (1, T_total)
-        visible = ((key_pos <= query_pos) & key_mask[:, None, None, :start + T]) | (key_pos == query_pos)
+        visible = ((key_pos <= query_pos) & key_mask[:, None, None, : start + T]) | (
+            key_pos == query_pos
+        )
         # as an additive float mask: SDPA would otherwise convert a boolean mask in every layer
         attn_mask = torch.zeros(visible.shape, device=idx.device, dtype=self.wte.weight.dtype)
         attn_mask.masked_fill_(~visible, float("-inf"))  # (B, 1, T, T_total)
@@ -201,11 +225,22 @@ class GPT(nn.Module):
         return self.ln_f(x)
 
     @torch.no_grad()
-    def generate(self, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, temperature=1.0,
-                 top_k=None, top_p=None, generator=None):
+    def generate(
+        self,
+        prompt,
+        prompt_mask,
+        num_samples,
+        max_new_tokens,
+        eos_id,
+        temperature=1.0,
+        top_k=None,
+        top_p=None,
+        generator=None,
+    ):
         """Sample `num_samples` completions for each of P left-padded prompts (P, Tp), the plain way
-        -> dict of (P*num_samples, T): tokens (eos-padded), mask (True on sampled tokens, eos included),
-        logprobs and entropy of the policy itself, before temperature/top-k/top-p (RL's "old" policy).
+        -> dict of (P*num_samples, T): tokens (eos-padded), mask (True on sampled tokens, eos
+        included), logprobs and entropy of the policy itself, before temperature/top-k/top-p (RL's
+        "old" policy).
         """
         idx = prompt.repeat_interleave(num_samples, 0)  # (B, Tp), B = P * num_samples
         key_mask = prompt_mask.repeat_interleave(num_samples, 0)
@@ -216,7 +251,8 @@ class GPT(nn.Module):
         done = torch.zeros(B, dtype=torch.bool, device=device)
         for t in range(max_new_tokens):
             positions = (key_mask.long().cumsum(1) - 1).clamp(min=0)
-            logits = self(idx, key_mask, positions)[:, -1].float()  # (B, V): the whole sequence, again
+            # (B, V): the whole sequence, again
+            logits = self(idx, key_mask, positions)[:, -1].float()
             uniform = torch.rand(B, 1, device=device, generator=generator)
             tok = sample_from_logits(logits, temperature, top_k, top_p, uniform=uniform)
             tok = tok.masked_fill(done, eos_id)  # an ended row only ever writes eos
@@ -232,18 +268,20 @@ class GPT(nn.Module):
         return completion_dict(tokens, logprobs, entropy, eos_id)
 
     def score(self, prompt, prompt_mask, completion, completion_mask, check=True):
-        """Log-prob and entropy (B, Tc) of each completion token (right-padded, after its left-padded prompt),
-        in one forward; positions past completion_mask are garbage."""
+        """Log-prob and entropy (B, Tc) of each completion token (right-padded, after its
+        left-padded prompt), in one forward; positions past completion_mask are garbage."""
         Tp = prompt.size(1)
         idx = torch.cat([prompt, completion], dim=1)  # (B, Tp + Tc)
         mask = torch.cat([prompt_mask, completion_mask], dim=1)
         positions = (mask.long().cumsum(1) - 1).clamp(min=0)
         # position i predicts token i+1: the lm_head runs only where a completion token is predicted
-        h = self.hidden(idx[:, :-1], mask[:, :-1], positions[:, :-1], check=check)[:, Tp - 1:]  # (B, Tc, C)
+        # (B, Tc, C)
+        h = self.hidden(idx[:, :-1], mask[:, :-1], positions[:, :-1], check=check)[:, Tp - 1 :]
         return token_logprobs(self.lm_head(h), completion)
 
 
 # ---- Helpers shared with engine.py ---------------------------------------------------------------
+
 
 def token_logprobs(logits, tokens):
     """logits (B, T, V), tokens (B, T) -> log-prob of each token (B, T) and the entropy (B, T)."""
@@ -256,14 +294,20 @@ def completion_dict(tokens, logprobs, entropy, eos_id):
     ended = (tokens == eos_id).long()
     mask = (ended.cumsum(1) - ended) == 0  # (B, max_new)
     T = int(mask.sum(1).max())
-    return dict(tokens=tokens[:, :T], mask=mask[:, :T], logprobs=logprobs[:, :T] * mask[:, :T],
-                entropy=entropy[:, :T] * mask[:, :T])
+    return dict(
+        tokens=tokens[:, :T],
+        mask=mask[:, :T],
+        logprobs=logprobs[:, :T] * mask[:, :T],
+        entropy=entropy[:, :T] * mask[:, :T],
+    )
 
 
-def sample_from_logits(logits, temperature=1.0, top_k=None, top_p=None, generator=None, uniform=None,
-                       check_finite=True):
-    """(B, V) logits -> (B,) token ids; temperature 0 is greedy. `uniform` (B, 1): the random numbers
-    (default: drawn from `generator`); check_finite=False skips the check that needs the host."""
+def sample_from_logits(
+    logits, temperature=1.0, top_k=None, top_p=None, generator=None, uniform=None, check_finite=True
+):
+    """(B, V) logits -> (B,) token ids; temperature 0 is greedy. `uniform` (B, 1): the random
+    numbers (default: drawn from `generator`); check_finite=False skips the check that needs the
+    host."""
     if temperature == 0:
         return logits.argmax(-1)
     logits = logits / temperature
@@ -280,8 +324,10 @@ def sample_from_logits(logits, temperature=1.0, top_k=None, top_p=None, generato
     # drawable ahead; the CDF ends at exactly 1 > u, and a zero-probability token is never chosen
     cdf = logits.softmax(-1).cumsum(-1)
     if check_finite and not bool(torch.isfinite(cdf[:, -1]).all()):
-        raise FloatingPointError("non-finite logits while sampling (nan or inf probabilities): the policy "
-                                 "diverged; stopping, the last checkpoint is kept")
+        raise FloatingPointError(
+            "non-finite logits while sampling (nan or inf probabilities): the policy "
+            "diverged; stopping, the last checkpoint is kept"
+        )
     cdf = cdf / cdf[:, -1:]
     if uniform is None:
         uniform = torch.rand(len(cdf), 1, device=cdf.device, generator=generator)
@@ -294,8 +340,8 @@ def pad_left(seqs, pad_id, device="cpu"):
     ids = torch.full((len(seqs), T), pad_id, dtype=torch.long)
     mask = torch.zeros(len(seqs), T, dtype=torch.bool)
     for i, s in enumerate(seqs):
-        ids[i, T - len(s):] = torch.tensor(s, dtype=torch.long)
-        mask[i, T - len(s):] = True
+        ids[i, T - len(s) :] = torch.tensor(s, dtype=torch.long)
+        mask[i, T - len(s) :] = True
     return ids.to(device), mask.to(device)
 
 

@@ -33,12 +33,15 @@ def heldout(key: str, fraction: float) -> bool:
 
 
 def checked_weights(weights, dim):
-    """A task's `reward_weights` option -> None (the mean) or D non-negative floats summing to 1, else ValueError."""
+    """A task's `reward_weights` option -> None (the mean) or D non-negative floats summing to 1,
+    else ValueError."""
     if weights is None or len(weights) == 0:
         return None
     w = [float(x) for x in weights]
     if len(w) != dim:
-        raise ValueError(f"reward_weights needs {dim} numbers (one per reward component), got {len(w)}")
+        raise ValueError(
+            f"reward_weights needs {dim} numbers (one per reward component), got {len(w)}"
+        )
     if min(w) < 0 or not np.isfinite(w).all():
         raise ValueError(f"reward_weights must be finite and non-negative, got {w}")
     if abs(sum(w) - 1.0) > 1e-6:
@@ -47,10 +50,13 @@ def checked_weights(weights, dim):
 
 
 def weighted_sum(r, weights):
-    """Reward vectors (..., D), numpy or torch -> (...): the mean when `weights` is None, else the weighted sum."""
+    """Reward vectors (..., D), numpy or torch -> (...): the mean when `weights` is None, else the
+    weighted sum."""
     if weights is None:
         return r.mean(-1)
-    return r @ (r.new_tensor(weights) if hasattr(r, "new_tensor") else np.asarray(weights, dtype=r.dtype))
+    return r @ (
+        r.new_tensor(weights) if hasattr(r, "new_tensor") else np.asarray(weights, dtype=r.dtype)
+    )
 
 
 def format_goal(weights) -> str:
@@ -59,8 +65,15 @@ def format_goal(weights) -> str:
 
 
 class PersonaTask:
-    def __init__(self, num_personas=4, answer_len=12, overlap=0.0, noise=0.25, heldout_fraction=0.25,
-                 reward_weights=()):
+    def __init__(
+        self,
+        num_personas=4,
+        answer_len=12,
+        overlap=0.0,
+        noise=0.25,
+        heldout_fraction=0.25,
+        reward_weights=(),
+    ):
         if not 1 <= num_personas <= 26:
             raise ValueError("num_personas must be in 1..26")
         if not 0.0 <= overlap <= 1.0:
@@ -68,7 +81,8 @@ class PersonaTask:
         self.dim = num_personas
         self.answer_len = answer_len
         self.overlap = overlap
-        self.noise = noise  # share of demonstration letters that please nobody (why 0.25: docs/RESULTS.md)
+        # share of demonstration letters that please nobody (why 0.25: docs/RESULTS.md)
+        self.noise = noise
         self.heldout_fraction = heldout_fraction
         self.max_answer_tokens = answer_len + 1  # room for one separator/end token
         self.reward_weights = checked_weights(reward_weights, self.dim)  # None: the mean
@@ -88,7 +102,11 @@ class PersonaTask:
 
     def valid(self, problem, answer):
         """A word of 1..L lowercase letters."""
-        return isinstance(answer, str) and 1 <= len(answer) <= self.answer_len and all(c in LETTERS for c in answer)
+        return (
+            isinstance(answer, str)
+            and 1 <= len(answer) <= self.answer_len
+            and all(c in LETTERS for c in answer)
+        )
 
     def reward(self, problem, answer):
         """Any string -> (D,) scores in [0,1]; zero vector unless it is valid."""
@@ -99,16 +117,19 @@ class PersonaTask:
         return np.sqrt(np.clip(share, 0.0, 1.0)).astype(np.float32)
 
     def scalarize(self, r):
-        """The fixed scalarisation GRPO trains on and best@k reports (weighted_sum). Every caller goes through here."""
+        """The fixed scalarisation GRPO trains on and best@k reports (weighted_sum). Every caller
+        goes through here."""
         return weighted_sum(r, self.reward_weights)
 
     def answer_key(self, answer):
         return answer
 
     def demonstration(self, problem, m, rng, parents=None):
-        """m words for the warm start: each letter a favourite, or with probability `noise` one nobody likes."""
+        """m words for the warm start: each letter a favourite, or with probability `noise` one
+        nobody likes."""
         nobody = [c for c in LETTERS if c not in problem]
 
         def letter():
             return rng.choice(nobody) if rng.random() < self.noise else rng.choice(problem)
+
         return ["".join(letter() for _ in range(self.answer_len)) for _ in range(m)]

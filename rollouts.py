@@ -33,8 +33,8 @@ def rollout_text(answers):
 
 def score_answers(task, problem, answers, m, as_written=False, memo=None):
     """The first m answers of a rollout -> (m, D) reward rows: zero for a missing answer and, unless
-    as_written, a repeat (by answer_key). memo: this problem's rewards by answer text (deterministic:
-    an answer sampled twice runs once, a third of the code task's reward time)."""
+    as_written, a repeat (by answer_key). memo: this problem's rewards by answer text
+    (deterministic: an answer sampled twice runs once, a third of the code task's reward time)."""
     rows = np.zeros((m, task.dim), dtype=np.float32)
     memo = {} if memo is None else memo
     seen = set()
@@ -53,21 +53,53 @@ def max_completion_tokens(task, m):
     return m * task.max_answer_tokens + 1
 
 
-def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, device,
-                    parents=None, goals=None, as_written=False):
-    """Sample `group_size` rollouts of m answers per problem and score them (as_written: as evaluation).
+def sample_rollouts(
+    model,
+    tok,
+    task,
+    problems,
+    m,
+    group_size,
+    cfg,
+    generator,
+    device,
+    parents=None,
+    goals=None,
+    as_written=False,
+):
+    """Sample `group_size` rollouts of m answers per problem and score them (as_written: as
+    evaluation).
 
-    parents: per problem, the code task's (text, score) parents worst to best, or None (answers are read
-    through task.child_program); goals: per problem, a weighting written into the prompt, or None.
-    -> dict: problems, prompt/completion tensors and masks (B = P * G rows, on `device`), old_logprobs and
-    entropy (B, T), rewards (P, G, m, D) on the CPU, answers (P x G x m strings, "" if missing), num_tokens.
+    parents: per problem, the code task's (text, score) parents worst to best, or None (answers are
+    read through task.child_program); goals: per problem, a weighting written into the prompt, or
+    None.
+    -> dict: problems, prompt/completion tensors and masks (B = P * G rows, on `device`),
+    old_logprobs and entropy (B, T), rewards (P, G, m, D) on the CPU, answers (P x G x m strings, ""
+    if missing), num_tokens.
     """
-    prompts = [tok.encode(rollout_prompt(task, p, m, parents=parents[i] if parents else None,
-                                         goal=goals[i] if goals is not None else None))
-               for i, p in enumerate(problems)]
+    prompts = [
+        tok.encode(
+            rollout_prompt(
+                task,
+                p,
+                m,
+                parents=parents[i] if parents else None,
+                goal=goals[i] if goals is not None else None,
+            )
+        )
+        for i, p in enumerate(problems)
+    ]
     prompt_ids, prompt_mask = pad_left(prompts, tok.eos, device)
-    out = engine.sample(cfg, model, prompt_ids, prompt_mask, group_size, max_completion_tokens(task, m), tok.eos,
-                        generator)
+    out = engine.sample(
+        cfg,
+        model,
+        prompt_ids,
+        prompt_mask,
+        group_size,
+        max_completion_tokens(task, m),
+        tok.eos,
+        generator,
+    )
     tokens, mask = out["tokens"].cpu(), out["mask"].cpu()  # one copy each, not one per row
     G = group_size
     rewards = np.zeros((len(problems), G, m, task.dim), dtype=np.float32)
@@ -76,12 +108,21 @@ def sample_rollouts(model, tok, task, problems, m, group_size, cfg, generator, d
         row, memo = [], {}
         for g in range(G):
             texts = tok.split_answers(tokens[i * G + g][mask[i * G + g]].tolist())
-            if parents and parents[i]:  # children from parents: the programs they stand for (edits applied)
+            # children from parents: the programs they stand for (edits applied)
+            if parents and parents[i]:
                 texts = [task.child_program(t, parents[i]) for t in texts]
             rewards[i, g] = score_answers(task, problem, texts, m, as_written, memo)
             row.append(texts[:m] + [""] * (m - len(texts[:m])))
         answers.append(row)
-    return dict(problems=problems, prompt=prompt_ids.repeat_interleave(G, 0), prompt_mask=prompt_mask.repeat_interleave(G, 0),
-                completion=out["tokens"], completion_mask=out["mask"], old_logprobs=out["logprobs"],
-                entropy=out["entropy"], rewards=torch.from_numpy(rewards), answers=answers,
-                num_tokens=int(mask.sum()))
+    return dict(
+        problems=problems,
+        prompt=prompt_ids.repeat_interleave(G, 0),
+        prompt_mask=prompt_mask.repeat_interleave(G, 0),
+        completion=out["tokens"],
+        completion_mask=out["mask"],
+        old_logprobs=out["logprobs"],
+        entropy=out["entropy"],
+        rewards=torch.from_numpy(rewards),
+        answers=answers,
+        num_tokens=int(mask.sum()),
+    )

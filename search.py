@@ -32,8 +32,15 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
 from config import EVALUATION, make_task, resolve_evaluation  # noqa: E402
-from metrics import (best_at_k_curve, pareto_fraction, pass_at_k_curve, reward_space_diversity,  # noqa: E402
-                     scalarized_best_at_k)
+
+# noqa: E402
+from metrics import (
+    best_at_k_curve,
+    pareto_fraction,
+    pass_at_k_curve,
+    reward_space_diversity,
+    scalarized_best_at_k,
+)
 from rollouts import sample_rollouts  # noqa: E402
 from vpo import sample_weights, set_scores  # noqa: E402
 
@@ -48,36 +55,63 @@ def k_grid(n):
 
 # ---- Pools of answers and the metrics over them --------------------------------------------------
 
-def sample_pools(model, tok, task, problems, n, m, cfg, seed, device="cpu", goal_conditioned=False,
-                 as_written=True, batch_problems=16):
-    """n answers per problem, m per rollout, scored as written or as training does -> rewards (P, n, D),
-    answers, wasted (a repeat or invalid), tokens, entropy; goal_conditioned: a weighting per prompt."""
+
+def sample_pools(
+    model,
+    tok,
+    task,
+    problems,
+    n,
+    m,
+    cfg,
+    seed,
+    device="cpu",
+    goal_conditioned=False,
+    as_written=True,
+    batch_problems=16,
+):
+    """n answers per problem, m per rollout, scored as written or as training does -> rewards (P, n,
+    D), answers, wasted (a repeat or invalid), tokens, entropy; goal_conditioned: a weighting per
+    prompt."""
     if n % m:
         raise ValueError(f"pool size n={n} must be a multiple of m={m}")
     gen = torch.Generator(device=device).manual_seed(seed)
     goal_rng = np.random.default_rng(seed)
     rewards, answers, tokens, entropy = [], [], 0, []
     for start in range(0, len(problems), batch_problems):
-        chunk = problems[start:start + batch_problems]
+        chunk = problems[start : start + batch_problems]
         if goal_conditioned:  # one prompt per rollout, each with its own weighting
             rows = [p for p in chunk for _ in range(n // m)]
             goals = goal_rng.dirichlet(np.ones(task.dim), size=len(rows)).tolist()
-            batch = sample_rollouts(model, tok, task, rows, m, 1, cfg, gen, device, goals=goals, as_written=as_written)
+            batch = sample_rollouts(
+                model, tok, task, rows, m, 1, cfg, gen, device, goals=goals, as_written=as_written
+            )
         else:
-            batch = sample_rollouts(model, tok, task, chunk, m, n // m, cfg, gen, device, as_written=as_written)
+            batch = sample_rollouts(
+                model, tok, task, chunk, m, n // m, cfg, gen, device, as_written=as_written
+            )
         rewards.append(batch["rewards"].reshape(len(chunk), n, task.dim).numpy())
         flat = [a for group in batch["answers"] for rollout in group for a in rollout]
-        answers += [flat[i * n:(i + 1) * n] for i in range(len(chunk))]
+        answers += [flat[i * n : (i + 1) * n] for i in range(len(chunk))]
         tokens += batch["num_tokens"]
         mask = batch["completion_mask"].float()
         entropy.append(float((batch["entropy"] * mask).sum() / mask.sum()))
-    wasted = np.array([[not task.valid(problem, a) or task.answer_key(a) in {task.answer_key(b) for b in pool[j - j % m:j]}
-                        for j, a in enumerate(pool)] for problem, pool in zip(problems, answers)])
+    wasted = np.array(
+        [
+            [
+                not task.valid(problem, a)
+                or task.answer_key(a) in {task.answer_key(b) for b in pool[j - j % m : j]}
+                for j, a in enumerate(pool)
+            ]
+            for problem, pool in zip(problems, answers)
+        ]
+    )
     return np.concatenate(rewards), answers, wasted, tokens, float(np.mean(entropy))
 
 
 def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None):
-    """rewards (P, n, D) of P problems' pools -> averaged metrics, one value per k where it applies."""
+    """rewards (P, n, D) of P problems' pools -> averaged metrics, one value per k where it
+    applies."""
     P, n, _ = rewards.shape
     scalar = task.scalarize(rewards)  # (P, n): the fixed scalarisation
     solved = (rewards >= 1.0).all(-1)  # (P, n): every test / component maxed
@@ -85,50 +119,90 @@ def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None):
     return {
         "ks": ks,
         "best_at_k": np.mean([best_at_k_curve(scalar[i], ks) for i in range(P)], 0).tolist(),
-        "heldout_weight_best_at_k": np.mean([scalarized_best_at_k(rewards[i], heldout_weights, ks)
-                                             for i in range(P)], 0).tolist(),
-        "pass_at_k": np.mean([pass_at_k_curve(n, int(solved[i].sum()), ks) for i in range(P)], 0).tolist(),
+        "heldout_weight_best_at_k": np.mean(
+            [scalarized_best_at_k(rewards[i], heldout_weights, ks) for i in range(P)], 0
+        ).tolist(),
+        "pass_at_k": np.mean(
+            [pass_at_k_curve(n, int(solved[i].sum()), ks) for i in range(P)], 0
+        ).tolist(),
         "diversity": float(np.mean(diversity)),
-        "distinct_answers": float(np.mean([len({task.answer_key(a) for a in answers[i]}) for i in range(P)])),
+        "distinct_answers": float(
+            np.mean([len({task.answer_key(a) for a in answers[i]}) for i in range(P)])
+        ),
         "pareto_fraction": float(np.mean([pareto_fraction(rewards[i]) for i in range(P)])),
         "nonzero_answers": float((rewards.sum(-1) > 0).mean()),
         "wasted": float(np.mean(wasted)) if wasted is not None else 0.0,
         "mean_scalar": float(scalar.mean()),
         # per problem, at k = n: what paired comparisons between methods resample
-        "per_problem": {"best": scalar.max(1).round(4).tolist(), "pass": solved.any(1).astype(float).tolist(),
-                        "w_best": (rewards @ heldout_weights.T).max(1).mean(1).round(4).tolist(),
-                        "diversity": np.round(diversity, 4).tolist()},
+        "per_problem": {
+            "best": scalar.max(1).round(4).tolist(),
+            "pass": solved.any(1).astype(float).tolist(),
+            "w_best": (rewards @ heldout_weights.T).max(1).mean(1).round(4).tolist(),
+            "diversity": np.round(diversity, 4).tolist(),
+        },
     }
 
 
 def heldout_weights(dim, n, seed):
     """(n, D) weightings no training run ever drew: their own seed, far from any training seed."""
-    return sample_weights(1, n, dim, generator=torch.Generator().manual_seed(10_000 + seed))[0].numpy()
+    return sample_weights(1, n, dim, generator=torch.Generator().manual_seed(10_000 + seed))[
+        0
+    ].numpy()
 
 
-def evaluate_checkpoint(path, problems, n, seed=0, num_heldout_weights=EVALUATION["heldout_weightings"], device="cpu",
-                        m=None, task=None, as_written=True):
+def evaluate_checkpoint(
+    path,
+    problems,
+    n,
+    seed=0,
+    num_heldout_weights=EVALUATION["heldout_weightings"],
+    device="cpu",
+    m=None,
+    task=None,
+    as_written=True,
+):
     """A checkpoint's pools on `problems`, measured; m and task default to its own."""
     model, tok, cfg, trained_m = model_from_checkpoint(path, device)
     task = task or make_task(cfg["task"], **cfg["task_options"])
     m = m or trained_m
-    rewards, answers, wasted, tokens, entropy = sample_pools(model, tok, task, problems, n, m, cfg, seed, device,
-                                                             cfg["algo"] == "goal_conditioned", as_written)
+    rewards, answers, wasted, tokens, entropy = sample_pools(
+        model,
+        tok,
+        task,
+        problems,
+        n,
+        m,
+        cfg,
+        seed,
+        device,
+        cfg["algo"] == "goal_conditioned",
+        as_written,
+    )
     weights = heldout_weights(task.dim, num_heldout_weights, seed)
     result = pool_metrics(task, rewards, answers, k_grid(n), weights, wasted)
-    # the objective a set method trains for, under the held-out weightings: each rollout's best answer
+    # the objective a set method trains for, under the held-out weightings: each rollout's best
+    # answer
     sets = torch.from_numpy(rewards.reshape(len(problems), n // m, m, -1))
     w = torch.from_numpy(weights).float()[None].expand(len(problems), -1, -1)
-    result.update(tokens_generated=tokens, entropy=entropy, m=m, checkpoint=path,
-                  set_score=float(set_scores(sets, w).mean()),
-                  valid=float(np.mean([[task.valid(p, a) for a in pool] for p, pool in zip(problems, answers)])))
+    result.update(
+        tokens_generated=tokens,
+        entropy=entropy,
+        m=m,
+        checkpoint=path,
+        set_score=float(set_scores(sets, w).mean()),
+        valid=float(
+            np.mean([[task.valid(p, a) for a in pool] for p, pool in zip(problems, answers)])
+        ),
+    )
     return result, rewards, answers
 
 
 # ---- Evolutionary search -------------------------------------------------------------------------
 
+
 class Island:
-    """Programs kept by one island: at most `capacity`, one per pass pattern (FunSearch's signature)."""
+    """Programs kept by one island: at most `capacity`, one per pass pattern (FunSearch's
+    signature)."""
 
     def __init__(self, capacity):
         self.capacity = capacity
@@ -143,13 +217,14 @@ class Island:
                 return
         self.programs.append((score, text, reward))
         self.programs.sort(key=lambda p: -p[0])
-        del self.programs[self.capacity:]
+        del self.programs[self.capacity :]
 
     def best(self):
         return self.programs[0] if self.programs else None
 
     def pick_parents(self, rng, explore):
-        """A parent (the best, or with probability `explore` any) and an inspiration: (text, score), worst first."""
+        """A parent (the best, or with probability `explore` any) and an inspiration: (text, score),
+        worst first."""
         if not self.programs:
             return []
         parent = self.programs[0] if rng.random() >= explore else rng.choice(self.programs)
@@ -159,59 +234,125 @@ class Island:
 
 
 def search_problems(task, split, n, min_plausible, seed, max_draws=100_000):
-    """The first n problems of `split` (from `seed`) with at least `min_plausible` plausible programs."""
+    """The first n problems of `split` (from `seed`) with at least `min_plausible` plausible
+    programs."""
     rng, out, drawn = random.Random(seed), [], 0
     while len(out) < n:
         if drawn >= max_draws:
-            raise ValueError(f"only {len(out)} of {max_draws} {split} problems leave >= {min_plausible} plausible "
-                             f"programs (wanted {n}); lower evo_min_plausible or use a larger code family")
+            raise ValueError(
+                f"only {len(out)} of {max_draws} {split} problems leave >= {min_plausible} "
+                f"plausible programs (wanted {n}); lower evo_min_plausible or use a larger code "
+                "family"
+            )
         batch = task.problems(split, n, rng)
         drawn += len(batch)
         out += [p for p in batch if task.num_plausible(p) >= min_plausible]
     return out[:n]
 
 
-def _sample(model, tok, task, problems, per_call, rollouts, cfg, settings, gen, device, parents=None):
-    """sample_rollouts at the search's settings, memory-capped -> rewards (P, rollouts, per_call, D), answers."""
+def _sample(
+    model, tok, task, problems, per_call, rollouts, cfg, settings, gen, device, parents=None
+):
+    """sample_rollouts at the search's settings, memory-capped -> rewards (P, rollouts, per_call,
+    D), answers."""
     cfg = dict(cfg, temperature=settings["evo_temperature"], top_p=settings["evo_top_p"], top_k=0)
-    length = rollouts * (per_call * task.max_answer_tokens + 1 + 96)  # 96: room for a prompt with parents
+    # 96: room for a prompt with parents
+    length = rollouts * (per_call * task.max_answer_tokens + 1 + 96)
     chunk = max(1, settings["evo_positions_per_call"] // length)
     rewards, answers = [], []
     for start in range(0, len(problems), chunk):
-        batch = sample_rollouts(model, tok, task, problems[start:start + chunk], per_call, rollouts, cfg, gen, device,
-                                parents=parents[start:start + chunk] if parents else None, as_written=True)
+        batch = sample_rollouts(
+            model,
+            tok,
+            task,
+            problems[start : start + chunk],
+            per_call,
+            rollouts,
+            cfg,
+            gen,
+            device,
+            parents=parents[start : start + chunk] if parents else None,
+            as_written=True,
+        )
         rewards.append(batch["rewards"].numpy())
         answers += batch["answers"]
     return np.concatenate(rewards), answers
 
 
-def sampling_control(model, tok, task, problems, budget, per_call, cfg, settings, seed, device="cpu"):
-    """The same-budget control: `budget` plain samples per problem -> the index (1-based) of the first pass, or None."""
-    rollouts = -(-budget // per_call)  # enough rollouts for `budget` answers; the surplus is not looked at
-    rewards, _ = _sample(model, tok, task, problems, per_call, rollouts, cfg, settings,
-                         torch.Generator(device=device).manual_seed(seed), device)
+def sampling_control(
+    model, tok, task, problems, budget, per_call, cfg, settings, seed, device="cpu"
+):
+    """The same-budget control: `budget` plain samples per problem -> the index (1-based) of the
+    first pass, or None."""
+    # enough rollouts for `budget` answers; the surplus is not looked at
+    rollouts = -(-budget // per_call)
+    rewards, _ = _sample(
+        model,
+        tok,
+        task,
+        problems,
+        per_call,
+        rollouts,
+        cfg,
+        settings,
+        torch.Generator(device=device).manual_seed(seed),
+        device,
+    )
     passed = (rewards >= 1.0).all(-1).reshape(len(problems), -1)[:, :budget]  # (P, budget)
     return [int(row.nonzero()[0][0]) + 1 if row.any() else None for row in passed]
 
 
 def evolve_many(model, tok, task, problems, cfg, settings, seed, children_per_call, device="cpu"):
-    """One evolutionary search per problem, in lockstep (islands, children_per_call children a call, ring
-    migration every `evo_migrate_every`) -> per problem: solved_at, candidates, best, best_score, mutations."""
-    budget, num_islands, every = settings["evo_budget"], settings["evo_islands"], settings["evo_migrate_every"]
+    """One evolutionary search per problem, in lockstep (islands, children_per_call children a call,
+    ring migration every `evo_migrate_every`) -> per problem: solved_at, candidates, best,
+    best_score, mutations."""
+    budget, num_islands, every = (
+        settings["evo_budget"],
+        settings["evo_islands"],
+        settings["evo_migrate_every"],
+    )
     if min(budget, num_islands, every, children_per_call) < 1:
-        raise ValueError("evo_budget, evo_islands, evo_migrate_every and children_per_call must be >= 1")
+        raise ValueError(
+            "evo_budget, evo_islands, evo_migrate_every and children_per_call must be >= 1"
+        )
     rng, gen = random.Random(seed), torch.Generator(device=device).manual_seed(seed)
     islands = [[Island(settings["evo_capacity"]) for _ in range(num_islands)] for _ in problems]
-    runs = [{"problem": repr(p), "solved_at": None, "candidates": 0, "best": None, "best_score": 0.0,
-             "mutations": {"children": 0, "invalid": 0, "improved": 0}} for p in problems]
+    runs = [
+        {
+            "problem": repr(p),
+            "solved_at": None,
+            "candidates": 0,
+            "best": None,
+            "best_score": 0.0,
+            "mutations": {"children": 0, "invalid": 0, "improved": 0},
+        }
+        for p in problems
+    ]
     while True:
-        live = [s for s, run in enumerate(runs) if run["solved_at"] is None and run["candidates"] < budget]
+        live = [
+            s
+            for s, run in enumerate(runs)
+            if run["solved_at"] is None and run["candidates"] < budget
+        ]
         if not live:
             return runs
         rows = [(s, i) for s in live for i in range(num_islands)]
-        parents = [islands[s][i].pick_parents(rng, settings["evo_explore"]) or None for s, i in rows]
-        rewards, answers = _sample(model, tok, task, [problems[s] for s, _ in rows], children_per_call, 1, cfg,
-                                   settings, gen, device, parents)
+        parents = [
+            islands[s][i].pick_parents(rng, settings["evo_explore"]) or None for s, i in rows
+        ]
+        rewards, answers = _sample(
+            model,
+            tok,
+            task,
+            [problems[s] for s, _ in rows],
+            children_per_call,
+            1,
+            cfg,
+            settings,
+            gen,
+            device,
+            parents,
+        )
         crossed = {s: runs[s]["candidates"] // every for s in live}
         for r, (s, i) in enumerate(rows):
             run = runs[s]
@@ -219,8 +360,10 @@ def evolve_many(model, tok, task, problems, cfg, settings, seed, children_per_ca
                 if run["solved_at"] is not None or run["candidates"] >= budget:
                     break
                 run["candidates"] += 1
-                score, valid = float(task.scalarize(reward)), task.valid(problems[s], answer)  # the examples only
-                if parents[r]:  # the policy as a mutation operator: parents[r][-1] is the best parent
+                # the examples only
+                score, valid = float(task.scalarize(reward)), task.valid(problems[s], answer)
+                # the policy as a mutation operator: parents[r][-1] is the best parent
+                if parents[r]:
                     run["mutations"]["children"] += 1
                     run["mutations"]["invalid"] += not valid
                     run["mutations"]["improved"] += score > parents[r][-1][1]
@@ -238,26 +381,50 @@ def evolve_many(model, tok, task, problems, cfg, settings, seed, children_per_ca
                         island.add(bests[i - 1][1], bests[i - 1][2], bests[i - 1][0])
 
 
-def run_searches(model, tok, task, problems, m, cfg, settings, seed, children_per_call, device="cpu"):
-    """evolve_many and the same-budget sampling control for one policy; children_per_call: 1 or its m."""
+def run_searches(
+    model, tok, task, problems, m, cfg, settings, seed, children_per_call, device="cpu"
+):
+    """evolve_many and the same-budget sampling control for one policy; children_per_call: 1 or its
+    m."""
     if children_per_call not in (1, m):
-        raise ValueError(f"children_per_call must be 1 or the policy's m={m}, got {children_per_call}")
+        raise ValueError(
+            f"children_per_call must be 1 or the policy's m={m}, got {children_per_call}"
+        )
     t0 = time.time()
     runs = evolve_many(model, tok, task, problems, cfg, settings, seed, children_per_call, device)
     seconds, t0 = time.time() - t0, time.time()
     budget = settings["evo_budget"]
-    sampled = sampling_control(model, tok, task, problems, budget, children_per_call, cfg, settings,
-                               seed + 1_000_003, device)  # its own random stream, not the search's
+    # its own random stream, not the search's
+    sampled = sampling_control(
+        model,
+        tok,
+        task,
+        problems,
+        budget,
+        children_per_call,
+        cfg,
+        settings,
+        seed + 1_000_003,
+        device,
+    )
     for run, at in zip(runs, sampled):
         run["sampling_solved_at"] = at
-    return {"searches": len(runs), "budget": budget, "children_per_call": children_per_call,
-            "solved": sum(r["solved_at"] is not None for r in runs),
-            "solved_problems": [r["problem"] for r in runs if r["solved_at"] is not None],
-            "solved_curve": solved_curve(runs, budget),
-            "sampling_solved": sum(at is not None for at in sampled),
-            "sampling_curve": solved_curve([{"solved_at": at} for at in sampled], budget),
-            "mutations": {k: sum(r["mutations"][k] for r in runs) for k in ("children", "invalid", "improved")},
-            "seconds": seconds, "sampling_seconds": time.time() - t0, "runs": runs}
+    return {
+        "searches": len(runs),
+        "budget": budget,
+        "children_per_call": children_per_call,
+        "solved": sum(r["solved_at"] is not None for r in runs),
+        "solved_problems": [r["problem"] for r in runs if r["solved_at"] is not None],
+        "solved_curve": solved_curve(runs, budget),
+        "sampling_solved": sum(at is not None for at in sampled),
+        "sampling_curve": solved_curve([{"solved_at": at} for at in sampled], budget),
+        "mutations": {
+            k: sum(r["mutations"][k] for r in runs) for k in ("children", "invalid", "improved")
+        },
+        "seconds": seconds,
+        "sampling_seconds": time.time() - t0,
+        "runs": runs,
+    }
 
 
 def solved_curve(results, budget):
@@ -265,38 +432,58 @@ def solved_curve(results, budget):
     curve = np.zeros(budget)
     for r in results:
         if r["solved_at"] is not None:
-            curve[r["solved_at"] - 1:] += 1
+            curve[r["solved_at"] - 1 :] += 1
     return (curve / max(1, len(results))).tolist()
 
 
 def print_pools(rows):
     """A table per metric, a row per checkpoint; pass@k only where some answer passed."""
     ks = rows[0][1]["ks"]
-    print(f"{'checkpoint':40s} " + " ".join(f"best@{k:<3d}" for k in ks) + "  diversity  distinct  wasted")
+    print(
+        f"{'checkpoint':40s} "
+        + " ".join(f"best@{k:<3d}" for k in ks)
+        + "  diversity  distinct  wasted"
+    )
     for path, r in rows:
-        print(f"{path[-40:]:40s} " + " ".join(f"{v:7.3f} " for v in r["best_at_k"]) +
-              f"  {r['diversity']:8.3f}  {r['distinct_answers']:7.1f}  {r['wasted']:6.2f}")
+        print(
+            f"{path[-40:]:40s} "
+            + " ".join(f"{v:7.3f} " for v in r["best_at_k"])
+            + f"  {r['diversity']:8.3f}  {r['distinct_answers']:7.1f}  {r['wasted']:6.2f}"
+        )
     passed = any(v > 0 for _, r in rows for v in r["pass_at_k"])
-    for name, key, width in (("w-best@", "heldout_weight_best_at_k", 9), ("pass@", "pass_at_k", 7))[:1 + passed]:
+    for name, key, width in (("w-best@", "heldout_weight_best_at_k", 9), ("pass@", "pass_at_k", 7))[
+        : 1 + passed
+    ]:
         print(f"\n{'checkpoint':40s} " + " ".join(f"{name}{k:<3d}" for k in ks))
         for path, r in rows:
             print(f"{path[-40:]:40s} " + " ".join(f"{v:{width}.3f} " for v in r[key]))
     if not passed:
-        print("\npass@k is 0 at every k: no answer passed every reward component (on the persona tasks none can: "
-              "each persona scores only its own letters, and a word has room for only so many)")
+        print(
+            "\npass@k is 0 at every k: no answer passed every reward component (on the persona "
+            "tasks none can: each persona scores only its own letters, and a word has room for "
+            "only so many)"
+        )
 
 
 def report_run(run_dir, seed=12345):
-    """What `python train.py` shows at its end: held-out best@k and w-best@k against the warm start's,
-    printed and in <run_dir>/run.png (the same problems in every run, so figures compare)."""
+    """What `python train.py` shows at its end: held-out best@k and w-best@k against the warm
+    start's, printed and in <run_dir>/run.png (the same problems in every run, so figures
+    compare)."""
     final = os.path.join(run_dir, "final.pt")
     saved = load_checkpoint(final)
     cfg, m = saved["config"], saved["m"]
     task = make_task(cfg["task"], **cfg["task_options"])
     problems = task.problems("heldout", cfg["eval_problems"], random.Random(seed))
     n = max(m, cfg["pool_n"] // m * m)
-    rows = [(name, evaluate_checkpoint(path, problems, n, seed, cfg["heldout_weightings"], m=m, task=task)[0])
-            for name, path in (("this run", final), ("its warm start", saved["warm_start"]))]
+    rows = [
+        (
+            name,
+            evaluate_checkpoint(path, problems, n, seed, cfg["heldout_weightings"], m=m, task=task)[
+                0
+            ],
+        )
+        for name, path in (("this run", final), ("its warm start", saved["warm_start"]))
+    ]
     print(f"\nheld-out, {len(problems)} problems, {n} answers each (k counts answers):")
     print_pools(rows)
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
@@ -305,19 +492,47 @@ def report_run(run_dir, seed=12345):
 
 
 def run_figure(path, cfg, logged, rows):
-    """One run's picture: its training curves, then best@k and w-best@k against its warm start's -> path."""
+    """One run's picture: its training curves, then best@k and w-best@k against its warm start's ->
+    path."""
     steps = [r for r in logged if r.get("kind") == "train"]
     evals = [r for r in logged if r.get("kind") == "eval"]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    axes[0].plot([r["step"] for r in steps], [r["reward_scalar"] for r in steps], lw=0.8, label="reward (fixed mean)")
-    axes[0].plot([r["step"] for r in steps], [r["set_score"] for r in steps], lw=0.8, label="set score, fixed weightings")
-    axes[0].plot([r["step"] for r in evals], [r["heldout_scalar"] for r in evals], "ko", ms=3, label="held-out reward")
+    axes[0].plot(
+        [r["step"] for r in steps],
+        [r["reward_scalar"] for r in steps],
+        lw=0.8,
+        label="reward (fixed mean)",
+    )
+    axes[0].plot(
+        [r["step"] for r in steps],
+        [r["set_score"] for r in steps],
+        lw=0.8,
+        label="set score, fixed weightings",
+    )
+    axes[0].plot(
+        [r["step"] for r in evals],
+        [r["heldout_scalar"] for r in evals],
+        "ko",
+        ms=3,
+        label="held-out reward",
+    )
     axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes[0].set(xlabel="RL step", title=f"{cfg['task']}, {cfg['algo']}, seed {cfg['seed']}: training")
-    for ax, key, name in ((axes[1], "best_at_k", "best@k, fixed mean"),
-                          (axes[2], "heldout_weight_best_at_k", "best@k, held-out weightings")):
+    axes[0].set(
+        xlabel="RL step", title=f"{cfg['task']}, {cfg['algo']}, seed {cfg['seed']}: training"
+    )
+    for ax, key, name in (
+        (axes[1], "best_at_k", "best@k, fixed mean"),
+        (axes[2], "heldout_weight_best_at_k", "best@k, held-out weightings"),
+    ):
         for (label, r), style in zip(rows, ("o-", "o--")):
-            ax.plot(r["ks"], r[key], style, ms=3, label=label, color="tab:blue" if label == "this run" else "0.5")
+            ax.plot(
+                r["ks"],
+                r[key],
+                style,
+                ms=3,
+                label=label,
+                color="tab:blue" if label == "this run" else "0.5",
+            )
         ax.set_xscale("log", base=2)
         ax.set(xlabel="k (answers)", title=f"held-out {name}")
     for ax in axes:
@@ -330,24 +545,47 @@ def run_figure(path, cfg, logged, rows):
 
 
 def main():
-    parser = argparse.ArgumentParser(description="best@k / pass@k of checkpoints on held-out problems, "
-                                                 "and with --search the evolutionary search (config.EVALUATION)")
+    parser = argparse.ArgumentParser(
+        description="best@k / pass@k of checkpoints on held-out problems, "
+        "and with --search the evolutionary search (config.EVALUATION)"
+    )
     parser.add_argument("--checkpoints", nargs="+", required=True)
     parser.add_argument("--n", type=int, default=EVALUATION["pool_n"], help="pool size in answers")
     parser.add_argument("--problems", type=int, default=EVALUATION["pool_problems"])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--split", choices=["heldout", "train"], default="heldout",
-                        help="train: to design a task or a setting without looking at the problems reported")
+    parser.add_argument(
+        "--split",
+        choices=["heldout", "train"],
+        default="heldout",
+        help="train: to design a task or a setting without looking at the problems reported",
+    )
     parser.add_argument("--json", help="also write the results to this file")
-    parser.add_argument("--zero-repeats", action="store_true",
-                        help="score pools as training does (a repeat inside a rollout scores zero), not as written")
-    parser.add_argument("--search", action="store_true",
-                        help=f"also run_searches on {EVALUATION['evo_problems']} held-out problems with at least "
-                             f"{EVALUATION['evo_min_plausible']} plausible programs, next to the same-budget control")
-    parser.add_argument("--children-per-call", type=int, default=EVALUATION["evo_children_per_call"],
-                        help="with --search: 1, or the policy's m")
-    parser.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
-                        help="evaluation and search keys (config.EVALUATION), e.g. evo_min_plausible=2000 evo_problems=16")
+    parser.add_argument(
+        "--zero-repeats",
+        action="store_true",
+        help="score pools as training does (a repeat inside a rollout scores zero), not as written",
+    )
+    parser.add_argument(
+        "--search",
+        action="store_true",
+        help=f"also run_searches on {EVALUATION['evo_problems']} held-out problems with at least "
+        f"{EVALUATION['evo_min_plausible']} plausible programs, next to the same-budget control",
+    )
+    parser.add_argument(
+        "--children-per-call",
+        type=int,
+        default=EVALUATION["evo_children_per_call"],
+        help="with --search: 1, or the policy's m",
+    )
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
+        help="evaluation and search keys (config.EVALUATION), e.g. evo_min_plausible=2000 "
+        "evo_problems=16",
+    )
     args = parser.parse_args()
     rows, searches = [], {}
     try:
@@ -356,27 +594,44 @@ def main():
             model, tok, cfg, m = model_from_checkpoint(path)
             task = make_task(cfg["task"], **cfg["task_options"])
             problems = task.problems(args.split, args.problems, random.Random(args.seed))
-            result, _, _ = evaluate_checkpoint(path, problems, args.n, args.seed, as_written=not args.zero_repeats)
+            result, _, _ = evaluate_checkpoint(
+                path, problems, args.n, args.seed, as_written=not args.zero_repeats
+            )
             rows.append((path, result))
             if args.search:
-                hard = search_problems(task, args.split, settings["evo_problems"], settings["evo_min_plausible"],
-                                       args.seed)
-                searches[path] = run_searches(model, tok, task, hard, m, cfg, settings, args.seed,
-                                              args.children_per_call)
-    except (ValueError, FileNotFoundError, RuntimeError) as e:  # a bad setting, checkpoint or search: one line
+                hard = search_problems(
+                    task,
+                    args.split,
+                    settings["evo_problems"],
+                    settings["evo_min_plausible"],
+                    args.seed,
+                )
+                searches[path] = run_searches(
+                    model, tok, task, hard, m, cfg, settings, args.seed, args.children_per_call
+                )
+    # a bad setting, checkpoint or search: one line
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     print_pools(rows)
     if searches:
-        print(f"\n{'checkpoint':40s} search solved  sampling solved  invalid children  better children  seconds")
+        print(
+            f"\n{'checkpoint':40s} search solved  sampling solved  invalid children  better "
+            "children  seconds"
+        )
         for path, s in searches.items():
             n = max(1, s["mutations"]["children"])
-            print(f"{path[-40:]:40s} {s['solved']:6d}/{s['searches']:<6d} {s['sampling_solved']:8d}/{s['searches']:<6d} "
-                  f"{s['mutations']['invalid'] / n:16.2f} {s['mutations']['improved'] / n:16.3f} "
-                  f"{s['seconds']:6.0f} + {s['sampling_seconds']:.0f}")
+            print(
+                f"{path[-40:]:40s} {s['solved']:6d}/{s['searches']:<6d} "
+                f"{s['sampling_solved']:8d}/{s['searches']:<6d} "
+                f"{s['mutations']['invalid'] / n:16.2f} {s['mutations']['improved'] / n:16.3f} "
+                f"{s['seconds']:6.0f} + {s['sampling_seconds']:.0f}"
+            )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"pools": dict(rows), "searches": searches} if searches else dict(rows), f, indent=1)
+            json.dump(
+                {"pools": dict(rows), "searches": searches} if searches else dict(rows), f, indent=1
+            )
 
 
 if __name__ == "__main__":

@@ -6,9 +6,10 @@ Train a small GPT policy with GRPO, VPO or one of the baselines, on a vector-rew
 
 Read top to bottom: the hyperparameters, the algorithm table, one RL step, the loop. A run starts
 from the supervised warm start (warmstart.py: GRPO and VPO runs of one task and seed start from the
-SAME weights). Each RL step samples `prompts_per_step` problems, G rollouts each, scores every answer
-with the task's reward vector, turns the rewards into one advantage per rollout (ADVANTAGES) and
-takes `epochs_per_batch` clipped policy-gradient steps. The logged loss reads ~0 (grpo.py says why).
+SAME weights). Each RL step samples `prompts_per_step` problems, G rollouts each, scores every
+answer with the task's reward vector, turns the rewards into one advantage per rollout (ADVANTAGES)
+and takes `epochs_per_batch` clipped policy-gradient steps. The logged loss reads ~0 (grpo.py says
+why).
 
 What we simplified, and why:
 - No value model, no GAE (group baselines need none); one model in one process, no inference server.
@@ -44,92 +45,128 @@ from model import GPT, Tokenizer
 from rollouts import max_completion_tokens, sample_rollouts
 from warmstart import autocast, padded_demos, replay_loss, warm_start
 
-# ---- Hyperparameters: every run's, unless its configs/<task>.yaml or --set key=value changes one (never adds).
+# ---- Hyperparameters: every run's, unless its configs/<task>.yaml or --set key=value changes one
+# (never adds).
 DEFAULTS = dict(
     # what to train
-    task="persona",            # persona | persona_collinear | code
-    task_options={},           # constructor arguments of the task (see rewards.py)
-    algo="vpo",                # a name in ADVANTAGES below
+    task="persona",  # persona | persona_collinear | code
+    task_options={},  # constructor arguments of the task (see rewards.py)
+    algo="vpo",  # a name in ADVANTAGES below
     seed=0,
     # model
-    model="cpu",               # size preset from model.PRESETS
-    block_size=192,            # longest prompt + completion, in tokens
-    tokenizer="bytes",         # bytes | numbers (bytes + one token per 2-digit number; both offline) | a tiktoken name
+    model="cpu",  # size preset from model.PRESETS
+    block_size=192,  # longest prompt + completion, in tokens
+    # bytes | numbers (bytes + one token per 2-digit number; both offline) | a tiktoken name
+    tokenizer="bytes",
     # warm start (supervised, warmstart.py)
     sft_steps=300,
     sft_batch=64,
     sft_lr=3e-3,
     sft_parent_fraction=0.15,  # code task: share of demonstrations whose prompt carries parents
-    sft_single_first=0.3,      # share of the warm start spent on the plain 1-answer format first
+    sft_single_first=0.3,  # share of the warm start spent on the plain 1-answer format first
     # RL
     steps=250,
-    prompts_per_step=8,        # P: prompt groups per step
-    group_size=8,              # G: rollouts per prompt
-    answers_per_rollout=3,     # m: answers in one rollout for set methods (vpo, multi_rlvr, vpo_loo)
-    num_weights=100,           # N: weightings per group for VPO's score
-    alpha=1.0,                 # Dirichlet concentration of the weightings
+    prompts_per_step=8,  # P: prompt groups per step
+    group_size=8,  # G: rollouts per prompt
+    # m: answers in one rollout for set methods (vpo, multi_rlvr, vpo_loo)
+    answers_per_rollout=3,
+    num_weights=100,  # N: weightings per group for VPO's score
+    alpha=1.0,  # Dirichlet concentration of the weightings
     weight_sampler="dirichlet",  # dirichlet | sobol
     lr=1e-3,
     weight_decay=0.0,
-    clip=0.2,                  # PPO ratio clip
-    kl_coef=0.0,               # k3 KL to the warm-start policy; 0 skips the reference forward
-    epochs_per_batch=1,        # policy updates per batch of rollouts (ratio != 1 after the first)
+    clip=0.2,  # PPO ratio clip
+    kl_coef=0.0,  # k3 KL to the warm-start policy; 0 skips the reference forward
+    epochs_per_batch=1,  # policy updates per batch of rollouts (ratio != 1 after the first)
     max_grad_norm=1.0,
-    mutation_share=0.0,        # code task: share of prompt groups that show parent programs to mutate
-    parent_replay=0.0,         # code task: weight of the warm start's loss on parent prompts in each update (PPO-ptx)
-    max_k=4,                   # k of the max_at_k baseline (best of k samples)
+    # code task: share of prompt groups that show parent programs to mutate
+    mutation_share=0.0,
+    # code task: weight of the warm start's loss on parent prompts in each update (PPO-ptx)
+    parent_replay=0.0,
+    max_k=4,  # k of the max_at_k baseline (best of k samples)
     # GRPO's own fixes against collapse (grpo.py), for every algorithm, off by default
-    scale_rewards="group",     # the std an advantage divides by: group | batch (TRL's option) | none (Dr. GRPO)
-    loss_norm="tokens",        # tokens: the batch's token mean | constant: / (rollouts x longest completion), Dr. GRPO
-    clip_high=0.0,             # upper ratio clip 1 + clip_high (DAPO: 0.28); 0: the same as clip
-    entropy_coef=0.0,          # bonus for the policy's token entropy, with its gradient (x grpo.advantage_scale)
-    format_coef=0.0,           # weight of the format advantage (grpo.format_advantages), at each method's own scale
-    dynamic_sampling=0,        # DAPO: at most this many rounds of fresh groups, until P have spread (0: off)
+    # the std an advantage divides by: group | batch (TRL's option) | none (Dr. GRPO)
+    scale_rewards="group",
+    # tokens: the batch's token mean | constant: / (rollouts x longest completion), Dr. GRPO
+    loss_norm="tokens",
+    clip_high=0.0,  # upper ratio clip 1 + clip_high (DAPO: 0.28); 0: the same as clip
+    # bonus for the policy's token entropy, with its gradient (x grpo.advantage_scale)
+    entropy_coef=0.0,
+    # weight of the format advantage (grpo.format_advantages), at each method's own scale
+    format_coef=0.0,
+    # DAPO: at most this many rounds of fresh groups, until P have spread (0: off)
+    dynamic_sampling=0,
     temperature=1.0,
-    top_k=0,                   # 0: off
-    top_p=1.0,                 # 1.0: off
+    top_k=0,  # 0: off
+    top_p=1.0,  # 1.0: off
     # logging and evaluation
-    eval_every=25,             # steps between held-out evaluations (0: only at the end)
-    eval_problems=32,          # held-out problems per evaluation
+    eval_every=25,  # steps between held-out evaluations (0: only at the end)
+    eval_problems=32,  # held-out problems per evaluation
     ckpt_every=25,
-    out_dir="",                # "" -> out/<task>-<algo>-s<seed>
+    out_dir="",  # "" -> out/<task>-<algo>-s<seed>
     warmstart_dir="out/warmstart",
-    warmstart_from="",         # a warm-start checkpoint to start from instead of training/caching one
-    device="auto",             # auto | cpu | cuda | mps
-    threads=1,                 # torch CPU threads; models this small gain nothing from more
-    dtype="float32",           # float32 | bfloat16 (autocast; CUDA or CPU)
-    compile=False,             # torch.compile the scoring forward (slower on CPU; for GPUs)
-    cuda_graph=True,           # on CUDA, sample and warm-start as CUDA graphs (one launch a step); else no effect
-    peak_tflops=0.0,           # the device's peak, to log model-FLOPs utilisation (0: not logged)
-    overwrite=False,           # allow writing into an out_dir that already holds a run
-    resume=False,              # continue the unfinished run in out_dir from its last checkpoint
+    # a warm-start checkpoint to start from instead of training/caching one
+    warmstart_from="",
+    device="auto",  # auto | cpu | cuda | mps
+    threads=1,  # torch CPU threads; models this small gain nothing from more
+    dtype="float32",  # float32 | bfloat16 (autocast; CUDA or CPU)
+    compile=False,  # torch.compile the scoring forward (slower on CPU; for GPUs)
+    # on CUDA, sample and warm-start as CUDA graphs (one launch a step); else no effect
+    cuda_graph=True,
+    peak_tflops=0.0,  # the device's peak, to log model-FLOPs utilisation (0: not logged)
+    overwrite=False,  # allow writing into an out_dir that already holds a run
+    resume=False,  # continue the unfinished run in out_dir from its last checkpoint
     quiet=False,
 )
-# and how a finished run is measured (config.EVALUATION: search and evaluation settings, never training's)
+# and how a finished run is measured (config.EVALUATION: search and evaluation settings, never
+# training's)
 DEFAULTS.update(EVALUATION)
 EVAL_KEYS = tuple(EVALUATION)
 
-# ---- Algorithms: name -> (advantage, whether its rollouts hold a SET of m answers) ----------------
+# ---- Algorithms: name -> (advantage, whether its rollouts hold a SET of m answers)
+# ----------------
 # An advantage: reward vectors r (P, G, m, D), their fixed scalarisation s (P, G, m), the weightings
 # w (P, N, D), cfg -> (P, G). A new idea: write the function (like baselines.py), add a line here.
 ADVANTAGES = {
-    "grpo": (lambda r, s, w, cfg: grpo.grpo_advantages(s[:, :, 0], scale=cfg["scale_rewards"]), False),
+    "grpo": (
+        lambda r, s, w, cfg: grpo.grpo_advantages(s[:, :, 0], scale=cfg["scale_rewards"]),
+        False,
+    ),
     "vpo": (lambda r, s, w, cfg: vpo.vpo_advantages(r, w, scale=cfg["scale_rewards"]), True),
     # the paper's ablations: VPO's format without its weightings, its weightings without the format
-    "multi_rlvr": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.multi_rlvr_scores(s), scale=cfg["scale_rewards"]),
-                   True),
-    "random_weights": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.random_weight_scores(r[:, :, 0], w[:, 0]),
-                                                                 scale=cfg["scale_rewards"]), False),
-    "goal_conditioned": (lambda r, s, w, cfg: grpo.grpo_advantages(vpo.random_weight_scores(r[:, :, 0], w[:, 0]),
-                                                                   scale=cfg["scale_rewards"]),
-                         False),  # the same score; the weighting is also written into the prompt
-    "vpo_loo": (lambda r, s, w, cfg: vpo.leave_one_out_advantages(vpo.set_scores(r, w)), True),  # an exercise
-    # the field's baselines (baselines.py); config.py refuses scale_rewards where no group std is divided
-    "max_at_k": (lambda r, s, w, cfg: baselines.max_at_k_advantages(s[:, :, 0], cfg["max_k"],
-                                                                    scale=cfg["scale_rewards"]), False),
+    "multi_rlvr": (
+        lambda r, s, w, cfg: grpo.grpo_advantages(
+            vpo.multi_rlvr_scores(s), scale=cfg["scale_rewards"]
+        ),
+        True,
+    ),
+    "random_weights": (
+        lambda r, s, w, cfg: grpo.grpo_advantages(
+            vpo.random_weight_scores(r[:, :, 0], w[:, 0]), scale=cfg["scale_rewards"]
+        ),
+        False,
+    ),
+    # the same score; the weighting is also written into the prompt
+    "goal_conditioned": (
+        lambda r, s, w, cfg: grpo.grpo_advantages(
+            vpo.random_weight_scores(r[:, :, 0], w[:, 0]), scale=cfg["scale_rewards"]
+        ),
+        False,
+    ),
+    # an exercise
+    "vpo_loo": (lambda r, s, w, cfg: vpo.leave_one_out_advantages(vpo.set_scores(r, w)), True),
+    # the field's baselines (baselines.py); config.py refuses scale_rewards where no group std is
+    # divided
+    "max_at_k": (
+        lambda r, s, w, cfg: baselines.max_at_k_advantages(
+            s[:, :, 0], cfg["max_k"], scale=cfg["scale_rewards"]
+        ),
+        False,
+    ),
     "gdpo": (lambda r, s, w, cfg: baselines.gdpo_advantages(r[:, :, 0]), False),
     "maxrl": (lambda r, s, w, cfg: baselines.maxrl_advantages(s[:, :, 0]), False),
-    # RLOO (Ahmadian et al. 2024): vpo_loo's leave-one-out baseline on one answer's fixed scalarisation
+    # RLOO (Ahmadian et al. 2024): vpo_loo's leave-one-out baseline on one answer's fixed
+    # scalarisation
     "rloo": (lambda r, s, w, cfg: vpo.leave_one_out_advantages(s[:, :, 0]), False),
 }
 SET_ALGOS = {name for name, (_, uses_sets) in ADVANTAGES.items() if uses_sets}
@@ -140,23 +177,27 @@ def answers_per_rollout(cfg):
 
 
 def resolve_config(path=None, overrides=(), base=None):
-    """DEFAULTS <- YAML file <- key=value overrides, checked (config.py); ConfigError in one line."""
+    """DEFAULTS <- YAML file <- key=value overrides, checked (config.py); ConfigError in one
+    line."""
     return config.resolve(DEFAULTS, ADVANTAGES, path, overrides, base)
 
 
 # ---- One RL step ---------------------------------------------------------------------------------
 
+
 @dataclass
 class Run:
     """What one RL step needs: the policy, its optimizer, the task and the random streams."""
+
     cfg: dict
     task: object
     tok: Tokenizer
     model: GPT
     opt: torch.optim.Optimizer
-    scorer: torch.nn.Module      # engine.score as a module (distributed.Scorer), DDP-wrapped under torchrun
-    ref_model: GPT = None        # the frozen warm start, for the KL (kl_coef > 0)
-    rng: random.Random = None    # which problems
+    # engine.score as a module (distributed.Scorer), DDP-wrapped under torchrun
+    scorer: torch.nn.Module
+    ref_model: GPT = None  # the frozen warm start, for the KL (kl_coef > 0)
+    rng: random.Random = None  # which problems
     generator: torch.Generator = None  # on `device`: the tokens sampled and the weightings drawn
     device: str = "cpu"
     rank: int = 0
@@ -168,99 +209,186 @@ class Run:
 
 
 def rl_step(run):
-    """One step: sample rollouts -> reward vectors -> advantages -> clipped loss -> update -> (metrics, batch)."""
+    """One step: sample rollouts -> reward vectors -> advantages -> clipped loss -> update ->
+    (metrics, batch)."""
     cfg = run.cfg
     t0 = time.time()
-    if cfg["dynamic_sampling"]:  # DAPO (baselines.py): groups whose rollouts all score alike teach nothing
-        batch, weights, sampling = baselines.sample_spread_groups(run, sample_round, ADVANTAGES[cfg["algo"]][0])
+    # DAPO (baselines.py): groups whose rollouts all score alike teach nothing
+    if cfg["dynamic_sampling"]:
+        batch, weights, sampling = baselines.sample_spread_groups(
+            run, sample_round, ADVANTAGES[cfg["algo"]][0]
+        )
     else:
         (batch, weights, _), sampling = sample_round(run), {}
     t_sample = time.time() - t0
 
     rewards = batch["rewards"]  # (P, G, m, D)
     scalar = run.task.scalarize(rewards)  # (P, G, m): the fixed scalarisation of every answer
-    # on the groups trained, never on groups DAPO dropped (gdpo would normalise over groups not there)
+    # on the groups trained, never on groups DAPO dropped (gdpo would normalise over groups not
+    # there)
     adv = ADVANTAGES[cfg["algo"]][0](rewards, scalar, weights, cfg)  # (P, G)
-    # the fixed-weight terms are sized to this method's advantages, so a coefficient means the same in every method
+    # the fixed-weight terms are sized to this method's advantages, so a coefficient means the same
+    # in every method
     scale = grpo.advantage_scale(adv) if cfg["format_coef"] or cfg["entropy_coef"] else 1.0
     if cfg["format_coef"]:
         adv = adv + cfg["format_coef"] * scale * grpo.format_advantages(rewards)
-    loss, stats, grad_norm = policy_update(run, batch, adv.reshape(-1).to(run.device), cfg["entropy_coef"] * scale)
-    metrics = checkpoint.step_metrics(run, batch, rewards, scalar, weights, adv, cfg["algo"] in SET_ALGOS)
-    metrics = {"loss": loss, **stats, "grad_norm": grad_norm, **metrics, **sampling, "adv_scale": scale,
-               "tokens": batch["num_tokens"], "sample_s": t_sample, "step_s": time.time() - t0}
+    loss, stats, grad_norm = policy_update(
+        run, batch, adv.reshape(-1).to(run.device), cfg["entropy_coef"] * scale
+    )
+    metrics = checkpoint.step_metrics(
+        run, batch, rewards, scalar, weights, adv, cfg["algo"] in SET_ALGOS
+    )
+    metrics = {
+        "loss": loss,
+        **stats,
+        "grad_norm": grad_norm,
+        **metrics,
+        **sampling,
+        "adv_scale": scale,
+        "tokens": batch["num_tokens"],
+        "sample_s": t_sample,
+        "step_s": time.time() - t0,
+    }
     return distributed.reduce_metrics(metrics, run.world, run.device), batch
 
 
 def sample_round(run):
-    """P fresh prompt groups, sampled and scored -> (batch, weightings (P, N, D), which groups show parents)."""
+    """P fresh prompt groups, sampled and scored -> (batch, weightings (P, N, D), which groups show
+    parents)."""
     cfg, task, P = run.cfg, run.task, run.cfg["prompts_per_step"]
     problems = task.problems("train", P, run.rng)
     # the last groups show parent programs to mutate, as the evolutionary search will (code task)
     mutating = round(cfg["mutation_share"] * P)
-    parents = [None] * (P - mutating) + [task.scored(q, task.demo_parents(q, run.rng)) for q in problems[P - mutating:]]
+    parents = [None] * (P - mutating) + [
+        task.scored(q, task.demo_parents(q, run.rng)) for q in problems[P - mutating :]
+    ]
     # N weightings per group for the set methods, one for the single-answer weighted baselines
-    weights = vpo.sample_weights(P, cfg["num_weights"] if cfg["algo"] in SET_ALGOS else 1, task.dim,
-                                 cfg["alpha"], cfg["weight_sampler"], run.generator)  # (P, N, D)
+    # (P, N, D)
+    weights = vpo.sample_weights(
+        P,
+        cfg["num_weights"] if cfg["algo"] in SET_ALGOS else 1,
+        task.dim,
+        cfg["alpha"],
+        cfg["weight_sampler"],
+        run.generator,
+    )
     # under torchrun every rank draws the same global batch and keeps its share of the groups
-    problems, parents, weights = (x[run.rank::run.world] for x in (problems, parents, weights))
+    problems, parents, weights = (x[run.rank :: run.world] for x in (problems, parents, weights))
     goals = weights[:, 0].tolist() if cfg["algo"] == "goal_conditioned" else None
     run.model.eval()
-    batch = sample_rollouts(run.model, run.tok, task, problems, run.m, cfg["group_size"], cfg, run.generator,
-                            run.device, parents=parents, goals=goals)
+    batch = sample_rollouts(
+        run.model,
+        run.tok,
+        task,
+        problems,
+        run.m,
+        cfg["group_size"],
+        cfg,
+        run.generator,
+        run.device,
+        parents=parents,
+        goals=goals,
+    )
     return batch, weights, [p is not None for p in parents]
 
 
 def policy_update(run, batch, adv, entropy_coef=0.0):
-    """`epochs_per_batch` steps of grpo.policy_loss (with what cfg asks: KL, entropy, replay) -> (loss, stats, grad norm)."""
+    """`epochs_per_batch` steps of grpo.policy_loss (with what cfg asks: KL, entropy, replay) ->
+    (loss, stats, grad norm)."""
     cfg = run.cfg
     inputs = (batch["prompt"], batch["prompt_mask"], batch["completion"], batch["completion_mask"])
-    with torch.no_grad():  # the warm start's log-probs, for the KL (no reference model: kl_coef = 0)
-        ref_logprobs = engine.score(run.ref_model, *inputs)[0] if run.ref_model is not None else None
+    # the warm start's log-probs, for the KL (no reference model: kl_coef = 0)
+    with torch.no_grad():
+        ref_logprobs = (
+            engine.score(run.ref_model, *inputs)[0] if run.ref_model is not None else None
+        )
     run.model.train()
-    # under torchrun each rank's token mean is weighted by its share of the global batch's tokens (1.0 alone)
+    # under torchrun each rank's token mean is weighted by its share of the global batch's tokens
+    # (1.0 alone)
     share = distributed.token_share(batch["num_tokens"], run.world, run.device)
-    demos = None  # parent replay's batch: demonstrations whose prompts show parents, the same on every rank
+    # parent replay's batch: demonstrations whose prompts show parents, the same on every rank
+    demos = None
     if cfg["parent_replay"]:
         demos = padded_demos(run.task, run.tok, cfg, run.rng, run.device, parents_only=True)
     normaliser = None
-    if cfg["loss_norm"] == "constant":  # Dr. GRPO: rollouts x the longest completion, a constant on every rank
+    # Dr. GRPO: rollouts x the longest completion, a constant on every rank
+    if cfg["loss_norm"] == "constant":
         normaliser, share = len(adv) * max_completion_tokens(run.task, run.m), 1.0
     for _ in range(cfg["epochs_per_batch"]):
         with autocast(cfg, run.device):
-            logprobs, entropy = run.scorer(*inputs)  # entropy keeps its gradient, for the entropy bonus
-        loss, stats = grpo.policy_loss(logprobs.float(), batch["old_logprobs"], adv, batch["completion_mask"],
-                                       cfg["clip"], ref_logprobs, cfg["kl_coef"], cfg["clip_high"] or None,
-                                       entropy.float(), entropy_coef, normaliser=normaliser)
+            # entropy keeps its gradient, for the entropy bonus
+            logprobs, entropy = run.scorer(*inputs)
+        loss, stats = grpo.policy_loss(
+            logprobs.float(),
+            batch["old_logprobs"],
+            adv,
+            batch["completion_mask"],
+            cfg["clip"],
+            ref_logprobs,
+            cfg["kl_coef"],
+            cfg["clip_high"] or None,
+            entropy.float(),
+            entropy_coef,
+            normaliser=normaliser,
+        )
         total = loss * share
         if demos is not None:
             replay = replay_loss(run.model, demos, cfg, run.device)
-            total, stats = total + cfg["parent_replay"] * replay, {**stats, "replay_loss": replay.item()}
-        grad_norm = checkpoint.guarded_step(run, total)  # backward, clip, step; stops at a non-finite number
+            total, stats = (
+                total + cfg["parent_replay"] * replay,
+                {**stats, "replay_loss": replay.item()},
+            )
+        # backward, clip, step; stops at a non-finite number
+        grad_norm = checkpoint.guarded_step(run, total)
     return loss.item(), stats, grad_norm
 
 
 # ---- The training loop ---------------------------------------------------------------------------
 
+
 def make_run(cfg, task, tok, model, device, rank=0, world=1):
-    """The optimizer, scorer, frozen reference (for the KL) and random streams of a run; bench.py times this."""
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"],
-                            betas=(0.9, 0.99), fused=device.startswith("cuda"))  # fused: one kernel on GPUs
+    """The optimizer, scorer, frozen reference (for the KL) and random streams of a run; bench.py
+    times this."""
+    opt = torch.optim.AdamW(
+        model.parameters(),
+        lr=cfg["lr"],
+        weight_decay=cfg["weight_decay"],
+        # fused: one kernel on GPUs
+        betas=(0.9, 0.99),
+        fused=device.startswith("cuda"),
+    )
     scorer = distributed.scorer(model, world, cfg["compile"])
-    ref_model = copy.deepcopy(model).eval().requires_grad_(False) if cfg["kl_coef"] > 0 else None  # the warm start
-    return Run(cfg, task, tok, model, opt, scorer, ref_model, random.Random(cfg["seed"]),
-               torch.Generator(device=device).manual_seed(cfg["seed"]), device, rank, world)
+    # the warm start
+    ref_model = copy.deepcopy(model).eval().requires_grad_(False) if cfg["kl_coef"] > 0 else None
+    return Run(
+        cfg,
+        task,
+        tok,
+        model,
+        opt,
+        scorer,
+        ref_model,
+        random.Random(cfg["seed"]),
+        torch.Generator(device=device).manual_seed(cfg["seed"]),
+        device,
+        rank,
+        world,
+    )
 
 
 def train(cfg):
-    """Warm start, then cfg["steps"] RL steps -> the run's folder (checkpoint.RunFiles: folder, resuming, logs)."""
+    """Warm start, then cfg["steps"] RL steps -> the run's folder (checkpoint.RunFiles: folder,
+    resuming, logs)."""
     t_begin = time.time()  # the closing line counts the warm start too
     device, rank, world = distributed.start_process(cfg)
     files = checkpoint.RunFiles(cfg, lead=rank == 0)
     task, tok = make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"])
-    files.log(f"task {cfg['task']} (D={task.dim}), algo {cfg['algo']} (m={answers_per_rollout(cfg)}), "
-              f"device {device}, threads {torch.get_num_threads()}, out_dir {files.out_dir}")
-    with distributed.lead_first(rank, world):  # rank 0 trains and caches the warm start; the others load it
+    files.log(
+        f"task {cfg['task']} (D={task.dim}), algo {cfg['algo']} (m={answers_per_rollout(cfg)}), "
+        f"device {device}, threads {torch.get_num_threads()}, out_dir {files.out_dir}"
+    )
+    # rank 0 trains and caches the warm start; the others load it
+    with distributed.lead_first(rank, world):
         model, warm_path = warm_start(cfg, task, tok, device, files.log)
     files.log(f"model: {model.num_params() / 1e6:.2f}M parameters")
     run = make_run(cfg, task, tok, model, device, rank, world)
@@ -275,31 +403,51 @@ def train(cfg):
             files.save("ckpt.pt", checkpoint.run_state(run, step))
     last_eval = checkpoint.evaluate_heldout(run, files, cfg["steps"])
     if world > 1:
-        files.log("ranks in sync: %s (parameter checksum %.6f)" % distributed.replicas_in_sync(model, world, device))
+        in_sync, checksum = distributed.replicas_in_sync(model, world, device)
+        files.log(f"ranks in sync: {in_sync} (parameter checksum {checksum:.6f})")
     files.save("final.pt", {**checkpoint.run_state(run, cfg["steps"]), "warm_start": warm_path})
-    files.log(f"trained in {time.time() - t_begin:.0f}s, the warm start included: held-out scalar "
-              f"{last_eval['heldout_scalar']:.3f}")
+    files.log(
+        f"trained in {time.time() - t_begin:.0f}s, the warm start included: held-out scalar "
+        f"{last_eval['heldout_scalar']:.3f}"
+    )
     files.close()
     distributed.finish(world)
     return files.out_dir
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip(),
-                                     epilog="Many runs compared (the default experiment): python lab/experiment.py")
-    parser.add_argument("--config", help="YAML file of overrides to the defaults at the top of train.py")
-    parser.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
-                        help="override config keys (repeat --set as often as you like: every item counts)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0].strip(),
+        epilog="Many runs compared (the default experiment): python lab/experiment.py",
+    )
+    parser.add_argument(
+        "--config", help="YAML file of overrides to the defaults at the top of train.py"
+    )
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override config keys (repeat --set as often as you like: every item counts)",
+    )
     args = parser.parse_args(argv)
     try:
         t0 = time.time()
         out_dir = train(resolve_config(args.config, args.set))
         if os.environ.get("RANK", "0") == "0":  # under torchrun, one process reports
-            figure = search.report_run(out_dir)  # held-out best@k against the warm start's, and run.png
-            print(f"done in {time.time() - t0:.0f}s, the warm start and this evaluation included; see {figure}")
+            # held-out best@k against the warm start's, and run.png
+            figure = search.report_run(out_dir)
+            print(
+                f"done in {time.time() - t0:.0f}s, the warm start and this evaluation included; "
+                f"see {figure}"
+            )
     except KeyboardInterrupt:  # Ctrl-C: no traceback; the checkpoints written so far stay
-        print("\ninterrupted: the run's checkpoints so far stay in its out_dir; the same command with "
-              "--set resume=true continues from the last one", file=sys.stderr)
+        print(
+            "\ninterrupted: the run's checkpoints so far stay in its out_dir; the same command "
+            "with --set resume=true continues from the last one",
+            file=sys.stderr,
+        )
         sys.exit(130)
     except (ConfigError, FileNotFoundError, RuntimeError, FloatingPointError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)  # ValueError: e.g. a prompt longer than block_size

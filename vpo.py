@@ -21,36 +21,48 @@ import torch
 
 from grpo import grpo_advantages
 
-
-WEIGHT_SAMPLERS = ("dirichlet", "sobol")  # the names sample_weights knows; config.py checks weight_sampler here
+# the names sample_weights knows; config.py checks weight_sampler here
+WEIGHT_SAMPLERS = ("dirichlet", "sobol")
 
 
 def sample_weights(num_groups, num_weights, dim, alpha=1.0, sampler="dirichlet", generator=None):
-    """(P, N, D) weightings on the simplex, N per prompt group; `generator` makes the draw reproducible.
+    """(P, N, D) weightings on the simplex, N per prompt group; `generator` makes the draw
+    reproducible.
 
     sampler "dirichlet": i.i.d. Dirichlet(alpha * 1_D). sampler "sobol": scrambled Sobol points in
-    [0,1]^(D-1) turned into simplex points by sorted-uniform spacings, which is uniform on the simplex
-    (alpha = 1 only) and covers it more evenly than i.i.d. draws, so R_g is less noisy.
+    [0,1]^(D-1) turned into simplex points by sorted-uniform spacings, which is uniform on the
+    simplex (alpha = 1 only) and covers it more evenly than i.i.d. draws, so R_g is less noisy.
     """
     if alpha <= 0:
         raise ValueError(f"alpha must be > 0, got {alpha}")
     if dim == 1:
         return torch.ones(num_groups, num_weights, 1)
     # the seed is drawn on the generator's own device (a CUDA generator cannot make a CPU tensor)
-    seed = int(torch.randint(0, 2**62, (1,), generator=generator,
-                             device=generator.device if generator is not None else "cpu").item())
+    seed = int(
+        torch.randint(
+            0,
+            2**62,
+            (1,),
+            generator=generator,
+            device=generator.device if generator is not None else "cpu",
+        ).item()
+    )
     if sampler == "dirichlet":
-        rng = np.random.default_rng(seed)  # numpy's Dirichlet accepts a seeded generator; torch's does not
+        # numpy's Dirichlet accepts a seeded generator; torch's does not
+        rng = np.random.default_rng(seed)
         w = rng.dirichlet(np.full(dim, alpha), size=(num_groups, num_weights))
         return torch.tensor(w, dtype=torch.float32)
     if sampler == "sobol":
         if alpha != 1.0:
-            raise ValueError("sampler='sobol' maps points uniformly onto the simplex, i.e. alpha=1 only")
+            raise ValueError(
+                "sampler='sobol' maps points uniformly onto the simplex, i.e. alpha=1 only"
+            )
         engine = torch.quasirandom.SobolEngine(dimension=dim - 1, scramble=True, seed=seed)
         u = engine.draw(num_groups * num_weights).view(num_groups, num_weights, dim - 1)
         u, _ = torch.sort(u, dim=-1)
         edges = torch.cat([torch.zeros_like(u[..., :1]), u, torch.ones_like(u[..., :1])], dim=-1)
-        return edges[..., 1:] - edges[..., :-1]  # spacings of D-1 sorted uniforms: uniform on the simplex
+        # spacings of D-1 sorted uniforms: uniform on the simplex
+        return edges[..., 1:] - edges[..., :-1]
     raise ValueError(f"unknown sampler '{sampler}' (choose one of {', '.join(WEIGHT_SAMPLERS)})")
 
 
@@ -61,22 +73,26 @@ def set_scores(rewards, weights):
 
 
 def vpo_advantages(rewards, weights, eps=1e-6, scale="group"):
-    """rewards (P, G, M, D) with zero rows for missing/duplicate answers, weights (P, N, D) -> (P, G)."""
+    """rewards (P, G, M, D) with zero rows for missing/duplicate answers, weights (P, N, D) -> (P,
+    G)."""
     return grpo_advantages(set_scores(rewards, weights), eps, scale)
 
 
 def multi_rlvr_scores(scalar_rewards):
-    """scalar_rewards (P, G, M) of the fixed scalarisation, zero for missing/duplicate answers -> (P, G) set sums."""
+    """scalar_rewards (P, G, M) of the fixed scalarisation, zero for missing/duplicate answers ->
+    (P, G) set sums."""
     return scalar_rewards.sum(dim=-1)
 
 
 def random_weight_scores(rewards, weights):
-    """rewards (P, G, D) single answers, weights (P, D) one weighting per group -> (P, G) of w . r."""
+    """rewards (P, G, D) single answers, weights (P, D) one weighting per group -> (P, G) of w .
+    r."""
     return torch.einsum("pgd,pd->pg", rewards, weights)
 
 
 def leave_one_out_advantages(scores):
-    """scores (P, G) -> (P, G): each rollout's score minus the mean of the OTHER G-1 rollouts (RLOO).
+    """scores (P, G) -> (P, G): each rollout's score minus the mean of the OTHER G-1 rollouts
+    (RLOO).
 
     Not part of VPO: an example of a new advantage idea (docs/EXERCISES.md). Unlike the z-norm it
     keeps the scale of the score, so groups with a larger spread push harder.

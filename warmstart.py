@@ -1,8 +1,9 @@
 """
 The supervised warm start, every RL run's start: cross-entropy on demonstrations in every format RL
-and search use (one answer "1|", m answers "3|", parents to edit), cached under a hash of what shapes
-it, so GRPO and VPO runs of one task and seed start from the SAME weights. A student can skip this
-file. Deliberately left out: pretrained weights, packing, a validation loss (RL evaluates step 0).
+and search use (one answer "1|", m answers "3|", parents to edit), cached under a hash of what
+shapes it, so GRPO and VPO runs of one task and seed start from the SAME weights. A student can skip
+this file. Deliberately left out: pretrained weights, packing, a validation loss (RL evaluates step
+0).
 """
 
 import ast
@@ -19,25 +20,31 @@ import torch
 import checkpoint
 import engine
 from config import make_task
-from model import GPT, GPTConfig, PRESETS, pad_left, pad_right
+from model import GPT, PRESETS, GPTConfig, pad_left, pad_right
 from rollouts import max_completion_tokens, rollout_prompt, rollout_text
 
 
 def build_model(cfg, tok, device):
     """A freshly initialised GPT of cfg's size preset, on `device`."""
-    mcfg = GPTConfig(vocab_size=tok.vocab_size, block_size=cfg["block_size"], **PRESETS[cfg["model"]])
+    mcfg = GPTConfig(
+        vocab_size=tok.vocab_size, block_size=cfg["block_size"], **PRESETS[cfg["model"]]
+    )
     return GPT(mcfg).to(device)
 
 
 def autocast(cfg, device):
-    """bf16 autocast if cfg asks for it, else a context that changes nothing (one `with` for both)."""
+    """bf16 autocast if cfg asks for it, else a context that changes nothing (one `with` for
+    both)."""
     if cfg["dtype"] == "bfloat16":
-        return torch.autocast(device_type="cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16)
+        return torch.autocast(
+            device_type="cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16
+        )
     return torch.autocast(device_type="cpu", enabled=False)
 
 
 def sft_optimizer(model, cfg, capturable=False):
-    """The warm start's AdamW (lr set every step); capturable: for a CUDA graph (lr a GPU tensor)."""
+    """The warm start's AdamW (lr set every step); capturable: for a CUDA graph (lr a GPU
+    tensor)."""
     if capturable:
         lr = torch.tensor(cfg["sft_lr"], device=next(model.parameters()).device)
         return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, capturable=True)
@@ -54,16 +61,21 @@ def set_lr(opt, lr):
 
 
 def padded_demos(task, tok, cfg, rng, device, single_only=False, parents_only=False):
-    """sft_batch demonstrations in one format (less padding) -> padded prompt, mask, completion, mask."""
+    """sft_batch demonstrations in one format (less padding) -> padded prompt, mask, completion,
+    mask."""
     m = 1 if single_only or rng.random() < 0.5 else cfg["answers_per_rollout"]
-    with_parents = parents_only or (not single_only and hasattr(task, "demo_parents")
-                                    and rng.random() < cfg["sft_parent_fraction"])
+    with_parents = parents_only or (
+        not single_only
+        and hasattr(task, "demo_parents")
+        and rng.random() < cfg["sft_parent_fraction"]
+    )
     prompts, completions = [], []
     for _ in range(cfg["sft_batch"]):
         problem = task.problems("train", 1, rng)[0]
         parents = task.demo_parents(problem, rng) if with_parents else None
         answers = task.demonstration(problem, m, rng, parents=parents)
-        shown = task.scored(problem, parents) if parents else None  # with their scores, as search shows them
+        # with their scores, as search shows them
+        shown = task.scored(problem, parents) if parents else None
         prompts.append(tok.encode(rollout_prompt(task, problem, m, parents=shown)))
         completions.append(tok.encode(rollout_text(answers)))
     return (*pad_left(prompts, tok.eos, device), *pad_right(completions, tok.eos, device))
@@ -75,16 +87,20 @@ def demo_nll(logp, completion_mask):
 
 
 def replay_loss(model, demos, cfg, device):
-    """The warm start's loss on `demos` under the policy: RL's parent replay (RL's plain prompts make a
-    small model forget the parent format: docs/RESULTS.md). Unwrapped: its gradient adds to DDP's."""
+    """The warm start's loss on `demos` under the policy: RL's parent replay (RL's plain prompts
+    make a small model forget the parent format: docs/RESULTS.md). Unwrapped: its gradient adds to
+    DDP's."""
     prompt, prompt_mask, completion, completion_mask = demos
     with autocast(cfg, device):
-        logp, _ = engine.score(model, prompt, prompt_mask, completion, completion_mask, share_prompt=False)
+        logp, _ = engine.score(
+            model, prompt, prompt_mask, completion, completion_mask, share_prompt=False
+        )
     return demo_nll(logp.float(), completion_mask)
 
 
 def sft_step(model, opt, task, tok, cfg, rng, device, single_only=False, graph=None):
-    """One supervised step on fresh demonstrations -> (loss, tokens); graph: a CapturedSFT, used when it fits."""
+    """One supervised step on fresh demonstrations -> (loss, tokens); graph: a CapturedSFT, used
+    when it fits."""
     if graph is not None:
         p, pm, c, cm = padded_demos(task, tok, cfg, rng, "cpu", single_only)
         if graph.fits(p, c):
@@ -103,28 +119,38 @@ def sft_step(model, opt, task, tok, cfg, rng, device, single_only=False, graph=N
 
 
 class CapturedSFT:
-    """sft_step's update as one CUDA graph replay (one launch, not hundreds), on fixed-shape buffers: the
-    same loss up to float rounding. `warmup` eager updates first; off CUDA it runs eagerly."""
+    """sft_step's update as one CUDA graph replay (one launch, not hundreds), on fixed-shape
+    buffers: the same loss up to float rounding. `warmup` eager updates first; off CUDA it runs
+    eagerly."""
 
-    def __init__(self, model, opt, batch, prompt_len, completion_len, pad_id, capture=True, warmup=2):
+    def __init__(
+        self, model, opt, batch, prompt_len, completion_len, pad_id, capture=True, warmup=2
+    ):
         device = next(model.parameters()).device
         self.model, self.opt, self.pad_id, self.warmup = model, opt, pad_id, warmup
         self.capture = capture and device.type == "cuda"
         self.prompt = torch.full((batch, prompt_len), pad_id, dtype=torch.long, device=device)
         self.prompt_mask = torch.zeros(batch, prompt_len, dtype=torch.bool, device=device)
-        self.completion = torch.full((batch, completion_len), pad_id, dtype=torch.long, device=device)
+        self.completion = torch.full(
+            (batch, completion_len), pad_id, dtype=torch.long, device=device
+        )
         self.completion_mask = torch.zeros(batch, completion_len, dtype=torch.bool, device=device)
         self.loss = torch.zeros((), device=device)
         self.updates, self.replay = 0, None
 
     def fits(self, prompt, completion):
-        return prompt.size(0) == self.prompt.size(0) and prompt.size(1) <= self.prompt.size(1) \
+        return (
+            prompt.size(0) == self.prompt.size(0)
+            and prompt.size(1) <= self.prompt.size(1)
             and completion.size(1) <= self.completion.size(1)
+        )
 
     def update(self):
-        """The step: reads only the buffers, writes the weights, the optimizer's state and self.loss."""
-        logp, _ = self.model.score(self.prompt, self.prompt_mask, self.completion, self.completion_mask,
-                                   check=False)
+        """The step: reads only the buffers, writes the weights, the optimizer's state and
+        self.loss."""
+        logp, _ = self.model.score(
+            self.prompt, self.prompt_mask, self.completion, self.completion_mask, check=False
+        )
         loss = demo_nll(logp, self.completion_mask)
         self.opt.zero_grad(set_to_none=True)  # in a graph: its backward writes the gradients afresh
         loss.backward()
@@ -134,11 +160,17 @@ class CapturedSFT:
 
     def __call__(self, prompt, prompt_mask, completion, completion_mask):
         """One update on a batch (CPU tensors, fits()) -> the loss, a tensor on the device."""
-        for buf, src, left in ((self.prompt, prompt, True), (self.prompt_mask, prompt_mask, True),
-                               (self.completion, completion, False), (self.completion_mask, completion_mask, False)):
-            host = torch.full(buf.shape, self.pad_id if buf.dtype == torch.long else 0, dtype=buf.dtype)
+        for buf, src, left in (
+            (self.prompt, prompt, True),
+            (self.prompt_mask, prompt_mask, True),
+            (self.completion, completion, False),
+            (self.completion_mask, completion_mask, False),
+        ):
+            host = torch.full(
+                buf.shape, self.pad_id if buf.dtype == torch.long else 0, dtype=buf.dtype
+            )
             width = src.size(1)  # prompts stay left-padded, completions right-padded
-            (host[:, host.size(1) - width:] if left else host[:, :width]).copy_(src)
+            (host[:, host.size(1) - width :] if left else host[:, :width]).copy_(src)
             # pinned: the copy does not wait for the GPU
             buf.copy_(host.pin_memory() if buf.is_cuda else host, non_blocking=buf.is_cuda)
         self.updates += 1
@@ -149,7 +181,8 @@ class CapturedSFT:
         elif self.updates <= self.warmup:
             engine.on_side_stream(self.update)
         else:
-            self.replay = engine.captured(self.update)  # runs this update, then records it for the next
+            # runs this update, then records it for the next
+            self.replay = engine.captured(self.update)
         return self.loss
 
 
@@ -157,21 +190,43 @@ WARMSTART_VERSION = 1  # change it when warm_start trains differently, so no sta
 
 
 def code_without_prose(source):
-    """Python source -> its syntax tree without docstrings: rewording prose retrains no warm start."""
+    """Python source -> its syntax tree without docstrings: rewording prose retrains no warm
+    start."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
-                isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             node.body = body[1:] or [ast.Pass()]
     return ast.dump(tree)
 
 
 def warmstart_path(cfg):
-    """The cache path: a hash of the settings and of the data's code (the task's file, the formats)."""
-    shaping = {k: cfg[k] for k in ("task", "task_options", "seed", "model", "block_size", "tokenizer",
-                                   "sft_steps", "sft_batch", "sft_lr", "sft_parent_fraction", "sft_single_first",
-                                   "answers_per_rollout", "dtype")}
+    """The cache path: a hash of the settings and of the data's code (the task's file, the
+    formats)."""
+    shaping = {
+        k: cfg[k]
+        for k in (
+            "task",
+            "task_options",
+            "seed",
+            "model",
+            "block_size",
+            "tokenizer",
+            "sft_steps",
+            "sft_batch",
+            "sft_lr",
+            "sft_parent_fraction",
+            "sft_single_first",
+            "answers_per_rollout",
+            "dtype",
+        )
+    }
     with open(inspect.getsourcefile(type(make_task(cfg["task"], **cfg["task_options"])))) as f:
         shaping["task code"] = hashlib.sha1(code_without_prose(f.read()).encode()).hexdigest()
     shaping["formats"] = inspect.getsource(rollout_prompt) + inspect.getsource(rollout_text)
@@ -181,7 +236,8 @@ def warmstart_path(cfg):
 
 
 def use_graph(cfg, device):
-    """CUDA-graph the warm start: on CUDA with cuda_graph, in float32 (bf16 autocast keeps a cache)."""
+    """CUDA-graph the warm start: on CUDA with cuda_graph, in float32 (bf16 autocast keeps a
+    cache)."""
     return engine.captures(cfg, device) and cfg["dtype"] == "float32"
 
 
@@ -201,26 +257,43 @@ def warm_start(cfg, task, tok, device, log):
     graph = None
     if capture:
         completion_len = max_completion_tokens(task, cfg["answers_per_rollout"])
-        prompt_len = max(1, cfg["block_size"] - completion_len)  # a batch that does not fit runs eagerly
+        # a batch that does not fit runs eagerly
+        prompt_len = max(1, cfg["block_size"] - completion_len)
         graph = CapturedSFT(model, opt, cfg["sft_batch"], prompt_len, completion_len, tok.eos)
     model.train()
     t0, tokens = time.time(), 0
     for step in range(cfg["sft_steps"]):
-        set_lr(opt, cfg["sft_lr"] * min(1.0, (step + 1) / 50) * 0.5 * (1 + math.cos(math.pi * step / cfg["sft_steps"])))
-        # a curriculum: copying from the prompt forms on the 1-answer format, then transfers (docs/RESULTS.md)
+        set_lr(
+            opt,
+            cfg["sft_lr"]
+            * min(1.0, (step + 1) / 50)
+            * 0.5
+            * (1 + math.cos(math.pi * step / cfg["sft_steps"])),
+        )
+        # a curriculum: copying from the prompt forms on the 1-answer format, then transfers
+        # (docs/RESULTS.md)
         single_only = step < cfg["sft_single_first"] * cfg["sft_steps"]
         loss, n = sft_step(model, opt, task, tok, cfg, rng, device, single_only, graph)
         tokens += n
         if step % 100 == 0 or step == cfg["sft_steps"] - 1:
-            log(f"warm start {step + 1}/{cfg['sft_steps']}: loss {loss.item():.3f}, "
-                f"{tokens / (time.time() - t0):.0f} tok/s")
+            log(
+                f"warm start {step + 1}/{cfg['sft_steps']}: loss {loss.item():.3f}, "
+                f"{tokens / (time.time() - t0):.0f} tok/s"
+            )
     # never cache a diverged warm start: every later run with this config would load it
-    if not all(bool(torch.isfinite(p).all()) for p in model.parameters()) or \
-            (cfg["sft_steps"] and not torch.isfinite(loss)):
-        raise FloatingPointError(f"warm start diverged: non-finite loss or weights with sft_lr={cfg['sft_lr']}; "
-                                 f"nothing was cached")
+    if not all(bool(torch.isfinite(p).all()) for p in model.parameters()) or (
+        cfg["sft_steps"] and not torch.isfinite(loss)
+    ):
+        raise FloatingPointError(
+            f"warm start diverged: non-finite loss or weights with sft_lr={cfg['sft_lr']}; "
+            "nothing was cached"
+        )
     os.makedirs(cfg["warmstart_dir"], exist_ok=True)
-    checkpoint.atomic_save({"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg}, path)
-    log(f"warm start: trained in {time.time() - t0:.0f}s, cached in {path} (runs with this task, seed and "
-        f"warm-start settings load it)")
+    checkpoint.atomic_save(
+        {"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg}, path
+    )
+    log(
+        f"warm start: trained in {time.time() - t0:.0f}s, cached in {path} (runs with this task, "
+        "seed and warm-start settings load it)"
+    )
     return model, path

@@ -2,12 +2,13 @@
 budget grows? Many runs, compared: the lab's entry point (train.py trains one run).
 
     python lab/experiment.py                        # the default comparison, sized for a laptop CPU
-    python lab/experiment.py --quick                # a smoke-test size: a minute, numbers meaningless
-    python lab/experiment.py --seeds 0 1 2          # mean, spread and intervals over seeds
-    python lab/experiment.py --ablations            # also the ablations and baselines (ABLATIONS below)
-    python lab/experiment.py --set out_dir=out/h1 kl_coef=0 pool_n=60   # any train.DEFAULTS key
-    python lab/experiment.py --report out/headline  # reprint (and rewrite) the report from result files
-    python lab/experiment.py --algos NEW --seeds 0 1 2 --against docs/figures/leaderboard   # NEW among a board
+    python lab/experiment.py --quick                # a smoke-test size: a minute, numbers
+    meaningless python lab/experiment.py --seeds 0 1 2          # mean, spread and intervals over
+    seeds python lab/experiment.py --ablations            # also the ablations and baselines
+    (ABLATIONS below) python lab/experiment.py --set out_dir=out/h1 kl_coef=0 pool_n=60   # any
+    train.DEFAULTS key python lab/experiment.py --report out/headline  # reprint (and rewrite) the
+    report from result files python lab/experiment.py --algos NEW --seeds 0 1 2 --against
+    docs/figures/leaderboard   # NEW among a board
 
 For each task (persona, code, the collinear control) and seed: one warm start, every method from it,
 a pool of answers per held-out problem from every checkpoint (warm start included), then, on code
@@ -16,9 +17,9 @@ train.DEFAULTS <- configs/<task>.yaml (`--quick`: configs/tiny.yaml over it) <- 
 VARIANTS <- algo, seed, out_dir; the evaluation's: train.EVALUATION's keys of the same config. Jobs
 run in `--workers` processes (workers.py), each once what it needs is done (Headline below).
 Writes into out_dir: runs/, warmstart/, results/ (one small JSON per task, method and seed: what
-report.py reads; commit them to merge seeds run in different sessions) and tables.py's report. Ctrl-C
-at any time: the same command continues, reusing finished runs and evaluations, resuming the rest.
-Deliberately left out: hyperparameter sweeps, more than one GPU.
+report.py reads; commit them to merge seeds run in different sessions) and tables.py's report.
+Ctrl-C at any time: the same command continues, reusing finished runs and evaluations, resuming the
+rest. Deliberately left out: hyperparameter sweeps, more than one GPU.
 """
 
 import argparse
@@ -31,46 +32,89 @@ import subprocess
 import sys
 import time
 from functools import partial
+from pathlib import Path
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository: configs/, the reference
-sys.path.insert(0, HERE)  # so that `python lab/experiment.py` finds the reference and the lab package
+# the repository: configs/, the reference
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# so that `python lab/experiment.py` finds the reference and the lab package
+sys.path.insert(0, HERE)
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-import search  # noqa: E402
-import train  # noqa: E402
-from config import ConfigError, make_task, parse_value, pick_device  # noqa: E402
-from warmstart import warmstart_path  # noqa: E402
-from lab import report, tables  # noqa: E402
-from lab.report import read_record, training_summary, update_record  # noqa: E402
-from lab.stored import (POOL_KEYS, SEARCH_KEYS, board_problems, check_against, load_board, result_key,  # noqa: E402
-                        run_status, same_key)
-from lab.workers import (Job, Progress, default_workers, oracle_job, pools_job, run_jobs, search_job,  # noqa: E402
-                         solved_job, steps_logged, warm_start_job)
+import search
+import train
+from config import ConfigError, make_task, parse_value, pick_device
+from lab import report, tables
+from lab.report import read_record, training_summary, update_record
+
+# noqa: E402
+from lab.stored import (
+    POOL_KEYS,
+    SEARCH_KEYS,
+    board_problems,
+    check_against,
+    load_board,
+    result_key,
+    run_status,
+    same_key,
+)
+
+# noqa: E402
+from lab.workers import (
+    Job,
+    Progress,
+    default_workers,
+    oracle_job,
+    pools_job,
+    run_jobs,
+    search_job,
+    solved_job,
+    steps_logged,
+    warm_start_job,
+)
+from warmstart import warmstart_path
+
 TASKS = ["persona", "code", "persona_collinear"]  # each trains with configs/<task>.yaml
-# the control's prompts and demonstrations are persona's (only the reward differs): it shares that warm start
+# the control's prompts and demonstrations are persona's (only the reward differs): it shares that
+# warm start
 SHARED_WARMSTART = {"persona_collinear": "persona"}
 ALGOS = ["grpo", "vpo"]
 # Methods that are an algorithm of train.ADVANTAGES run with other settings, each at the value its
-# paper gives (DAPO's clip-higher 0.28; the entropy bonus has no paper default: 0.01, a common value).
+# paper gives (DAPO's clip-higher 0.28; the entropy bonus has no paper default: 0.01, a common
+# value).
 VARIANTS = {
-    "grpo_x3": ("grpo", {}),  # compute-matched GRPO: m times the prompts per step (run_config), as many answers as VPO
-    "dr_grpo": ("grpo", {"scale_rewards": "none", "loss_norm": "constant"}),  # both halves of Dr. GRPO
-    # clipping acts only from a batch's second update (the ratio is 1 at the first): vs two-update GRPO
+    # compute-matched GRPO: m times the prompts per step (run_config), as many answers as VPO
+    "grpo_x3": ("grpo", {}),
+    # both halves of Dr. GRPO
+    "dr_grpo": ("grpo", {"scale_rewards": "none", "loss_norm": "constant"}),
+    # clipping acts only from a batch's second update (the ratio is 1 at the first): vs two-update
+    # GRPO
     "grpo_2ep": ("grpo", {"epochs_per_batch": 2}),
     "grpo_clip_higher": ("grpo", {"clip_high": 0.28, "epochs_per_batch": 2}),
     "grpo_entropy": ("grpo", {"entropy_coef": 0.01}),
-    # DAPO draws until P groups spread; verl's recipe gives up after 10 generation batches (of 3x the
+    # DAPO draws until P groups spread; verl's recipe gives up after 10 generation batches (of 3x
+    # the
     # prompts), here after 10 rounds of P, to bound the CPU cost (metrics.jsonl: flat_groups_kept)
     "dapo": ("grpo", {"clip_high": 0.28, "epochs_per_batch": 2, "dynamic_sampling": 10}),
-    # not the paper's: RL also on a quarter of parent-format prompts, so the search's mutation skill is trained
+    # not the paper's: RL also on a quarter of parent-format prompts, so the search's mutation skill
+    # is trained
     "grpo_mutation": ("grpo", {"mutation_share": 0.25}),
     "vpo_mutation": ("vpo", {"mutation_share": 0.25}),
 }
-CODE_ONLY = {"grpo_mutation", "vpo_mutation"}  # parents are programs: no such rows on the persona tasks
-ABLATIONS = ["multi_rlvr", "random_weights", "goal_conditioned", "vpo_loo", "max_at_k", "gdpo", "maxrl", "rloo",
-             *VARIANTS]
+# parents are programs: no such rows on the persona tasks
+CODE_ONLY = {"grpo_mutation", "vpo_mutation"}
+ABLATIONS = [
+    "multi_rlvr",
+    "random_weights",
+    "goal_conditioned",
+    "vpo_loo",
+    "max_at_k",
+    "gdpo",
+    "maxrl",
+    "rloo",
+    *VARIANTS,
+]
 
 
 def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
@@ -81,17 +125,30 @@ def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
     algo, variant = VARIANTS.get(name, (name, {}))
     if name == "grpo_x3":
         variant = {"prompts_per_step": base["prompts_per_step"] * base["answers_per_rollout"]}
-    spec = {**(overrides or {}), **variant, "algo": algo, "seed": seed,
-            "out_dir": os.path.join(out_dir, "runs", f"{task_name}-{name}-s{seed}"),
-            "warmstart_dir": os.path.join(out_dir, "warmstart"), "quiet": True, "threads": 1}
-    return train.resolve_config(overrides=[f"{k}={json.dumps(v) if isinstance(v, dict) else v}"
-                                           for k, v in spec.items()], base=base)
+    spec = {
+        **(overrides or {}),
+        **variant,
+        "algo": algo,
+        "seed": seed,
+        "out_dir": os.path.join(out_dir, "runs", f"{task_name}-{name}-s{seed}"),
+        "warmstart_dir": os.path.join(out_dir, "warmstart"),
+        "quiet": True,
+        "threads": 1,
+    }
+    return train.resolve_config(
+        overrides=[f"{k}={json.dumps(v) if isinstance(v, dict) else v}" for k, v in spec.items()],
+        base=base,
+    )
 
 
 def git_commit():
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=HERE).stdout.strip() or "unknown"
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE
+            ).stdout.strip()
+            or "unknown"
+        )
     except OSError:
         return "unknown"
 
@@ -99,72 +156,129 @@ def git_commit():
 def machine():
     """What the numbers depend on besides the commit: float32 kernels round differently on different
     processors (AVX2 vs AVX-512), and RL grows a last-bit difference into a different policy."""
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-               platform.processor()) if os.path.exists("/proc/cpuinfo") else platform.processor()
+    cpu = (
+        next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            platform.processor(),
+        )
+        if os.path.exists("/proc/cpuinfo")
+        else platform.processor()
+    )
     return f"{cpu}; torch {torch.__version__}; kernels {torch.backends.cpu.get_cpu_capability()}"
 
 
 # ---- The experiment ----
 
-class Headline:
-    """One headline experiment while it runs: every run's config (refused up front if its folder holds
-    another run), the plan, then a method per event, storing what a finished job brought and queueing in
-    `ready` what it made possible: warm_start_ready -> run_trained -> checkpoint_ready -> pools_scored ->
-    problems_screened -> search_done (optimum_found beside them). What an earlier run of the same command
-    left on disk is reused. Against a board (--against) only the new methods run, on the board's problems."""
 
-    def __init__(self, tasks, methods, seeds, settings, out_dir, quick, overrides, progress, against=None):
-        self.tasks, self.methods, self.seeds, self.settings, self.out_dir = tasks, methods, seeds, settings, out_dir
+class Headline:
+    """One headline experiment while it runs: every run's config (refused up front if its folder
+    holds another run), the plan, then a method per event, storing what a finished job brought and
+    queueing in `ready` what it made possible: warm_start_ready -> run_trained -> checkpoint_ready
+    -> pools_scored -> problems_screened -> search_done (optimum_found beside them). What an earlier
+    run of the same command left on disk is reused. Against a board (--against) only the new methods
+    run, on the board's problems."""
+
+    def __init__(
+        self, tasks, methods, seeds, settings, out_dir, quick, overrides, progress, against=None
+    ):
+        self.tasks, self.methods, self.seeds, self.settings, self.out_dir = (
+            tasks,
+            methods,
+            seeds,
+            settings,
+            out_dir,
+        )
         self.progress = progress
-        self.board = load_board(against, tasks, seeds) if against else None  # a committed board's records
-        self.configs = {(t, a, s): run_config(t, a, s, out_dir, quick, overrides) for t in tasks for a in methods
-                        for s in seeds if t == "code" or a not in CODE_ONLY}
-        self.first = {(t, s): self.configs[(t, methods[0], s)] for t in tasks for s in seeds}  # a task's settings
-        for (t, a, s), cfg in self.configs.items():  # a run names its warm start: another's is never taken
-            cfg["warmstart_from"] = warmstart_path(self.first[(SHARED_WARMSTART[t] if SHARED_WARMSTART.get(t) in tasks
-                                                               else t, s)])
+        # a committed board's records
+        self.board = load_board(against, tasks, seeds) if against else None
+        self.configs = {
+            (t, a, s): run_config(t, a, s, out_dir, quick, overrides)
+            for t in tasks
+            for a in methods
+            for s in seeds
+            if t == "code" or a not in CODE_ONLY
+        }
+        # a task's settings
+        self.first = {(t, s): self.configs[(t, methods[0], s)] for t in tasks for s in seeds}
+        # a run names its warm start: another's is never taken
+        for (t, _, s), cfg in self.configs.items():
+            cfg["warmstart_from"] = warmstart_path(
+                self.first[(SHARED_WARMSTART[t] if SHARED_WARMSTART.get(t) in tasks else t, s)]
+            )
         if self.board:  # a method's own keys may differ from the board's runs, nothing else
-            own = {a: set(VARIANTS.get(a, (a, {}))[1]) | ({"prompts_per_step"} if a == "grpo_x3" else set())
-                   for a in methods + ["grpo"]}
+            own = {
+                a: set(VARIANTS.get(a, (a, {}))[1])
+                | ({"prompts_per_step"} if a == "grpo_x3" else set())
+                for a in methods + ["grpo"]
+            }
             check_against(self.board, against, self.configs, settings, own)
             for cfg in self.first.values():
                 reuse_warm_start(warmstart_path(dict(cfg, warmstart_from="")), progress)
         for cfg in self.configs.values():  # refuse before anything runs, not after an hour
             if run_status(cfg) == "other" and not cfg["overwrite"]:
-                raise ConfigError(f"{cfg['out_dir']} holds a run with other settings; choose another out_dir "
-                                  f"(--set out_dir=...) or --set overwrite=true")
+                raise ConfigError(
+                    f"{cfg['out_dir']} holds a run with other settings; choose another out_dir "
+                    f"(--set out_dir=...) or --set overwrite=true"
+                )
         os.makedirs(out_dir, exist_ok=True)
-        self.stamp = {"commit": git_commit(), "machine": machine()}  # the code that runs, not what is checked out at the end
+        # the code that runs, not what is checked out at the end
+        self.stamp = {"commit": git_commit(), "machine": machine()}
         self.code_search = "code" in tasks and settings["evo_problems"] > 0
-        if self.board:  # the board's evaluation: its warm starts' pools, its optimum, its search problems
-            self.code_search = self.code_search and "search" in self.board[("code", "grpo", seeds[0])]
+        # the board's evaluation: its warm starts' pools, its optimum, its search problems
+        if self.board:
+            self.code_search = (
+                self.code_search and "search" in self.board[("code", "grpo", seeds[0])]
+            )
         self.ready = []  # the jobs whose inputs are done, waiting for a worker
-        self.checkpoints = {}  # (task, method, seed) -> (path, m, cfg): every checkpoint to evaluate
+        # (task, method, seed) -> (path, m, cfg): every checkpoint to evaluate
+        self.checkpoints = {}
         self.pooled = set()  # the checkpoints whose pools are in their result files
-        self.screens = {}  # seed -> its candidate search problems, those some pool solved, the screens still out
+        # seed -> its candidate search problems, those some pool solved, the screens still out
+        self.screens = {}
         self.samples = {}  # (task, method, seed) -> its pools' reward vectors, for a figure
 
     def plan(self):
-        """Say what will run; plan every job at its expected seconds, minus what is on disk; say how long."""
-        tasks, seeds, methods, settings, progress = self.tasks, self.seeds, self.methods, self.settings, self.progress
-        progress.say(f"running {len(methods)} method(s) ({', '.join(methods)}) on {', '.join(tasks)}, seed(s) "
-                     f"{', '.join(map(str, seeds))}: {len(self.configs)} training runs from "
-                     f"{len([t for t in tasks if SHARED_WARMSTART.get(t) not in tasks]) * len(seeds)} warm starts, "
-                     f"then pools of {settings['pool_n']} answers on {settings['pool_problems']} held-out problems each"
-                     + (f", then evolutionary search (budget {settings['evo_budget']}) on up to "
-                        f"{settings['evo_problems']} hard code problems per seed and checkpoint" if self.code_search
-                        else "") + ".")
+        """Say what will run; plan every job at its expected seconds, minus what is on disk; say how
+        long."""
+        tasks, seeds, methods, settings, progress = (
+            self.tasks,
+            self.seeds,
+            self.methods,
+            self.settings,
+            self.progress,
+        )
+        progress.say(
+            f"running {len(methods)} method(s) ({', '.join(methods)}) on {', '.join(tasks)}, "
+            f"seed(s) {', '.join(map(str, seeds))}: {len(self.configs)} training runs from "
+            f"{len([t for t in tasks if SHARED_WARMSTART.get(t) not in tasks]) * len(seeds)} warm "
+            f"starts, then pools of {settings['pool_n']} answers on {settings['pool_problems']} "
+            "held-out problems each"
+            + (
+                f", then evolutionary search (budget {settings['evo_budget']}) on up to "
+                f"{settings['evo_problems']} hard code problems per seed and checkpoint"
+                if self.code_search
+                else ""
+            )
+            + "."
+        )
         for t in tasks:
             for s in seeds:
                 if SHARED_WARMSTART.get(t) not in tasks and not os.path.exists(
-                        warmstart_path(dict(self.first[(t, s)], warmstart_from=""))):
+                    warmstart_path(dict(self.first[(t, s)], warmstart_from=""))
+                ):
                     progress.plan("warm", (t, s))
                 for a in self.evaluated() + [a for a in methods if (t, a, s) in self.configs]:
                     progress.plan("pools", (t, a, s))
         for key, cfg in self.configs.items():
             status = run_status(cfg)
             if status != "finished":
-                progress.plan("train", key, cfg, steps_logged(cfg["out_dir"]) if status == "unfinished" else 0)
+                progress.plan(
+                    "train", key, cfg, steps_logged(cfg["out_dir"]) if status == "unfinished" else 0
+                )
         if self.code_search:
             for s in seeds:
                 if not self.board:
@@ -173,28 +287,44 @@ class Headline:
                     if not self.board:
                         progress.plan("screen", ("code", a, s))
                     progress.plan("search", ("code", a, s))
-                    if a != "warm_start" and train.answers_per_rollout(self.configs[("code", a, s)]) > 1:
+                    if (
+                        a != "warm_start"
+                        and train.answers_per_rollout(self.configs[("code", a, s)]) > 1
+                    ):
                         progress.plan("search_set", ("code", a, s))
-        progress.say(f"writing to {self.out_dir}/ (runs/, results/, summary.md, figures) with {progress.workers} "
-                     f"worker processes; expected time about {progress.seconds_left() / 60:.1f} min on this CPU "
-                     f"({progress.machine_note}; the progress lines below correct it as the runs show their pace)")
+        progress.say(
+            f"writing to {self.out_dir}/ (runs/, results/, summary.md, figures) with "
+            f"{progress.workers} worker processes; expected time about "
+            f"{progress.seconds_left() / 60:.1f} min on this CPU ({progress.machine_note}; the "
+            "progress lines below correct it as the runs show their pace)"
+        )
 
     def start(self):
         """Queue the warm starts to train (one in the cache is ready at once) -> the queue."""
-        for t in self.tasks:  # a task whose warm start another task trains waits for it (SHARED_WARMSTART)
+        # a task whose warm start another task trains waits for it (SHARED_WARMSTART)
+        for t in self.tasks:
             if SHARED_WARMSTART.get(t) not in self.tasks:
                 for s in self.seeds:
-                    cfg = dict(self.first[(t, s)], warmstart_from="")  # train it, or find it in the cache
+                    # train it, or find it in the cache
+                    cfg = dict(self.first[(t, s)], warmstart_from="")
                     if os.path.exists(warmstart_path(cfg)):
                         self.warm_start_ready(t, s, warmstart_path(cfg))
                     else:
-                        self.ready.append(Job("warm", (t, s), warm_start_job, (cfg,),
-                                              partial(self.warm_start_ready, t, s)))
+                        self.ready.append(
+                            Job(
+                                "warm",
+                                (t, s),
+                                warm_start_job,
+                                (cfg,),
+                                partial(self.warm_start_ready, t, s),
+                            )
+                        )
         return self.ready
 
     def warm_start_ready(self, task, seed, path):
-        """For its task and each task sharing it: the warm start is evaluated (for one answer and for m), the
-        optimum computed (code), every run from it trained, resumed or reused (runs are deterministic)."""
+        """For its task and each task sharing it: the warm start is evaluated (for one answer and
+        for m), the optimum computed (code), every run from it trained, resumed or reused (runs are
+        deterministic)."""
         for t in [task] + [u for u in self.tasks if SHARED_WARMSTART.get(u) == task]:
             warm_cfg = dict(self.first[(t, seed)], algo="warm_start", warmstart_from=path)
             m = warm_cfg["answers_per_rollout"]
@@ -202,9 +332,18 @@ class Headline:
                 self.checkpoint_ready((t, name, seed), path, answers, warm_cfg)
             if t == "code" and not self.board:  # the best any policy could reach on these problems
                 optimum = (t, "optimum", seed)
-                if not self.stored("oracle", optimum, "pools", result_key(warm_cfg, self.settings, POOL_KEYS)):
-                    self.ready.append(Job("oracle", optimum, oracle_job, (warm_cfg, self.settings, seed, m),
-                                          partial(self.optimum_found, seed, warm_cfg)))
+                if not self.stored(
+                    "oracle", optimum, "pools", result_key(warm_cfg, self.settings, POOL_KEYS)
+                ):
+                    self.ready.append(
+                        Job(
+                            "oracle",
+                            optimum,
+                            oracle_job,
+                            (warm_cfg, self.settings, seed, m),
+                            partial(self.optimum_found, seed, warm_cfg),
+                        )
+                    )
             for key in [(t, a, seed) for a in self.methods if (t, a, seed) in self.configs]:
                 cfg = self.configs[key]
                 status = run_status(cfg)
@@ -215,24 +354,39 @@ class Headline:
                 cfg["resume"] = status == "unfinished"
                 if cfg["resume"]:
                     self.progress.say(f"resuming unfinished run {cfg['out_dir']}")
-                self.ready.append(Job("train", key, train.train, (cfg,), partial(self.run_trained, key), cfg))
+                self.ready.append(
+                    Job("train", key, train.train, (cfg,), partial(self.run_trained, key), cfg)
+                )
 
     def evaluated(self):
-        """The warm start's rows: asked for one answer and for m (where the set methods start from); none
-        against a board, which holds them."""
+        """The warm start's rows: asked for one answer and for m (where the set methods start from);
+        none against a board, which holds them."""
         return [] if self.board else ["warm_start", "warm_start_m3"]
 
     def optimum_found(self, seed, warm_cfg, optimum):
         optimum["key"] = result_key(warm_cfg, self.settings, POOL_KEYS)
-        update_record(self.out_dir, "code", "optimum", seed, m=warm_cfg["answers_per_rollout"], **self.stamp,
-                      pools=optimum)
+        update_record(
+            self.out_dir,
+            "code",
+            "optimum",
+            seed,
+            m=warm_cfg["answers_per_rollout"],
+            **self.stamp,
+            pools=optimum,
+        )
 
     def run_trained(self, key, run_dir):
-        """A run finished (now or before): its training summary into its result file, final.pt evaluated."""
+        """A run finished (now or before): its training summary into its result file, final.pt
+        evaluated."""
         cfg, m = self.configs[key], train.answers_per_rollout(self.configs[key])
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-            update_record(self.out_dir, *key, m=m, **self.stamp,
-                          training=training_summary([json.loads(line) for line in f]))
+            update_record(
+                self.out_dir,
+                *key,
+                m=m,
+                **self.stamp,
+                training=training_summary([json.loads(line) for line in f]),
+            )
         self.checkpoint_ready(key, os.path.join(run_dir, "final.pt"), m, cfg)
 
     def checkpoint_ready(self, key, path, m, cfg):
@@ -241,8 +395,15 @@ class Headline:
         if self.stored("pools", key, "pools", result_key(cfg, self.settings, POOL_KEYS)):
             self.has_pools(key)
         else:
-            self.ready.append(Job("pools", key, pools_job, (path, self.first[(task, seed)], self.settings, seed, m),
-                                  partial(self.pools_scored, key)))
+            self.ready.append(
+                Job(
+                    "pools",
+                    key,
+                    pools_job,
+                    (path, self.first[(task, seed)], self.settings, seed, m),
+                    partial(self.pools_scored, key),
+                )
+            )
 
     def pools_scored(self, key, result):
         record, rewards = result
@@ -253,52 +414,95 @@ class Headline:
         self.has_pools(key)
 
     def has_pools(self, key):
-        """Once a seed's code checkpoints all have pools, each pool screens the candidate search problems
-        (held-out, >= evo_min_plausible plausible programs): the search takes those none solves, as the paper."""
+        """Once a seed's code checkpoints all have pools, each pool screens the candidate search
+        problems (held-out, >= evo_min_plausible plausible programs): the search takes those none
+        solves, as the paper."""
         self.pooled.add(key)
         task, _, seed = key
         if self.board and task == "code" and self.code_search:  # the board's problems: no screen
             return self.queue_searches(key, board_problems(self.board, "code", seed, "search"))
         code = [("code", a, seed) for a in self.evaluated()[:1] + self.methods]
-        if task != "code" or not self.code_search or seed in self.screens or not self.pooled.issuperset(code):
+        if (
+            task != "code"
+            or not self.code_search
+            or seed in self.screens
+            or not self.pooled.issuperset(code)
+        ):
             return
         cfg = self.first[("code", seed)]
-        candidates = search.search_problems(make_task("code", **cfg["task_options"]), "heldout",
-                                            self.settings["evo_screen"], self.settings["evo_min_plausible"],
-                                            20_000 + seed)
-        self.screens[seed] = {"candidates": candidates, "solved": np.zeros(len(candidates), dtype=bool),
-                              "left": len(code)}
+        candidates = search.search_problems(
+            make_task("code", **cfg["task_options"]),
+            "heldout",
+            self.settings["evo_screen"],
+            self.settings["evo_min_plausible"],
+            20_000 + seed,
+        )
+        self.screens[seed] = {
+            "candidates": candidates,
+            "solved": np.zeros(len(candidates), dtype=bool),
+            "left": len(code),
+        }
         for k in code:
             path, m, _ = self.checkpoints[k]
-            self.ready.append(Job("screen", k, solved_job, (path, cfg, candidates, self.settings, seed, m),
-                                  partial(self.problems_screened, seed)))
+            self.ready.append(
+                Job(
+                    "screen",
+                    k,
+                    solved_job,
+                    (path, cfg, candidates, self.settings, seed, m),
+                    partial(self.problems_screened, seed),
+                )
+            )
 
     def problems_screened(self, seed, solved):
-        """After the last screen, every code checkpoint searches the first evo_problems no pool solved."""
+        """After the last screen, every code checkpoint searches the first evo_problems no pool
+        solved."""
         screen = self.screens[seed]
         screen["solved"] |= solved
         screen["left"] -= 1
         if screen["left"]:
             return
-        hard = [p for p, ok in zip(screen["candidates"], screen["solved"]) if not ok][:self.settings["evo_problems"]]
-        self.progress.say(f"evolutionary search on {len(hard)} hard code problems (seed {seed}; "
-                          f"{int(screen['solved'].sum())} of {len(screen['candidates'])} candidates were solved by "
-                          f"some pool)")
+        hard = [p for p, ok in zip(screen["candidates"], screen["solved"]) if not ok][
+            : self.settings["evo_problems"]
+        ]
+        self.progress.say(
+            f"evolutionary search on {len(hard)} hard code problems (seed {seed}; "
+            f"{int(screen['solved'].sum())} of {len(screen['candidates'])} candidates were solved "
+            "by some pool)"
+        )
         for key in [("code", a, seed) for a in ["warm_start"] + self.methods]:
             self.queue_searches(key, hard)
 
     def queue_searches(self, key, hard):
-        """key's checkpoint searches `hard`, one child per call (a set policy: also m); unless stored already."""
+        """key's checkpoint searches `hard`, one child per call (a set policy: also m); unless
+        stored already."""
         path, m, cfg = self.checkpoints[key]
         for kind, per_call in (("search", 1), ("search_set", m)) if m > 1 else (("search", 1),):
-            stored_key = dict(result_key(cfg, self.settings, SEARCH_KEYS), problems=[repr(p) for p in hard],
-                              per_call=per_call)
+            stored_key = dict(
+                result_key(cfg, self.settings, SEARCH_KEYS),
+                problems=[repr(p) for p in hard],
+                per_call=per_call,
+            )
             if not hard:
                 self.progress.drop(kind, key)
             elif not self.stored(kind, key, kind, stored_key):
-                self.ready.append(Job(kind, key, search_job, (path, self.first[("code", key[2])], hard, self.settings,
-                                                              key[2], m, per_call),
-                                      partial(self.search_done, kind, key, stored_key)))
+                self.ready.append(
+                    Job(
+                        kind,
+                        key,
+                        search_job,
+                        (
+                            path,
+                            self.first[("code", key[2])],
+                            hard,
+                            self.settings,
+                            key[2],
+                            m,
+                            per_call,
+                        ),
+                        partial(self.search_done, kind, key, stored_key),
+                    )
+                )
 
     def search_done(self, kind, key, stored_key, result):
         result["key"] = stored_key
@@ -306,7 +510,8 @@ class Headline:
         update_record(self.out_dir, *key, **{kind: result})
 
     def stored(self, kind, key, field, stored_key):
-        """Does key's result file hold `field` made with these very settings? Then its job leaves the plan."""
+        """Does key's result file hold `field` made with these very settings? Then its job leaves
+        the plan."""
         if same_key((read_record(self.out_dir, *key) or {}).get(field, {}).get("key"), stored_key):
             self.progress.drop(kind, key)
             return True
@@ -314,26 +519,36 @@ class Headline:
 
     def say_what_was_kept(self):
         status = [run_status(cfg) for cfg in self.configs.values()]
-        print(f"\ninterrupted after {time.time() - self.progress.t0:.0f}s: kept {status.count('finished')} finished "
-              f"run(s), {status.count('unfinished')} unfinished run(s) with their last checkpoints, the cached warm "
-              f"starts and every finished evaluation in {self.out_dir}/; the same command continues from there",
-              flush=True)
+        print(
+            f"\ninterrupted after {time.time() - self.progress.t0:.0f}s: kept "
+            f"{status.count('finished')} finished run(s), {status.count('unfinished')} unfinished "
+            "run(s) with their last checkpoints, the cached warm starts and every finished "
+            f"evaluation in {self.out_dir}/; the same command continues from there",
+            flush=True,
+        )
 
 
 def evaluation_settings(tasks, quick, overrides):
-    """The evaluation keys (train.EVALUATION) the tasks' configs agree on: every method is measured alike."""
-    found = {t: {k: run_config(t, "grpo", 0, "out", quick, overrides)[k] for k in train.EVAL_KEYS} for t in tasks}
+    """The evaluation keys (train.EVALUATION) the tasks' configs agree on: every method is measured
+    alike."""
+    found = {
+        t: {k: run_config(t, "grpo", 0, "out", quick, overrides)[k] for k in train.EVAL_KEYS}
+        for t in tasks
+    }
     first = found[tasks[0]]
     for task_name, settings in found.items():
         for key in (k for k in train.EVAL_KEYS if settings[k] != first[k]):
-            raise ConfigError(f"'{key}' is {first[key]!r} on {tasks[0]} and {settings[key]!r} on {task_name}: "
-                              f"the experiment measures every task alike")
+            raise ConfigError(
+                f"'{key}' is {first[key]!r} on {tasks[0]} and {settings[key]!r} on {task_name}: "
+                f"the experiment measures every task alike"
+            )
     return first
 
 
 def reuse_warm_start(path, progress):
-    """Against a board: a warm start cached under another experiment's folder (out/*/warmstart/, the same
-    file name: a hash of everything that shaped it) is copied into this one's cache instead of retrained."""
+    """Against a board: a warm start cached under another experiment's folder (out/*/warmstart/, the
+    same file name: a hash of everything that shaped it) is copied into this one's cache instead of
+    retrained."""
     if os.path.exists(path):
         return
     found = sorted(glob.glob(os.path.join("out", "*", "warmstart", os.path.basename(path))))
@@ -344,19 +559,33 @@ def reuse_warm_start(path, progress):
 
 
 def against_records(board_dir, out_dir, tasks, methods, seeds):
-    """The board's records of the tasks and seeds run here and this run's; a method already on the board
-    is this run's as its own row, "<method> (yours)", beside the board's -> (records, the new rows' names)."""
-    board = [r for r in report.load_records([board_dir]) if r["task"] in tasks and r["seed"] in seeds]
+    """The board's records of the tasks and seeds run here and this run's; a method already on the
+    board is this run's as its own row, "<method> (yours)", beside the board's -> (records, the new
+    rows' names)."""
+    board = [
+        r for r in report.load_records([board_dir]) if r["task"] in tasks and r["seed"] in seeds
+    ]
     on_board = {r["method"] for r in board}
-    mine = [r for r in report.load_records([out_dir])
-            if r["task"] in tasks and r["method"] in methods and r["seed"] in seeds]
+    mine = [
+        r
+        for r in report.load_records([out_dir])
+        if r["task"] in tasks and r["method"] in methods and r["seed"] in seeds
+    ]
     for r in mine:
         r["method"] = f"{r['method']} (yours)" if r["method"] in on_board else r["method"]
     return board + mine, [f"{m} (yours)" if m in on_board else m for m in methods]
 
 
-def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos=None, seeds=None, workers=None,
-                 against=None):
+def run_headline(
+    overrides=None,
+    quick=False,
+    ablations=False,
+    tasks=None,
+    algos=None,
+    seeds=None,
+    workers=None,
+    against=None,
+):
     overrides = dict(overrides or {})
     seeds = list(seeds) if seeds else [overrides.pop("seed")] if "seed" in overrides else [0]
     overrides.pop("seed", None)
@@ -366,18 +595,28 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
     methods = list(algos or ALGOS) + (ABLATIONS if ablations else [])
     progress = Progress(workers, quick, SHARED_WARMSTART)
     if quick:
-        progress.say("SMOKE TEST (--quick): tiny models, pools and searches; the numbers and verdicts mean nothing")
-    headline = Headline(tasks or list(TASKS), methods, seeds, settings, out_dir, quick, overrides, progress, against)
+        progress.say(
+            "SMOKE TEST (--quick): tiny models, pools and searches; the numbers and verdicts mean "
+            "nothing"
+        )
+    headline = Headline(
+        tasks or list(TASKS), methods, seeds, settings, out_dir, quick, overrides, progress, against
+    )
     headline.plan()
     try:
         run_jobs(headline.start(), workers, progress)
     except KeyboardInterrupt:
         headline.say_what_was_kept()
         raise
-    if against:  # the board's records of the tasks and seeds run here, so every interval pairs the same seeds
+    # the board's records of the tasks and seeds run here, so every interval pairs the same seeds
+    if against:
         records, new_rows = against_records(against, out_dir, headline.tasks, methods, seeds)
     else:
-        records = list({(r["task"], r["method"], r["seed"]): r for r in report.load_records([out_dir])}.values())
+        records = list(
+            {
+                (r["task"], r["method"], r["seed"]): r for r in report.load_records([out_dir])
+            }.values()
+        )
     results = report.merge(records, TASKS)
     results.update(settings=settings, quick=quick, wall_s=round(time.time() - progress.t0, 1))
     if against:  # the new methods' rows beside the board's, with their intervals and verdicts
@@ -386,29 +625,67 @@ def run_headline(overrides=None, quick=False, ablations=False, tasks=None, algos
     summary = tables.summary_markdown(results)
     # against a board the comparison fits a screen; the rest of the report is in summary.md
     print("\n" + ("\n".join(tables.against_table(results, header=True)) if against else summary))
-    progress.say("wrote " + ", ".join(paths) + (" (SMOKE TEST: the numbers mean nothing)" if quick else ""))
+    progress.say(
+        "wrote " + ", ".join(paths) + (" (SMOKE TEST: the numbers mean nothing)" if quick else "")
+    )
     return results
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
-    parser.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
-                        help="train.DEFAULTS keys applied to every run, evaluation and search keys included "
-                        "(out_dir: the experiment's folder)")
-    parser.add_argument("--quick", action="store_true", help="smoke-test size (numbers mean nothing)")
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
+        help="train.DEFAULTS keys applied to every run, evaluation and search keys included "
+        "(out_dir: the experiment's folder)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke-test size (numbers mean nothing)"
+    )
     parser.add_argument("--ablations", action="store_true", help=f"also run {', '.join(ABLATIONS)}")
-    parser.add_argument("--tasks", nargs="*", choices=TASKS, metavar="TASK", help=f"only these (of {', '.join(TASKS)})")
-    parser.add_argument("--seeds", nargs="*", type=int, help="these seeds (mean and spread over them)")
-    parser.add_argument("--algos", nargs="*", choices=sorted(train.ADVANTAGES) + sorted(VARIANTS), metavar="METHOD",
-                        help="these methods (default: grpo vpo; train.ADVANTAGES and VARIANTS)")
-    parser.add_argument("--workers", type=int, help="worker processes, one torch thread each (default: 2 on "
-                        "the CPU; on CUDA one per job that can run at once, up to 8, sharing the GPU)")
-    parser.add_argument("--report", nargs="+", metavar="DIR", help="rewrite the report from DIR/results/ (several "
-                        "DIRs: merge their seeds)")
-    parser.add_argument("--out", help="with --report: where the merged report goes (default: the first DIR)")
-    parser.add_argument("--against", metavar="DIR", help="train and evaluate only --algos, on DIR's problems and "
-                        "settings, and rank them among DIR's result files (a committed leaderboard)")
-    parser.add_argument("--config", help=argparse.SUPPRESS)  # train.py's: one run, not the experiment
+    parser.add_argument(
+        "--tasks",
+        nargs="*",
+        choices=TASKS,
+        metavar="TASK",
+        help=f"only these (of {', '.join(TASKS)})",
+    )
+    parser.add_argument(
+        "--seeds", nargs="*", type=int, help="these seeds (mean and spread over them)"
+    )
+    parser.add_argument(
+        "--algos",
+        nargs="*",
+        choices=sorted(train.ADVANTAGES) + sorted(VARIANTS),
+        metavar="METHOD",
+        help="these methods (default: grpo vpo; train.ADVANTAGES and VARIANTS)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="worker processes, one torch thread each (default: 2 on "
+        "the CPU; on CUDA one per job that can run at once, up to 8, sharing the GPU)",
+    )
+    parser.add_argument(
+        "--report",
+        nargs="+",
+        metavar="DIR",
+        help="rewrite the report from DIR/results/ (several DIRs: merge their seeds)",
+    )
+    parser.add_argument(
+        "--out", help="with --report: where the merged report goes (default: the first DIR)"
+    )
+    parser.add_argument(
+        "--against",
+        metavar="DIR",
+        help="train and evaluate only --algos, on DIR's problems and "
+        "settings, and rank them among DIR's result files (a committed leaderboard)",
+    )
+    # train.py's: one run, not the experiment
+    parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
         if args.config:
@@ -416,8 +693,10 @@ def main(argv=None):
         if args.report:
             records = report.load_records(args.report)
             if not records:
-                raise ConfigError(f"no result files under {', '.join(d + '/results/' for d in args.report)}; "
-                                  f"run the experiment first")
+                raise ConfigError(
+                    f"no result files under {', '.join(d + '/results/' for d in args.report)}; "
+                    "run the experiment first"
+                )
             results = report.merge(records, TASKS)
             paths = tables.write_report(args.out or args.report[0], results)
             print(tables.summary_markdown(results))
@@ -425,22 +704,39 @@ def main(argv=None):
             return
         overrides = {}
         for item in args.set:  # train.DEFAULTS keys, checked now
-            key, value = (part.strip() for part in item.split("=", 1)) if "=" in item else (item, "")
-            for task_name in args.tasks or TASKS:  # checked now, against the config each task trains with
+            key, value = (
+                (part.strip() for part in item.split("=", 1)) if "=" in item else (item, "")
+            )
+            # checked now, against the config each task trains with
+            for task_name in args.tasks or TASKS:
                 try:
-                    train.resolve_config(os.path.join(HERE, "configs", f"{task_name}.yaml"), overrides=[item])
+                    train.resolve_config(
+                        os.path.join(HERE, "configs", f"{task_name}.yaml"), overrides=[item]
+                    )
                 except ConfigError as e:
                     raise ConfigError(f"--set {item} on task {task_name}: {e}") from None
             if key in ("task", "algo"):
-                raise ConfigError(f"'{key}' is chosen by the experiment; use --tasks or --algos, "
-                                  f"or python train.py --config for a single run")
+                raise ConfigError(
+                    f"'{key}' is chosen by the experiment; use --tasks or --algos, "
+                    f"or python train.py --config for a single run"
+                )
             overrides[key] = parse_value(value)
         if args.against and (not args.algos or args.ablations):
-            raise ConfigError("--against trains only the new methods: name them with --algos (no --ablations)")
+            raise ConfigError(
+                "--against trains only the new methods: name them with --algos (no --ablations)"
+            )
         if args.against:
             overrides.setdefault("out_dir", "out/against")
-        run_headline(overrides, quick=args.quick, ablations=args.ablations, tasks=args.tasks, algos=args.algos,
-                     seeds=args.seeds, workers=args.workers, against=args.against)
+        run_headline(
+            overrides,
+            quick=args.quick,
+            ablations=args.ablations,
+            tasks=args.tasks,
+            algos=args.algos,
+            seeds=args.seeds,
+            workers=args.workers,
+            against=args.against,
+        )
     except KeyboardInterrupt:
         sys.exit(130)
     except (ConfigError, FileNotFoundError, RuntimeError, FloatingPointError, ValueError) as e:

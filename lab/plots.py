@@ -6,8 +6,9 @@ reward_vectors.png each row one sampled answer, each column one reward component
                    held-out problems: a collapsed policy shows the same row again and again
 training.png       mean fixed reward, set score E_w[max w.r] and token entropy over RL steps
 evolution.png      fraction of hard problems solved against candidates evaluated
-leaderboard_figure every method's value per seed (dots) and mean (bar), ranked, one panel per leaderboard
-Deliberately left out: interactive plots, styling beyond what makes the comparison readable.
+leaderboard_figure every method's value per seed (dots) and mean (bar), ranked, one panel per
+leaderboard Deliberately left out: interactive plots, styling beyond what makes the comparison
+readable.
 """
 
 import os
@@ -17,22 +18,42 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: works on a headless machine
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-# One colour per method, the same in every figure (tab20's twenty, then dark extras for new methods);
+# One colour per method, the same in every figure (tab20's twenty, then dark extras for new
+# methods);
 # a method run against a board ("vpo (yours)") is magenta, the optimum black.
-COLORS = {"vpo": "#1f77b4", "vpo_loo": "#aec7e8", "grpo": "#d62728", "grpo_x3": "#ff9896", "multi_rlvr": "#ff7f0e",
-          "grpo_mutation": "#ffbb78", "max_at_k": "#2ca02c", "dapo": "#98df8a", "random_weights": "#9467bd",
-          "goal_conditioned": "#c5b0d5", "dr_grpo": "#8c564b", "grpo_2ep": "#c49c94", "grpo_clip_higher": "#e377c2",
-          "grpo_entropy": "#f7b6d2", "warm_start": "#7f7f7f", "warm_start_m3": "#c7c7c7", "gdpo": "#bcbd22",
-          "maxrl": "#dbdb8d", "rloo": "#17becf", "vpo_mutation": "#9edae5", "optimum": "black"}
+COLORS = {
+    "vpo": "#1f77b4",
+    "vpo_loo": "#aec7e8",
+    "grpo": "#d62728",
+    "grpo_x3": "#ff9896",
+    "multi_rlvr": "#ff7f0e",
+    "grpo_mutation": "#ffbb78",
+    "max_at_k": "#2ca02c",
+    "dapo": "#98df8a",
+    "random_weights": "#9467bd",
+    "goal_conditioned": "#c5b0d5",
+    "dr_grpo": "#8c564b",
+    "grpo_2ep": "#c49c94",
+    "grpo_clip_higher": "#e377c2",
+    "grpo_entropy": "#f7b6d2",
+    "warm_start": "#7f7f7f",
+    "warm_start_m3": "#c7c7c7",
+    "gdpo": "#bcbd22",
+    "maxrl": "#dbdb8d",
+    "rloo": "#17becf",
+    "vpo_mutation": "#9edae5",
+    "optimum": "black",
+}
 EXTRA = ["#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354"]
 SMOKE = "SMOKE TEST (--quick): the numbers mean nothing"
 
 
 def color(method):
-    """The method's colour: its own, magenta for a row run against a board, else a stable extra one."""
+    """The method's colour: its own, magenta for a row run against a board, else a stable extra
+    one."""
     if method.endswith("(yours)") or " (yours)" in method:
         return "magenta"
     base = method.split(" (")[0]
@@ -52,16 +73,26 @@ def _save(fig, path, **layout):
 
 
 def _curves(ax, per_method, metric):
-    """Every method's curve of `metric` against k, its band half the spread over seeds: solid for set
-    methods (m > 1) and the warm start, dashed for single-answer ones."""
+    """Every method's curve of `metric` against k, its band half the spread over seeds: solid for
+    set methods (m > 1) and the warm start, dashed for single-answer ones."""
     for a, e in per_method.items():
         if metric not in e:
             continue
         values, spread = np.array(e[metric]), np.array(e[metric + "_spread"])
         style = "o-" if e["m"] > 1 or a == "warm_start" else "o--"
-        ax.plot(e["ks"], values, style, color=color(a), label=a, ms=3, lw=2 if a in ("grpo", "vpo") else 1.2)
+        ax.plot(
+            e["ks"],
+            values,
+            style,
+            color=color(a),
+            label=a,
+            ms=3,
+            lw=2 if a in ("grpo", "vpo") else 1.2,
+        )
         if spread.any():
-            ax.fill_between(e["ks"], values - spread / 2, values + spread / 2, color=color(a), alpha=0.15)
+            ax.fill_between(
+                e["ks"], values - spread / 2, values + spread / 2, color=color(a), alpha=0.15
+            )
     ax.set_xscale("log", base=2)
     ax.set_xlabel("k (answers)")
     ax.grid(alpha=0.3)
@@ -75,7 +106,9 @@ def best_at_k(out_dir, results):
         axes[row][0].set_title(f"{t}: best@k, fixed mean")
         _curves(axes[row][1], per_algo, "heldout_weight_best_at_k")
         axes[row][1].set_title(f"{t}: best@k, held-out weightings w.r")
-        axes[row][0].legend(fontsize=7 if len(per_algo) < 8 else 6, ncol=1 if len(per_algo) < 8 else 2)
+        axes[row][0].legend(
+            fontsize=7 if len(per_algo) < 8 else 6, ncol=1 if len(per_algo) < 8 else 2
+        )
     _mark(fig, results.get("quick"))
     return _save(fig, os.path.join(out_dir, "best_at_k.png"))
 
@@ -92,17 +125,24 @@ def pass_at_k(out_dir, results):
 
 
 def reward_vectors(out_dir, results, samples, problems_shown=3):
-    """samples[(task, algo, seed)] = rewards (P, n, D) of a pool (only a run in this process has them)."""
+    """samples[(task, algo, seed)] = rewards (P, n, D) of a pool (only a run in this process has
+    them)."""
     tasks = [t for t in results["tasks"] if any(k[0] == t for k in samples)]
-    drawn = sorted({k[1] for k in samples}, key=lambda a: (("warm_start", "grpo", "vpo") + (a,)).index(a))
-    algos = drawn[:4]  # warm start, GRPO, VPO first; whatever else this process sampled (a new method)
+    drawn = sorted(
+        {k[1] for k in samples}, key=lambda a: (("warm_start", "grpo", "vpo") + (a,)).index(a)
+    )
+    # warm start, GRPO, VPO first; whatever else this process sampled (a new method)
+    algos = drawn[:4]
     if not tasks:
         return None
-    fig, axes = plt.subplots(len(tasks), len(algos), figsize=(3.2 * len(algos), 3.4 * len(tasks)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(tasks), len(algos), figsize=(3.2 * len(algos), 3.4 * len(tasks)), squeeze=False
+    )
     for row, t in enumerate(tasks):
         for col, a in enumerate(algos):
             ax = axes[row][col]
-            key = min((k for k in samples if k[0] == t and k[1] == a), default=None)  # the lowest seed
+            # the lowest seed
+            key = min((k for k in samples if k[0] == t and k[1] == a), default=None)
             if key is None:
                 ax.axis("off")
                 continue
@@ -112,30 +152,45 @@ def reward_vectors(out_dir, results, samples, problems_shown=3):
                 order = np.lexsort(r.T[::-1])  # sort rows so that identical answers sit together
                 blocks.append(r[order])
                 blocks.append(np.full((1, r.shape[1]), np.nan))  # a gap between problems
-            ax.imshow(np.concatenate(blocks[:-1]), aspect="auto", cmap="viridis", vmin=0, vmax=1,
-                      interpolation="nearest")
+            ax.imshow(
+                np.concatenate(blocks[:-1]),
+                aspect="auto",
+                cmap="viridis",
+                vmin=0,
+                vmax=1,
+                interpolation="nearest",
+            )
             ax.set_title(f"{t}: {a}", fontsize=9)
             ax.set(xlabel="reward component", yticks=[])
         axes[row][0].set_ylabel(f"{problems_shown} problems x n answers")
-    fig.suptitle("Reward vectors of sampled answers (rows) on held-out problems"
-                 + (f"\n{SMOKE}" if results.get("quick") else ""), fontsize=10)
+    fig.suptitle(
+        "Reward vectors of sampled answers (rows) on held-out problems"
+        + (f"\n{SMOKE}" if results.get("quick") else ""),
+        fontsize=10,
+    )
     return _save(fig, os.path.join(out_dir, "reward_vectors.png"))
 
 
 def training(out_dir, results):
     tasks = results["tasks"]
-    panels = [("reward_scalar", "mean fixed reward"), ("set_score", "set score E_w[max w.r]"),
-              ("entropy", "token entropy")]
-    fig, axes = plt.subplots(len(tasks), len(panels), figsize=(4 * len(panels), 3 * len(tasks)), squeeze=False)
+    panels = [
+        ("reward_scalar", "mean fixed reward"),
+        ("set_score", "set score E_w[max w.r]"),
+        ("entropy", "token entropy"),
+    ]
+    fig, axes = plt.subplots(
+        len(tasks), len(panels), figsize=(4 * len(panels), 3 * len(tasks)), squeeze=False
+    )
     for row, (t, per_algo) in enumerate(tasks.items()):
         for a, e in per_algo.items():
-            for curve in [r["curve"] for r in e.get("training", []) if r.get("curve")][:1]:  # the first seed
+            # the first seed
+            for curve in [r["curve"] for r in e.get("training", []) if r.get("curve")][:1]:
                 steps = curve["step"]
                 for col, (metric, title) in enumerate(panels):
                     values = np.array(curve[metric])
                     window = max(1, len(values) // 20)
                     smooth = np.convolve(values, np.ones(window) / window, mode="valid")
-                    axes[row][col].plot(steps[window - 1:], smooth, color=color(a), label=a)
+                    axes[row][col].plot(steps[window - 1 :], smooth, color=color(a), label=a)
                     axes[row][col].set_title(f"{t}: {title}", fontsize=9)
                     axes[row][col].set_xlabel("RL step")
                     axes[row][col].xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -146,8 +201,9 @@ def training(out_dir, results):
 
 
 def evolution(out_dir, results):
-    """Solved against candidates: each policy's search (solid), a set policy writing its m children per
-    call (dotted), and the same-budget sampling control (dashed, thin): search earns its keep above it."""
+    """Solved against candidates: each policy's search (solid), a set policy writing its m children
+    per call (dotted), and the same-budget sampling control (dashed, thin): search earns its keep
+    above it."""
     code = results["tasks"].get("code", {})
     if not any("evolution" in e for e in code.values()):
         return None
@@ -158,13 +214,27 @@ def evolution(out_dir, results):
             if not ev:
                 continue
             curve = ev["solved_curve"]
-            ax.plot(range(1, len(curve) + 1), curve, style, color=color(a), lw=1.8,
-                    label=f"{a}{what} ({ev['solved']}/{ev['searches']})")
+            ax.plot(
+                range(1, len(curve) + 1),
+                curve,
+                style,
+                color=color(a),
+                lw=1.8,
+                label=f"{a}{what} ({ev['solved']}/{ev['searches']})",
+            )
             if name == "evolution" and "sampling_curve" in ev:
-                ax.plot(range(1, len(curve) + 1), ev["sampling_curve"], "--", color=color(a), lw=0.9,
-                        label=f"{a}, sampling ({ev.get('sampling_solved', 0)}/{ev['searches']})")
+                ax.plot(
+                    range(1, len(curve) + 1),
+                    ev["sampling_curve"],
+                    "--",
+                    color=color(a),
+                    lw=0.9,
+                    label=f"{a}, sampling ({ev.get('sampling_solved', 0)}/{ev['searches']})",
+                )
     ax.set(xlabel="candidates evaluated", ylabel="fraction of searches solved")
-    ax.set_title("Evolutionary search vs same-budget sampling, hard held-out code problems", fontsize=9)
+    ax.set_title(
+        "Evolutionary search vs same-budget sampling, hard held-out code problems", fontsize=9
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     _mark(fig, results.get("quick"))
@@ -172,12 +242,15 @@ def evolution(out_dir, results):
 
 
 def leaderboard_figure(rows, path, columns=3, smoke=False):
-    """rows {board title: [(method, [value per seed])]} -> a PNG at path, a panel per board: methods ranked
-    by mean as horizontal bars (15+ names stay readable), each seed a dot on its bar (a gap smaller than the
-    seeds' scatter shows as one); one that did not train last, grey -> {title: [methods, top to bottom]}."""
+    """rows {board title: [(method, [value per seed])]} -> a PNG at path, a panel per board: methods
+    ranked by mean as horizontal bars (15+ names stay readable), each seed a dot on its bar (a gap
+    smaller than the seeds' scatter shows as one); one that did not train last, grey -> {title:
+    [methods, top to bottom]}."""
     untrained = " (did not train)"  # report.UNTRAINED: such methods go last, in grey, unranked
-    ranked = {t: sorted(entries, key=lambda e: (e[0].endswith(untrained), -float(np.mean(e[1]))))
-              for t, entries in rows.items()}
+    ranked = {
+        t: sorted(entries, key=lambda e: (e[0].endswith(untrained), -float(np.mean(e[1]))))
+        for t, entries in rows.items()
+    }
     ncols = min(columns, len(ranked))
     nrows = -(-len(ranked) // ncols)
     height = 0.26 * max(len(e) for e in ranked.values()) + 1.0
@@ -195,7 +268,7 @@ def leaderboard_figure(rows, path, columns=3, smoke=False):
         ax.set_xlim(left, values.max() + pad)
         ax.set_title(title, fontsize=8)
         ax.grid(axis="x", alpha=0.3)
-    for ax in list(axes.flat)[len(ranked):]:
+    for ax in list(axes.flat)[len(ranked) :]:
         ax.axis("off")
     fig.text(0.5, 0.005, "bar: mean over seeds; dots: one seed each", ha="center", fontsize=7)
     _mark(fig, smoke)
@@ -204,19 +277,40 @@ def leaderboard_figure(rows, path, columns=3, smoke=False):
 
 
 def search_drivers_figure(points, path, smoke=False):
-    """points [(method, seed, {"solved", "diversity", "invalid", ...})] -> a PNG at path: a dot per method
-    (mean over seeds), solved against diversity, coloured by its invalid children: diversity or mutation skill?"""
+    """points [(method, seed, {"solved", "diversity", "invalid", ...})] -> a PNG at path: a dot per
+    method (mean over seeds), solved against diversity, coloured by its invalid children: diversity
+    or mutation skill?"""
     methods = sorted({m for m, _, _ in points})
-    mean = {m: {k: float(np.mean([p[k] for n, _, p in points if n == m])) for k in ("solved", "diversity", "invalid")}
-            for m in methods}
+    mean = {
+        m: {
+            k: float(np.mean([p[k] for n, _, p in points if n == m]))
+            for k in ("solved", "diversity", "invalid")
+        }
+        for m in methods
+    }
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
-    dots = ax.scatter([mean[m]["diversity"] for m in methods], [mean[m]["solved"] for m in methods],
-                      c=[mean[m]["invalid"] for m in methods], cmap="viridis_r", s=40, vmin=0)
+    dots = ax.scatter(
+        [mean[m]["diversity"] for m in methods],
+        [mean[m]["solved"] for m in methods],
+        c=[mean[m]["invalid"] for m in methods],
+        cmap="viridis_r",
+        s=40,
+        vmin=0,
+    )
     for m in methods:
-        ax.annotate(m, (mean[m]["diversity"], mean[m]["solved"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.annotate(
+            m,
+            (mean[m]["diversity"], mean[m]["solved"]),
+            fontsize=7,
+            xytext=(3, 3),
+            textcoords="offset points",
+        )
     fig.colorbar(dots, label="children invalid (share)")
-    ax.set(xlabel="reward-space diversity of its pools", ylabel="search: share of hard problems solved",
-           title="code: search solved against diversity (a dot per trained method, mean over seeds)")
+    ax.set(
+        xlabel="reward-space diversity of its pools",
+        ylabel="search: share of hard problems solved",
+        title="code: search solved against diversity (a dot per trained method, mean over seeds)",
+    )
     ax.title.set_fontsize(9)
     ax.grid(alpha=0.3)
     _mark(fig, smoke)
@@ -224,6 +318,11 @@ def search_drivers_figure(points, path, smoke=False):
 
 
 def make_all(out_dir, results, samples):
-    paths = [best_at_k(out_dir, results), pass_at_k(out_dir, results), reward_vectors(out_dir, results, samples),
-             training(out_dir, results), evolution(out_dir, results)]
+    paths = [
+        best_at_k(out_dir, results),
+        pass_at_k(out_dir, results),
+        reward_vectors(out_dir, results, samples),
+        training(out_dir, results),
+        evolution(out_dir, results),
+    ]
     return [p for p in paths if p]

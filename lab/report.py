@@ -21,11 +21,22 @@ from lab import oracle
 from metrics import paired_bootstrap_interval, rank_correlation_interval
 
 CURVES = ("best_at_k", "heldout_weight_best_at_k", "pass_at_k")
-SCALARS = ("diversity", "distinct_answers", "pareto_fraction", "entropy", "wasted", "nonzero_answers",
-           "tokens_generated", "mean_scalar", "set_score", "valid")
+SCALARS = (
+    "diversity",
+    "distinct_answers",
+    "pareto_fraction",
+    "entropy",
+    "wasted",
+    "nonzero_answers",
+    "tokens_generated",
+    "mean_scalar",
+    "set_score",
+    "valid",
+)
 
 
 # ---- The result files ----
+
 
 def record_path(out_dir, task, method, seed):
     return os.path.join(out_dir, "results", f"{task}-{method}-s{seed}.json")
@@ -42,7 +53,11 @@ def read_record(out_dir, task, method, seed):
 def update_record(out_dir, task, method, seed, **fields):
     """Merge fields into results/<task>-<method>-s<seed>.json (written whole, then renamed)."""
     path = record_path(out_dir, task, method, seed)
-    record = read_record(out_dir, task, method, seed) or {"task": task, "method": method, "seed": seed}
+    record = read_record(out_dir, task, method, seed) or {
+        "task": task,
+        "method": method,
+        "seed": seed,
+    }
     record.update(fields)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".tmp", "w") as f:
@@ -51,7 +66,8 @@ def update_record(out_dir, task, method, seed, **fields):
 
 
 def load_records(dirs):
-    """Every result file under dir/results/ of each dir -> list of records (later dirs win on a clash)."""
+    """Every result file under dir/results/ of each dir -> list of records (later dirs win on a
+    clash)."""
     found = {}
     for d in dirs:
         for path in sorted(glob.glob(os.path.join(d, "results", "*.json"))):
@@ -62,28 +78,52 @@ def load_records(dirs):
 
 
 def training_summary(rows):
-    """metrics.jsonl rows -> held-out evaluations, first and last 10 steps' means, a curve of <= ~100 points."""
+    """metrics.jsonl rows -> held-out evaluations, first and last 10 steps' means, a curve of <=
+    ~100 points."""
     evals = [r for r in rows if r["kind"] == "eval"]
     steps = [r for r in rows if r["kind"] == "train"]
     keys = ("reward_scalar", "set_score", "entropy", "distinct_first_answers", "valid_answers")
     every = max(1, len(steps) // 100)
-    return {"heldout_scalar": [evals[0]["heldout_scalar"], evals[-1]["heldout_scalar"]] if evals else [],
-            "first10": {k: float(np.mean([r[k] for r in steps[:10]])) for k in keys if steps and k in steps[0]},
-            "last10": {k: float(np.mean([r[k] for r in steps[-10:]])) for k in keys if steps and k in steps[0]},
-            "curve": {k: [round(r[k], 4) for r in steps[::every]] for k in ("step",) + keys if steps and k in steps[0]}}
+    return {
+        "heldout_scalar": [evals[0]["heldout_scalar"], evals[-1]["heldout_scalar"]]
+        if evals
+        else [],
+        "first10": {
+            k: float(np.mean([r[k] for r in steps[:10]])) for k in keys if steps and k in steps[0]
+        },
+        "last10": {
+            k: float(np.mean([r[k] for r in steps[-10:]])) for k in keys if steps and k in steps[0]
+        },
+        "curve": {
+            k: [round(r[k], 4) for r in steps[::every]]
+            for k in ("step",) + keys
+            if steps and k in steps[0]
+        },
+    }
 
 
 def merge(records, task_order=()):
-    """Records -> results: tasks (in task_order, then by name) -> method (warm start first) -> entry: the
-    mean over seeds, the spread (max - min), the per-seed values and the per-problem values."""
-    results = {"seeds": sorted({r["seed"] for r in records}), "tasks": {},
-               "commits": sorted({r.get("commit", "unknown") for r in records}),
-               "machines": sorted({r.get("machine", "not recorded") for r in records})}
+    """Records -> results: tasks (in task_order, then by name) -> method (warm start first) ->
+    entry: the mean over seeds, the spread (max - min), the per-seed values and the per-problem
+    values."""
+    results = {
+        "seeds": sorted({r["seed"] for r in records}),
+        "tasks": {},
+        "commits": sorted({r.get("commit", "unknown") for r in records}),
+        "machines": sorted({r.get("machine", "not recorded") for r in records}),
+    }
     tasks = {t: i for i, t in enumerate(task_order)}
-    for r in sorted(records, key=lambda r: (tasks.get(r["task"], len(tasks)), r["task"], r["method"] != "warm_start",
-                                            r["seed"])):
+    for r in sorted(
+        records,
+        key=lambda r: (
+            tasks.get(r["task"], len(tasks)),
+            r["task"],
+            r["method"] != "warm_start",
+            r["seed"],
+        ),
+    ):
         results["tasks"].setdefault(r["task"], {}).setdefault(r["method"], []).append(r)
-    for task, per_method in results["tasks"].items():
+    for per_method in results["tasks"].values():
         for method, rows in per_method.items():
             pooled = [r for r in rows if "pools" in r]
             entry = {"seeds": [r["seed"] for r in pooled], "m": rows[0]["m"]}
@@ -101,7 +141,9 @@ def merge(records, task_order=()):
                     entry[metric + "_spread"] = round(float(values.max() - values.min()), 4)
                     entry[metric + "_per_seed"] = values.round(4).tolist()
                 if all("per_problem" in p for p in pools):
-                    entry["per_problem"] = {s: p["per_problem"] for s, p in zip(entry["seeds"], pools)}
+                    entry["per_problem"] = {
+                        s: p["per_problem"] for s, p in zip(entry["seeds"], pools)
+                    }
             for kind, name in (("search", "evolution"), ("search_set", "evolution_set")):
                 searches = [(r["seed"], r[kind]) for r in rows if kind in r]
                 if searches:
@@ -113,13 +155,19 @@ def merge(records, task_order=()):
 
 
 def add_gap_closed(per_method):
-    """Each method's share of the gap from the warm start (same m) to the "optimum" row closed, per seed,
-    on its own objective (a single answer's mean reward, a set's set score) and on pass@n."""
+    """Each method's share of the gap from the warm start (same m) to the "optimum" row closed, per
+    seed, on its own objective (a single answer's mean reward, a set's set score) and on pass@n."""
     if "optimum" not in per_method:
         return
     opt = per_method["optimum"]
-    best = {seed: {"mean_scalar": opt["mean_scalar_per_seed"][i], "set_score": opt["set_score_per_seed"][i],
-                   "pass_at_k": opt["pass_at_k_per_seed"][i]} for i, seed in enumerate(opt["seeds"])}
+    best = {
+        seed: {
+            "mean_scalar": opt["mean_scalar_per_seed"][i],
+            "set_score": opt["set_score_per_seed"][i],
+            "pass_at_k": opt["pass_at_k_per_seed"][i],
+        }
+        for i, seed in enumerate(opt["seeds"])
+    }
     for method, entry in per_method.items():
         if method in ("optimum", "warm_start", "warm_start_m3") or "per_problem" not in entry:
             continue
@@ -131,33 +179,58 @@ def add_gap_closed(per_method):
                 continue
             j = warm["seeds"].index(seed)
             value = entry[own + "_per_seed"][i] if own + "_per_seed" in entry else None
-            per_seed["objective"].append(oracle.gap_closed(value, warm[own + "_per_seed"][j], best[seed][own]))
-            per_seed["pass"].append(oracle.gap_closed(entry["pass_at_k_per_seed"][i][-1],
-                                                      warm["pass_at_k_per_seed"][j][-1], best[seed]["pass_at_k"][-1]))
+            per_seed["objective"].append(
+                oracle.gap_closed(value, warm[own + "_per_seed"][j], best[seed][own])
+            )
+            per_seed["pass"].append(
+                oracle.gap_closed(
+                    entry["pass_at_k_per_seed"][i][-1],
+                    warm["pass_at_k_per_seed"][j][-1],
+                    best[seed]["pass_at_k"][-1],
+                )
+            )
         if per_seed["objective"]:
-            entry["gap_closed"] = {"objective_name": own, **{k: round(float(np.mean(v)), 3) for k, v in per_seed.items()},
-                                   **{k + "_per_seed": [round(x, 3) for x in v] for k, v in per_seed.items()}}
+            entry["gap_closed"] = {
+                "objective_name": own,
+                **{k: round(float(np.mean(v)), 3) for k, v in per_seed.items()},
+                **{k + "_per_seed": [round(x, 3) for x in v] for k, v in per_seed.items()},
+            }
 
 
 def merge_searches(seeded):
-    """(seed, search result) pairs of one method -> one entry. A solved problem's id is prefixed with
-    its seed ("s1:(12, 30, ...)"): two seeds may draw the same problem, searched by different checkpoints."""
+    """(seed, search result) pairs of one method -> one entry. A solved problem's id is prefixed
+    with its seed ("s1:(12, 30, ...)"): two seeds may draw the same problem, searched by different
+    checkpoints."""
     searches = [s for _, s in seeded]
-    out = {"searches": sum(s["searches"] for s in searches), "solved": sum(s["solved"] for s in searches),
-           "budget": searches[0]["budget"], "solved_per_seed": [s["solved"] for s in searches],
-           "solved_problems": [f"s{seed}:{p}" for seed, s in seeded for p in s["solved_problems"]]}
-    # which of the searched problems each seed solved, in the searched order: what a paired interval needs
+    out = {
+        "searches": sum(s["searches"] for s in searches),
+        "solved": sum(s["solved"] for s in searches),
+        "budget": searches[0]["budget"],
+        "solved_per_seed": [s["solved"] for s in searches],
+        "solved_problems": [f"s{seed}:{p}" for seed, s in seeded for p in s["solved_problems"]],
+    }
+    # which of the searched problems each seed solved, in the searched order: what a paired interval
+    # needs
     if all("problems" in s.get("key", {}) for s in searches):
-        out["per_problem"] = {seed: (s["key"]["problems"], [int(p in s["solved_problems"]) for p in s["key"]["problems"]])
-                              for seed, s in seeded}
+        out["per_problem"] = {
+            seed: (
+                s["key"]["problems"],
+                [int(p in s["solved_problems"]) for p in s["key"]["problems"]],
+            )
+            for seed, s in seeded
+        }
     if all("sampling_solved" in s for s in searches):
         out["sampling_solved"] = sum(s["sampling_solved"] for s in searches)
     weights = np.array([s["searches"] for s in searches], dtype=float)
     for curve in ("solved_curve", "sampling_curve"):
         if all(curve in s for s in searches):
-            out[curve] = (np.array([s[curve] for s in searches]).T @ weights / weights.sum()).tolist()
+            out[curve] = (
+                np.array([s[curve] for s in searches]).T @ weights / weights.sum()
+            ).tolist()
     if all("mutations" in s for s in searches):
-        out["mutations"] = {c: sum(s["mutations"][c] for s in searches) for c in ("children", "invalid", "improved")}
+        out["mutations"] = {
+            c: sum(s["mutations"][c] for s in searches) for c in ("children", "invalid", "improved")
+        }
         out["mutations_per_seed"] = [s["mutations"] for s in searches]
     return out
 
@@ -169,24 +242,34 @@ def solved_only(a, b):
 
 # ---- Differences between two methods, with their interval ----
 
+
 def paired(results, task, a, b, key):
-    """(mean difference a - b, low, high) of a per-problem value (key: "best", "pass", ...) at the largest
-    k, paired on the seeds both have; None when either method is missing."""
-    pa, pb = (results["tasks"].get(task, {}).get(method, {}).get("per_problem") for method in (a, b))
+    """(mean difference a - b, low, high) of a per-problem value (key: "best", "pass", ...) at the
+    largest k, paired on the seeds both have; None when either method is missing."""
+    pa, pb = (
+        results["tasks"].get(task, {}).get(method, {}).get("per_problem") for method in (a, b)
+    )
     seeds = [s for s in pa if s in pb] if pa and pb else []
     if not seeds:
         return None
-    return paired_bootstrap_interval(np.array([pa[s][key] for s in seeds]), np.array([pb[s][key] for s in seeds]))
+    return paired_bootstrap_interval(
+        np.array([pa[s][key] for s in seeds]), np.array([pb[s][key] for s in seeds])
+    )
 
 
-# One rule for every verdict: a 95% interval decides, never a point estimate. A claim that a method has
-# MORE of something (best@k, pass@k, diversity, search solved) is "yes" when the interval's low end is
-# above zero, "no" when its high end is below zero, else "within noise". A claim of NO GAIN (the collinear
-# control) is "yes" only when the whole interval lies inside +-NO_GAIN_MARGIN, declared before any run.
+# One rule for every verdict: a 95% interval decides, never a point estimate. A claim that a method
+# has
+# MORE of something (best@k, pass@k, diversity, search solved) is "yes" when the interval's low end
+# is
+# above zero, "no" when its high end is below zero, else "within noise". A claim of NO GAIN (the
+# collinear
+# control) is "yes" only when the whole interval lies inside +-NO_GAIN_MARGIN, declared before any
+# run.
 NO_GAIN_MARGIN = 0.02
 
 # A method "did not train" when its rollouts' valid answers stayed below this share over its last 10
-# RL steps on some seed: nearly every reward and advantage is zero, its checkpoint its warm start; it is
+# RL steps on some seed: nearly every reward and advantage is zero, its checkpoint its warm start;
+# it is
 # shown apart, not ranked beside methods that trained.
 DID_NOT_TRAIN_VALID = 0.05
 UNTRAINED = " (did not train)"  # appended to such a method's name in tables and figures
@@ -201,7 +284,8 @@ def verdict(interval):
 
 
 def no_gain_verdict(interval, margin=NO_GAIN_MARGIN):
-    """The verdict on a claim that a - b is negligible: yes only when the interval lies in +-margin."""
+    """The verdict on a claim that a - b is negligible: yes only when the interval lies in
+    +-margin."""
     if interval is None:
         return "not measured"
     _, low, high = interval
@@ -218,26 +302,33 @@ def fmt_interval(interval):
 def shown_name(per_method, name):
     """A method's name as every table and figure shows it: UNTRAINED appended when it did not train
     (a set policy's search row, "vpo (m per call)", follows its method)."""
-    entry = per_method.get(name) or per_method.get(name.rsplit(" (", 1)[0], {})  # "vpo (yours) (m per call)"
+    # "vpo (yours) (m per call)"
+    entry = per_method.get(name) or per_method.get(name.rsplit(" (", 1)[0], {})
     return name + UNTRAINED if did_not_train(entry) else name
 
 
 def did_not_train(entry):
-    last = [r["last10"]["valid_answers"] for r in entry.get("training", []) if "valid_answers" in r.get("last10", {})]
+    last = [
+        r["last10"]["valid_answers"]
+        for r in entry.get("training", [])
+        if "valid_answers" in r.get("last10", {})
+    ]
     return bool(last) and min(last) < DID_NOT_TRAIN_VALID
 
 
 def paired_diversity(results, task, a, b):
-    """(interval of diversity a - b, what it resamples): over problems and seeds where every seed's record
-    has per-problem diversities, else over seeds alone (records made before they were kept)."""
+    """(interval of diversity a - b, what it resamples): over problems and seeds where every seed's
+    record has per-problem diversities, else over seeds alone (records made before they were
+    kept)."""
     ea, eb = (results["tasks"].get(task, {}).get(method, {}) for method in (a, b))
     seeds = [s for s in ea.get("seeds", []) if s in eb.get("seeds", [])]
     if not seeds:
         return None, ""
     pa, pb = ea.get("per_problem", {}), eb.get("per_problem", {})
     if all("diversity" in pa.get(s, {}) and "diversity" in pb.get(s, {}) for s in seeds):
-        return paired_bootstrap_interval([pa[s]["diversity"] for s in seeds],
-                                         [pb[s]["diversity"] for s in seeds]), "problems and seeds"
+        return paired_bootstrap_interval(
+            [pa[s]["diversity"] for s in seeds], [pb[s]["diversity"] for s in seeds]
+        ), "problems and seeds"
     va = [[ea["diversity_per_seed"][ea["seeds"].index(s)]] for s in seeds]
     vb = [[eb["diversity_per_seed"][eb["seeds"].index(s)]] for s in seeds]
     if not np.isfinite(va + vb).all():
@@ -249,31 +340,50 @@ SET_SEARCH_SUFFIX = " (m per call)"  # a set policy's search writing its m child
 
 
 def named_searches(per_method):
-    return {m + suffix: e[kind] for m, e in per_method.items()
-            for kind, suffix in (("evolution", ""), ("evolution_set", SET_SEARCH_SUFFIX)) if kind in e}
+    return {
+        m + suffix: e[kind]
+        for m, e in per_method.items()
+        for kind, suffix in (("evolution", ""), ("evolution_set", SET_SEARCH_SUFFIX))
+        if kind in e
+    }
 
 
 def paired_search(per_problem_a, per_problem_b):
-    """Two searches' difference in solved share, paired on the seeds searched on the very same problems."""
-    seeds = [s for s in per_problem_a if s in per_problem_b and per_problem_a[s][0] == per_problem_b[s][0]]
+    """Two searches' difference in solved share, paired on the seeds searched on the very same
+    problems."""
+    seeds = [
+        s
+        for s in per_problem_a
+        if s in per_problem_b and per_problem_a[s][0] == per_problem_b[s][0]
+    ]
     if not seeds or len({len(per_problem_a[s][0]) for s in seeds}) != 1:
         return None  # the bootstrap needs a (seeds, problems) array
-    return paired_bootstrap_interval(np.array([per_problem_a[s][1] for s in seeds], dtype=float),
-                                     np.array([per_problem_b[s][1] for s in seeds], dtype=float))
+    return paired_bootstrap_interval(
+        np.array([per_problem_a[s][1] for s in seeds], dtype=float),
+        np.array([per_problem_b[s][1] for s in seeds], dtype=float),
+    )
 
 
 def claim_best_at_k(results):
     tasks, out = results["tasks"], []
-    for task, key, metric, what in (("code", "best", "best_at_k", "code best@k"),
-                                    ("persona", "w_best", "heldout_weight_best_at_k", "persona w-best@k")):
+    for task, key, metric, what in (
+        ("code", "best", "best_at_k", "code best@k"),
+        ("persona", "w_best", "heldout_weight_best_at_k", "persona w-best@k"),
+    ):
         if "ks" not in tasks.get(task, {}).get("vpo", {}):
             continue
         k = tasks[task]["vpo"]["ks"][-1]
-        parts = [f"vs {other} {fmt_interval(iv)} ({verdict(iv)})" for other in ("grpo", "grpo_x3", "warm_start")
-                 for iv in [paired(results, task, "vpo", other, key)] if iv]
+        parts = [
+            f"vs {other} {fmt_interval(iv)} ({verdict(iv)})"
+            for other in ("grpo", "grpo_x3", "warm_start")
+            for iv in [paired(results, task, "vpo", other, key)]
+            if iv
+        ]
         if "grpo" in tasks[task]:
             d = [tasks[task]["vpo"][metric][i] - tasks[task]["grpo"][metric][i] for i in (0, -1)]
-            parts.append(f"VPO - GRPO {d[0]:+.3f} at k = 1, {d[1]:+.3f} at k = {k} (point estimates)")
+            parts.append(
+                f"VPO - GRPO {d[0]:+.3f} at k = 1, {d[1]:+.3f} at k = {k} (point estimates)"
+            )
         out.append(f"{what} at k = {k}: " + "; ".join(parts))
     return out
 
@@ -287,8 +397,12 @@ def claim_diversity(results):
         g, v = per_method["grpo"]["diversity"], per_method["vpo"]["diversity"]
         w = per_method.get("warm_start", {}).get("diversity")
         ratio = f"{v / g:.2f}x" if g > 0 else "GRPO's is 0"
-        out.append(f"{task}: VPO {v:.3f} vs GRPO {g:.3f} ({ratio})" + (f", warm start {w:.3f}" if w else "")
-                   + (f"; VPO - GRPO {fmt_interval(iv)} over {basis}" if iv else "") + f": {verdict(iv)}")
+        out.append(
+            f"{task}: VPO {v:.3f} vs GRPO {g:.3f} ({ratio})"
+            + (f", warm start {w:.3f}" if w else "")
+            + (f"; VPO - GRPO {fmt_interval(iv)} over {basis}" if iv else "")
+            + f": {verdict(iv)}"
+        )
     return out
 
 
@@ -297,9 +411,13 @@ def claim_pass_at_k(results):
     if not {"vpo", "grpo"} <= code.keys():
         return []
     iv = paired(results, "code", "vpo", "grpo", "pass")
-    return [f"pass@1 GRPO {code['grpo']['pass_at_k'][0]:.3f} vs VPO {code['vpo']['pass_at_k'][0]:.3f} (point "
-            f"estimates); pass@{code['vpo']['ks'][-1]} VPO - GRPO {fmt_interval(iv)}: {verdict(iv)}"
-            if iv else "not measured"]
+    return [
+        f"pass@1 GRPO {code['grpo']['pass_at_k'][0]:.3f} vs VPO {code['vpo']['pass_at_k'][0]:.3f} "
+        f"(point estimates); pass@{code['vpo']['ks'][-1]} VPO - GRPO {fmt_interval(iv)}: "
+        f"{verdict(iv)}"
+        if iv
+        else "not measured"
+    ]
 
 
 def claim_search(results):
@@ -307,24 +425,45 @@ def claim_search(results):
     if not searches:
         return []
     code = results["tasks"]["code"]
-    out = ["solved (same-budget sampling in brackets): " + ", ".join(
-        f"{shown_name(code, name)} {s['solved']}/{s['searches']}"
-        + (f" ({s['sampling_solved']})" if "sampling_solved" in s else "") for name, s in searches.items())]
-    # VPO writing one or its m children per call vs GRPO; then the pair RL also trained on parent prompts
-    pairs = [("vpo", "grpo"), ("vpo" + SET_SEARCH_SUFFIX, "grpo"), ("vpo_mutation", "grpo_mutation")]
+    out = [
+        "solved (same-budget sampling in brackets): "
+        + ", ".join(
+            f"{shown_name(code, name)} {s['solved']}/{s['searches']}"
+            + (f" ({s['sampling_solved']})" if "sampling_solved" in s else "")
+            for name, s in searches.items()
+        )
+    ]
+    # VPO writing one or its m children per call vs GRPO; then the pair RL also trained on parent
+    # prompts
+    pairs = [
+        ("vpo", "grpo"),
+        ("vpo" + SET_SEARCH_SUFFIX, "grpo"),
+        ("vpo_mutation", "grpo_mutation"),
+    ]
     for name, other in pairs:
         if name in searches and other in searches:
             a, g = searches[name], searches[other]
-            iv = paired_search(a["per_problem"], g["per_problem"]) if "per_problem" in a and "per_problem" in g else None
+            iv = (
+                paired_search(a["per_problem"], g["per_problem"])
+                if "per_problem" in a and "per_problem" in g
+                else None
+            )
             only_a, only_g = solved_only(a, g)
-            out.append(f"{name} - {other}, share solved {fmt_interval(iv) if iv else '(not paired)'}: {verdict(iv)} "
-                       f"(solved only by {name} {len(only_a)}, only by {other} {len(only_g)})")
+            out.append(
+                f"{name} - {other}, share solved {fmt_interval(iv) if iv else '(not paired)'}: "
+                f"{verdict(iv)} (solved only by {name} {len(only_a)}, only by {other} "
+                f"{len(only_g)})"
+            )
     return out
 
 
 def claim_control(results):
-    return [f"w-best@k VPO - {other} {fmt_interval(iv)}: {no_gain_verdict(iv)}" for other in ("grpo", "grpo_x3")
-            for iv in [paired(results, "persona_collinear", "vpo", other, "w_best")] if iv]
+    return [
+        f"w-best@k VPO - {other} {fmt_interval(iv)}: {no_gain_verdict(iv)}"
+        for other in ("grpo", "grpo_x3")
+        for iv in [paired(results, "persona_collinear", "vpo", other, "w_best")]
+        if iv
+    ]
 
 
 def claim_rl_learns(results):
@@ -334,77 +473,118 @@ def claim_rl_learns(results):
             g = e.get("gap_closed")
             if not g:
                 continue
-            per_seed = lambda key: " ".join(f"{v:.2f}" for v in g[key + "_per_seed"])
-            line = (f"{task} {method}: own objective ({g['objective_name']}) {g['objective']:.2f} ({per_seed('objective')})"
-                    f": {'yes' if min(g['objective_per_seed']) >= 0.5 else 'no'} (target: half the gap on every "
-                    f"seed); pass@{e['ks'][-1]} {g['pass']:.2f} ({per_seed('pass')})")
+
+            def per_seed(key, g=g):
+                return " ".join(f"{v:.2f}" for v in g[key + "_per_seed"])
+
+            line = (
+                f"{task} {method}: own objective ({g['objective_name']}) {g['objective']:.2f} "
+                f"({per_seed('objective')}): "
+                f"{'yes' if min(g['objective_per_seed']) >= 0.5 else 'no'} (target: half the gap "
+                f"on every seed); pass@{e['ks'][-1]} {g['pass']:.2f} ({per_seed('pass')})"
+            )
             warm = "warm_start_m3" if e["m"] > 1 else "warm_start"
             iv = paired(results, task, method, warm, "pass")
             if g["pass"] < 0:
                 line += f", RL made pass@{e['ks'][-1]} worse on average"
             if iv:
                 line += f" (vs {warm} {fmt_interval(iv)}, {verdict(iv)})"
-            line += f"; valid answers {e.get('valid', 0):.2f}" + ("; DID NOT TRAIN" if did_not_train(e) else "")
+            line += f"; valid answers {e.get('valid', 0):.2f}" + (
+                "; DID NOT TRAIN" if did_not_train(e) else ""
+            )
             out.append(line)
     return out
 
 
 # The paper's claims (and our precondition, RL learns), each with the function that decides it.
 CLAIMS = [
-    ("0. RL learns: share of the gap from the warm start to the optimum closed on held-out problems, on the "
-     "method's own objective and on pass@k.", claim_rl_learns),
-    ("1. VPO's best@k beats GRPO's (also compute-matched) and the warm start's at large k, by more as k grows.",
-     claim_best_at_k),
+    (
+        "0. RL learns: share of the gap from the warm start to the optimum closed on held-out "
+        "problems, on the method's own objective and on pass@k.",
+        claim_rl_learns,
+    ),
+    (
+        "1. VPO's best@k beats GRPO's (also compute-matched) and the warm start's at large k, by "
+        "more as k grows.",
+        claim_best_at_k,
+    ),
     ("2. GRPO's reward-space diversity collapses relative to VPO's.", claim_diversity),
     ("3. On code GRPO may lead pass@1 and VPO overtakes as k grows.", claim_pass_at_k),
     ("4. VPO-driven evolutionary search solves more than GRPO-driven search.", claim_search),
-    (f"5. No meaningful VPO gain on the collinear control (margin +-{NO_GAIN_MARGIN}).", claim_control),
+    (
+        f"5. No meaningful VPO gain on the collinear control (margin +-{NO_GAIN_MARGIN}).",
+        claim_control,
+    ),
 ]
 
 
 def claims(results):
     """The paper's claims one by one, with this run's verdict and the numbers behind it."""
-    return [f"**{claim}**\n" + "\n".join(f"   - {line}" for line in (decide(results) or ["not measured in this run"]))
-            for claim, decide in CLAIMS]
+    return [
+        f"**{claim}**\n"
+        + "\n".join(f"   - {line}" for line in (decide(results) or ["not measured in this run"]))
+        for claim, decide in CLAIMS
+    ]
 
 
 # ---- What drives search: which property of a policy goes with its search solving more ----
 
-# (name, what it is): the properties of a trained code policy, per seed, set against its search's solved share
-SEARCH_DRIVERS = (("diversity", "reward-space diversity"), ("distinct_answers", "distinct answers"),
-                  ("best", "best@k of its pool"), ("invalid", "children invalid"),
-                  ("improved", "children better than their best parent"))
+# (name, what it is): the properties of a trained code policy, per seed, set against its search's
+# solved share
+SEARCH_DRIVERS = (
+    ("diversity", "reward-space diversity"),
+    ("distinct_answers", "distinct answers"),
+    ("best", "best@k of its pool"),
+    ("invalid", "children invalid"),
+    ("improved", "children better than their best parent"),
+)
 
 
 def search_points(results):
     """[(method, seed, {"solved": share, driver: value})], one point per seed of every trained code
-    method's search writing one child per call. Left out: the warm start and the optimum, methods that
-    did not train, and those trained on parent prompts too ("_mutation": a comparison of their own)."""
+    method's search writing one child per call. Left out: the warm start and the optimum, methods
+    that did not train, and those trained on parent prompts too ("_mutation": a comparison of their
+    own)."""
     points = []
     for method, e in results["tasks"].get("code", {}).items():
         ev = e.get("evolution", {})
-        if method in ("warm_start", "warm_start_m3", "optimum") or method.endswith("_mutation") or did_not_train(e) \
-                or "mutations_per_seed" not in ev or "per_problem" not in ev:
+        if (
+            method in ("warm_start", "warm_start_m3", "optimum")
+            or method.endswith("_mutation")
+            or did_not_train(e)
+            or "mutations_per_seed" not in ev
+            or "per_problem" not in ev
+        ):
             continue
         for i, seed in enumerate(e["seeds"]):
             mutations = ev["mutations_per_seed"][i]
             children = max(1, mutations["children"])
-            points.append((method, seed, {"solved": float(np.mean(ev["per_problem"][seed][1])),
-                                          "diversity": e["diversity_per_seed"][i],
-                                          "distinct_answers": e["distinct_answers_per_seed"][i],
-                                          "best": e["best_at_k_per_seed"][i][-1],
-                                          "invalid": mutations["invalid"] / children,
-                                          "improved": mutations["improved"] / children}))
+            points.append(
+                (
+                    method,
+                    seed,
+                    {
+                        "solved": float(np.mean(ev["per_problem"][seed][1])),
+                        "diversity": e["diversity_per_seed"][i],
+                        "distinct_answers": e["distinct_answers_per_seed"][i],
+                        "best": e["best_at_k_per_seed"][i][-1],
+                        "invalid": mutations["invalid"] / children,
+                        "improved": mutations["improved"] / children,
+                    },
+                )
+            )
     return points
 
 
 def search_drivers(results):
-    """[(driver, what it is, (rho, low, high))]: solved share's rank correlation with each property over
-    search_points, bootstrapped over methods and their seeds."""
+    """[(driver, what it is, (rho, low, high))]: solved share's rank correlation with each property
+    over search_points, bootstrapped over methods and their seeds."""
     points = search_points(results)
     if len({m for m, _, _ in points}) < 3:
         return []
     methods = [m for m, _, _ in points]
     solved = [p["solved"] for _, _, p in points]
-    return [(name, what, rank_correlation_interval([p[name] for _, _, p in points], solved, methods))
-            for name, what in SEARCH_DRIVERS]
+    return [
+        (name, what, rank_correlation_interval([p[name] for _, _, p in points], solved, methods))
+        for name, what in SEARCH_DRIVERS
+    ]

@@ -1,7 +1,8 @@
-"""Does a change move any result? Runs the smoke experiment (`python lab/experiment.py --quick`) on an
-earlier commit and on the working tree, on this machine, and compares what they wrote.
+"""Does a change move any result? Runs the smoke experiment (`python lab/experiment.py --quick`) on
+an earlier commit and on the working tree, on this machine, and compares what they wrote.
 
-    python lab/same_results.py HEAD~1           # exit 0: the same results; 1: a list of what differs
+    python lab/same_results.py HEAD~1           # exit 0: the same results; 1: a list of what
+    differs
 
 Compared byte for byte: every result file (results/*.json: pools, per-problem values, searches,
 training summaries), every run's metrics.jsonl, samples.jsonl and config.yaml, and the weights in
@@ -21,27 +22,35 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# the same relative path on both sides (configs name it), one per process (two checks may run at once)
+# the same relative path on both sides (configs name it), one per process (two checks may run at
+# once)
 OUT = os.path.join("out", f"same_results_{os.getpid()}")
 WARM_HASH = re.compile(r"warmstart-([a-z_]+)-[0-9a-f]{12}\.pt")
 
 
 def quick_run(tree):
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", PYTHONHASHSEED="0")
-    runner = os.path.join("lab", "experiment.py")  # before the lab had its own folder: train.py handed over
+    # before the lab had its own folder: train.py handed over
+    runner = os.path.join("lab", "experiment.py")
     runner = runner if os.path.exists(os.path.join(tree, runner)) else "train.py"
-    subprocess.run([sys.executable, runner, "--quick", "--set", f"out_dir={OUT}", "overwrite=true"], cwd=tree,
-                   env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, runner, "--quick", "--set", f"out_dir={OUT}", "overwrite=true"],
+        cwd=tree,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return os.path.join(tree, OUT)
 
 
 def comparable_text(path):
     """A result file's text without what names the code or the machine, warm-start hashes masked."""
-    text = open(path).read()
+    text = Path(path).read_text()
     if path.endswith(".json"):
         record = json.loads(text)
         for key in ("commit", "machine", "commits", "machines", "wall_s"):
@@ -62,8 +71,14 @@ def differences(a, b):
     checkpoints = ["runs/*/final.pt", "warmstart/*.pt"]
     found = []
     for pattern in texts + checkpoints:
-        names_a = {WARM_HASH.sub(r"\1", os.path.relpath(p, a)): p for p in glob.glob(os.path.join(a, pattern))}
-        names_b = {WARM_HASH.sub(r"\1", os.path.relpath(p, b)): p for p in glob.glob(os.path.join(b, pattern))}
+        names_a = {
+            WARM_HASH.sub(r"\1", os.path.relpath(p, a)): p
+            for p in glob.glob(os.path.join(a, pattern))
+        }
+        names_b = {
+            WARM_HASH.sub(r"\1", os.path.relpath(p, b)): p
+            for p in glob.glob(os.path.join(b, pattern))
+        }
         found += [f"only on one side: {n}" for n in sorted(names_a.keys() ^ names_b.keys())]
         for name in sorted(names_a.keys() & names_b.keys()):
             pa, pb = names_a[name], names_b[name]
@@ -83,15 +98,25 @@ def main(argv=None):
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         tree = os.path.join(tmp, "before")
-        subprocess.run(["git", "worktree", "add", "--detach", tree, args.commit], cwd=ROOT, check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", tree, args.commit],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
         try:
             found = differences(quick_run(tree), quick_run(ROOT))
         finally:
             shutil.rmtree(os.path.join(ROOT, OUT), ignore_errors=True)
-            subprocess.run(["git", "worktree", "remove", "--force", tree], cwd=ROOT, capture_output=True)
-    print("\n".join(found) if found else f"the same results as {args.commit}: every result file, log of metrics "
-                                           f"and samples, config and weights")
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", tree], cwd=ROOT, capture_output=True
+            )
+    print(
+        "\n".join(found)
+        if found
+        else f"the same results as {args.commit}: every result file, log of metrics "
+        f"and samples, config and weights"
+    )
     return 1 if found else 0
 
 

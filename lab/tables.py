@@ -10,20 +10,35 @@ import os
 import numpy as np
 
 from lab import plots
-from lab.report import (UNTRAINED, claims, fmt_interval, named_searches, paired, paired_search,
-                    search_drivers, search_points, shown_name, verdict)
+from lab.report import (
+    UNTRAINED,
+    claims,
+    fmt_interval,
+    named_searches,
+    paired,
+    paired_search,
+    search_drivers,
+    search_points,
+    shown_name,
+    verdict,
+)
 
-
-SMOKE = "SMOKE TEST (--quick): tiny models, pools and searches; the numbers and verdicts below mean nothing."
+SMOKE = (
+    "SMOKE TEST (--quick): tiny models, pools and searches; "
+    "the numbers and verdicts below mean nothing."
+)
 
 
 def summary_markdown(results):
     """summary.md, its sections in the order of the module docstring."""
     lines = [f"**{SMOKE}**", ""] if results.get("quick") else []
-    lines += [f"Seeds {results['seeds']}, commit(s) {', '.join(results['commits'])}"
-             + (f", wall time {results['wall_s']:.0f} s" if results.get("wall_s") else "")
-             + f". Machine(s): {' | '.join(results.get('machines', []))} (a seed reproduces bit for bit only on"
-             " the machine that ran it). Held-out problems; k counts answers.", ""]
+    lines += [
+        f"Seeds {results['seeds']}, commit(s) {', '.join(results['commits'])}"
+        + (f", wall time {results['wall_s']:.0f} s" if results.get("wall_s") else "")
+        + f". Machine(s): {' | '.join(results.get('machines', []))} (a seed reproduces bit for bit "
+        "only on the machine that ran it). Held-out problems; k counts answers.",
+        "",
+    ]
     lines += against_table(results) if results.get("new_methods") else []
     multi = len(results["seeds"]) > 1
     for t, per_method in results["tasks"].items():
@@ -39,62 +54,109 @@ def summary_markdown(results):
         head += ["diversity", "distinct", "wasted"]
         lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for a, e in pooled.items():
-            def fmt(metric, i):
+
+            def fmt(metric, i, e=e):
                 if metric not in e:
                     return "-"
-                return f"{e[metric][i]:.3f}" + (f" ±{e[metric + '_spread'][i] / 2:.3f}" if multi else "")
-            row = [shown_name(per_method, a)] + [fmt("best_at_k", i) for i in show] \
+                return f"{e[metric][i]:.3f}" + (
+                    f" ±{e[metric + '_spread'][i] / 2:.3f}" if multi else ""
+                )
+
+            row = (
+                [shown_name(per_method, a)]
+                + [fmt("best_at_k", i) for i in show]
                 + [fmt("heldout_weight_best_at_k", i) for i in show]
+            )
             if t == "code":
                 row += [fmt("pass_at_k", i) for i in show]
                 ev = e.get("evolution")
                 per_seed = f" ({' '.join(map(str, ev['solved_per_seed']))})" if ev and multi else ""
                 row.append(f"{ev['solved']}/{ev['searches']}{per_seed}" if ev else "-")
-            row += [f"{e[k]:.{d}f}" if np.isfinite(e[k]) else "-" for k, d in
-                    (("diversity", 3), ("distinct_answers", 1), ("wasted", 2))]
+            row += [
+                f"{e[k]:.{d}f}" if np.isfinite(e[k]) else "-"
+                for k, d in (("diversity", 3), ("distinct_answers", 1), ("wasted", 2))
+            ]
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
-    lines.append("best@k: fixed scalarisation (mean of components); w-best@k: averaged over held-out random "
-                 "weightings; ± is half the spread (max - min) over seeds; diversity: mean pairwise L1 between "
-                 "the pool's reward vectors, every answer scored as written; distinct: distinct answers in a "
-                 "pool; wasted: share of a pool's answers that repeat an earlier answer of their own rollout or "
-                 "are invalid; evo solved: searches that found a program passing every test within the budget, "
-                 "on problems no checkpoint's pool solved (per seed in brackets).")
+    lines.append(
+        "best@k: fixed scalarisation (mean of components); w-best@k: averaged over held-out "
+        "random weightings; ± is half the spread (max - min) over seeds; diversity: mean pairwise "
+        "L1 between the pool's reward vectors, every answer scored as written; distinct: distinct "
+        "answers in a pool; wasted: share of a pool's answers that repeat an earlier answer of "
+        "their own rollout or are invalid; evo solved: searches that found a program passing "
+        "every test within the budget, on problems no checkpoint's pool solved (per seed in "
+        "brackets)."
+    )
     lines += ["", "## The paper's claims, this run's verdicts", ""] + claims(results) + [""]
     lines += ["## Leaderboard", ""] + leaderboard_table(results)
-    return "\n".join(lines + mutation_table(results) + drivers_table(results) + training_table(results)) + "\n"
+    return (
+        "\n".join(
+            lines + mutation_table(results) + drivers_table(results) + training_table(results)
+        )
+        + "\n"
+    )
 
 
-# What each task's leaderboards rank by, at the largest k: (per-problem key, curve, name). Code has three:
+# What each task's leaderboards rank by, at the largest k: (per-problem key, curve, name). Code has
+# three:
 # best@k, pass@k (low even for the optimum) and the search the pools are for (hard problems solved).
-LEADERBOARDS = {"persona": [("w_best", "heldout_weight_best_at_k", "w-best")],
-                "code": [("best", "best_at_k", "best"), ("pass", "pass_at_k", "pass"), ("search", None, "search")],
-                "persona_collinear": [("w_best", "heldout_weight_best_at_k", "w-best")]}
+LEADERBOARDS = {
+    "persona": [("w_best", "heldout_weight_best_at_k", "w-best")],
+    "code": [
+        ("best", "best_at_k", "best"),
+        ("pass", "pass_at_k", "pass"),
+        ("search", None, "search"),
+    ],
+    "persona_collinear": [("w_best", "heldout_weight_best_at_k", "w-best")],
+}
 
 
 def leaderboards(results, others=("vpo", "grpo")):
-    """[(title, [(method, [value per seed], its interval against each of `others`)])], one board per task
-    and metric of LEADERBOARDS, unranked; an interval is None against itself or without per-problem values."""
+    """[(title, [(method, [value per seed], its interval against each of `others`)])], one board per
+    task and metric of LEADERBOARDS, unranked; an interval is None against itself or without
+    per-problem values."""
     boards = []
     for task, per_method in results["tasks"].items():
         for key, curve, name in LEADERBOARDS.get(task, [("best", "best_at_k", "best")]):
             if key == "search":
-                searched = {m: s["per_problem"] for m, s in named_searches(per_method).items() if "per_problem" in s}
-                rows = [(shown_name(per_method, m), [float(np.mean(solved)) for _, solved in pp.values()],
-                         *(paired_search(pp, searched[o]) if o in searched and o != m else None
-                           for o in others))
-                        for m, pp in searched.items()]
+                searched = {
+                    m: s["per_problem"]
+                    for m, s in named_searches(per_method).items()
+                    if "per_problem" in s
+                }
+                rows = [
+                    (
+                        shown_name(per_method, m),
+                        [float(np.mean(solved)) for _, solved in pp.values()],
+                        *(
+                            paired_search(pp, searched[o]) if o in searched and o != m else None
+                            for o in others
+                        ),
+                    )
+                    for m, pp in searched.items()
+                ]
                 if rows:
                     n = sorted({len(p) for pp in searched.values() for p, _ in pp.values()})
-                    boards.append((f"{task}: search, share of {'/'.join(map(str, n))} hard problems solved", rows))
+                    boards.append(
+                        (
+                            f"{task}: search, share of {'/'.join(map(str, n))} hard problems "
+                            "solved",
+                            rows,
+                        )
+                    )
                 continue
             entries = [(m, e) for m, e in per_method.items() if curve + "_per_seed" in e]
             if not entries:
                 continue
             k = entries[0][1]["ks"][-1]
-            rows = [(shown_name(per_method, m), [v[-1] for v in e[curve + "_per_seed"]],
-                     *(paired(results, task, m, o, key) if o != m else None for o in others))
-                    for m, e in entries]
+            rows = [
+                (
+                    shown_name(per_method, m),
+                    [v[-1] for v in e[curve + "_per_seed"]],
+                    *(paired(results, task, m, o, key) if o != m else None for o in others),
+                )
+                for m, e in entries
+            ]
             boards.append((f"{task}: {name}@{k}", rows))
     return boards
 
@@ -104,54 +166,83 @@ def leaderboard_rows(results):
 
 
 def leaderboard_table(results):
-    """Every board's methods ranked, with their differences from VPO and GRPO and 95% intervals (a gap
-    whose interval holds 0 is not a gap); methods that did not train last, unranked."""
+    """Every board's methods ranked, with their differences from VPO and GRPO and 95% intervals (a
+    gap whose interval holds 0 is not a gap); methods that did not train last, unranked."""
     lines = []
     for title, rows in leaderboards(results):
-        lines += [f"#### {title}, ranked", "", "| method | mean (per seed) | - VPO [95%] | - GRPO [95%] |",
-                  "|---|---|---|---|"]
-        for method, values, vs_vpo, vs_grpo in sorted(rows, key=lambda r: (r[0].endswith(UNTRAINED), -np.mean(r[1]))):
+        lines += [
+            f"#### {title}, ranked",
+            "",
+            "| method | mean (per seed) | - VPO [95%] | - GRPO [95%] |",
+            "|---|---|---|---|",
+        ]
+        for method, values, vs_vpo, vs_grpo in sorted(
+            rows, key=lambda r: (r[0].endswith(UNTRAINED), -np.mean(r[1]))
+        ):
             cells = [fmt_interval(iv) if iv else "" for iv in (vs_vpo, vs_grpo)]
-            lines.append(f"| {method} | {np.mean(values):.3f} ({' '.join(f'{v:.3f}' for v in values)}) | "
-                         + " | ".join(cells) + " |")
+            lines.append(
+                f"| {method} | {np.mean(values):.3f} ({' '.join(f'{v:.3f}' for v in values)}) | "
+                + " | ".join(cells)
+                + " |"
+            )
         lines.append("")
     return lines
 
 
 def mutation_table(results):
-    """The policy as a mutation operator: shares of its children invalid and better than their best parent."""
-    rows = [(a, e["evolution"]["mutations"]) for a, e in results["tasks"].get("code", {}).items()
-            if "mutations" in e.get("evolution", {})]
+    """The policy as a mutation operator: shares of its children invalid and better than their best
+    parent."""
+    rows = [
+        (a, e["evolution"]["mutations"])
+        for a, e in results["tasks"].get("code", {}).items()
+        if "mutations" in e.get("evolution", {})
+    ]
     if not rows:
         return []
-    lines = ["Evolutionary search, the policy as mutation operator (children written from parents):", "",
-             "| method | children | invalid | better than their best parent |", "|---|---|---|---|"]
+    lines = [
+        "Evolutionary search, the policy as mutation operator (children written from parents):",
+        "",
+        "| method | children | invalid | better than their best parent |",
+        "|---|---|---|---|",
+    ]
     for a, mu in rows:
         n = max(1, mu["children"])
-        lines.append(f"| {a} | {mu['children']} | {mu['invalid'] / n:.2f} | {mu['improved'] / n:.3f} |")
+        lines.append(
+            f"| {a} | {mu['children']} | {mu['invalid'] / n:.2f} | {mu['improved'] / n:.3f} |"
+        )
     return lines + [""]
 
 
 def training_table(results):
-    lines = ["Training, per seed: held-out scalar = mean fixed reward of valid answers on the held-out "
-             "problems of checkpoint.evaluate_heldout (warm start -> end); entropy, distinct first answers per "
-             "group and set score (under 32 fixed weightings in every run; result files of set methods from before "
-             "that rule hold it under their own weightings) averaged over the first and "
-             "last 10 RL steps. Each run's metrics.jsonl also logs clip_frac, the share of tokens whose loss the "
-             "clip changes (as TRL and veRL count it; 0 with one update per batch), and ratio_outside_clip, the "
-             "share whose ratio leaves the clip range whatever the advantage's sign.", "",
-             "| task | method | held-out scalar | token entropy | distinct first answers | set score |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "Training, per seed: held-out scalar = mean fixed reward of valid answers on the held-out "
+        "problems of checkpoint.evaluate_heldout (warm start -> end); entropy, distinct first "
+        "answers per group and set score (under 32 fixed weightings in every run; result files of "
+        "set methods from before that rule hold it under their own weightings) averaged over the "
+        "first and last 10 RL steps. Each run's metrics.jsonl also logs clip_frac, the share of "
+        "tokens whose loss the clip changes (as TRL and veRL count it; 0 with one update per "
+        "batch), and ratio_outside_clip, the share whose ratio leaves the clip range whatever the "
+        "advantage's sign.",
+        "",
+        "| task | method | held-out scalar | token entropy | distinct first answers | set score |",
+        "|---|---|---|---|---|---|",
+    ]
     for t, per_method in results["tasks"].items():
         for a, e in per_method.items():
             runs = [r for r in e.get("training", []) if r.get("first10")]
             if not runs:
                 continue
-            cells = [" / ".join(f"{r['heldout_scalar'][0]:.2f}" for r in runs) + " -> " +
-                     " / ".join(f"{r['heldout_scalar'][1]:.2f}" for r in runs)]
+            cells = [
+                " / ".join(f"{r['heldout_scalar'][0]:.2f}" for r in runs)
+                + " -> "
+                + " / ".join(f"{r['heldout_scalar'][1]:.2f}" for r in runs)
+            ]
             for k in ("entropy", "distinct_first_answers", "set_score"):
-                cells.append(" / ".join(f"{r['first10'][k]:.2f}" for r in runs) + " -> " +
-                             " / ".join(f"{r['last10'][k]:.2f}" for r in runs))
+                cells.append(
+                    " / ".join(f"{r['first10'][k]:.2f}" for r in runs)
+                    + " -> "
+                    + " / ".join(f"{r['last10'][k]:.2f}" for r in runs)
+                )
             lines.append(f"| {t} | {a} | " + " | ".join(cells) + " |")
     return lines
 
@@ -180,30 +271,50 @@ def drivers_table(results):
     if not drivers:
         return []
     points = search_points(results)
-    lines = [f"What drives search (code): Spearman's rank correlation of a policy's search solved share with "
-             f"its properties, over {len({m for m, _, _ in points})} trained methods x their seeds "
-             f"({len(points)} points; the warm start, methods that did not train and the rows trained on parent "
-             f"prompts left out), 95% bootstrap over methods and their seeds; figure: search_drivers.png.", "",
-             "| property | rank correlation with search solved [95%] |", "|---|---|"]
+    lines = [
+        "What drives search (code): Spearman's rank correlation of a policy's search solved "
+        f"share with its properties, over {len({m for m, _, _ in points})} trained methods x "
+        f"their seeds ({len(points)} points; the warm start, methods that did not train and the "
+        "rows trained on parent prompts left out), 95% bootstrap over methods and their seeds; "
+        "figure: search_drivers.png.",
+        "",
+        "| property | rank correlation with search solved [95%] |",
+        "|---|---|",
+    ]
     lines += [f"| {what} | {fmt_interval(iv)} |" for _, what, iv in drivers]
     return lines + [""]
 
 
 def against_table(results, header=False):
-    """Each new method (--against) on every board it joined: rank among trained methods, mean, difference
-    from the board's VPO, GRPO and warm start (paired 95% interval, verdict); header: the smoke warning."""
+    """Each new method (--against) on every board it joined: rank among trained methods, mean,
+    difference from the board's VPO, GRPO and warm start (paired 95% interval, verdict); header: the
+    smoke warning."""
     new = results.get("new_methods", [])
     lines = [f"**{SMOKE}**", ""] if results.get("quick") and header else []
-    lines += [f"## {', '.join(new)} against the board in {results.get('against')}", "",
-              f"Tasks {', '.join(results['tasks'])}, seeds {results['seeds']}; yes: the interval is above 0, no: "
-              f"below 0, within noise: it holds 0.", "",
-              "| board | method | rank | mean | - VPO [95%] | - GRPO [95%] | - warm start [95%] |",
-              "|---|---|---|---|---|---|---|"]
+    lines += [
+        f"## {', '.join(new)} against the board in {results.get('against')}",
+        "",
+        f"Tasks {', '.join(results['tasks'])}, seeds {results['seeds']}; yes: the interval is "
+        "above 0, no: below 0, within noise: it holds 0.",
+        "",
+        "| board | method | rank | mean | - VPO [95%] | - GRPO [95%] | - warm start [95%] |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for title, rows in leaderboards(results, others=("vpo", "grpo", "warm_start")):
-        ranked = [r[0] for r in sorted(rows, key=lambda r: -np.mean(r[1])) if not r[0].endswith(UNTRAINED)]
+        ranked = [
+            r[0] for r in sorted(rows, key=lambda r: -np.mean(r[1])) if not r[0].endswith(UNTRAINED)
+        ]
         for method, values, *intervals in rows:
             if any(method == n or method.startswith(n + " (") for n in new):
-                rank = f"{ranked.index(method) + 1} of {len(ranked)}" if method in ranked else "unranked"
+                rank = (
+                    f"{ranked.index(method) + 1} of {len(ranked)}"
+                    if method in ranked
+                    else "unranked"
+                )
                 cells = [f"{fmt_interval(iv)} {verdict(iv)}" if iv else "" for iv in intervals]
-                lines.append(f"| {title} | {method} | {rank} | {np.mean(values):.3f} | " + " | ".join(cells) + " |")
+                lines.append(
+                    f"| {title} | {method} | {rank} | {np.mean(values):.3f} | "
+                    + " | ".join(cells)
+                    + " |"
+                )
     return lines + [""]

@@ -1,11 +1,11 @@
-"""How the headline experiment's jobs run: the jobs (each a function run in a worker process), the pool
-of worker processes that runs them (run_jobs), and the progress line with its ETA (Progress).
+"""How the headline experiment's jobs run: the jobs (each a function run in a worker process), the
+pool of worker processes that runs them (run_jobs), and the progress line with its ETA (Progress).
 experiment.py decides which jobs there are and what each finished one leads to.
 
 Workers are processes with one torch thread each: on a 2-core VM two 1-thread processes beat one
-2-thread process. A queued job starts once a worker is free, longest first (longest_first). With CUDA,
-warm starts and training runs share the GPU (default_workers): at this model size Python and kernel
-launches bound a run, not the GPU.
+2-thread process. A queued job starts once a worker is free, longest first (longest_first). With
+CUDA, warm starts and training runs share the GPU (default_workers): at this model size Python and
+kernel launches bound a run, not the GPU.
 Deliberately left out: retrying a failed job (its error stops the experiment; the same command then
 reuses everything finished), more than one machine or GPU.
 """
@@ -16,28 +16,35 @@ import os
 import random
 import signal
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from lab import oracle
 import search
 import train
 import warmstart
 from checkpoint import model_from_checkpoint
 from config import make_task, pick_device
+from lab import oracle
 from model import Tokenizer
-
 
 # ---- The jobs, each run in a worker process (a training run's job is train.train itself) ----
 
+
 def warm_start_job(cfg):
-    # on the runs' device (CUDA where there is one); pools and searches stay on the CPU with the rewards
-    _, path = warmstart.warm_start(cfg, make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"]),
-                                   pick_device(cfg["device"]), lambda msg: None)
+    # on the runs' device (CUDA where there is one); pools and searches stay on the CPU with the
+    # rewards
+    _, path = warmstart.warm_start(
+        cfg,
+        make_task(cfg["task"], **cfg["task_options"]),
+        Tokenizer(cfg["tokenizer"]),
+        pick_device(cfg["device"]),
+        lambda msg: None,
+    )
     return path
 
 
@@ -45,39 +52,65 @@ def pools_job(path, cfg, settings, seed, m):
     """Pools of pool_n answers on the held-out problems of `seed` -> (record, rewards)."""
     task = make_task(cfg["task"], **cfg["task_options"])
     problems = task.problems("heldout", settings["pool_problems"], random.Random(seed))
-    result, rewards, _ = search.evaluate_checkpoint(path, problems, settings["pool_n"], seed=seed, m=m, task=task,
-                                                    num_heldout_weights=settings["heldout_weightings"])
+    result, rewards, _ = search.evaluate_checkpoint(
+        path,
+        problems,
+        settings["pool_n"],
+        seed=seed,
+        m=m,
+        task=task,
+        num_heldout_weights=settings["heldout_weightings"],
+    )
     result["problems"] = [repr(p) for p in problems]
     return result, rewards
 
 
 def solved_job(path, cfg, problems, settings, seed, m):
     """Which problems a checkpoint's pool solves (some answer passes every test)."""
-    _, rewards, _ = search.evaluate_checkpoint(path, problems, settings["pool_n"], seed=seed, m=m,
-                                               task=make_task(cfg["task"], **cfg["task_options"]))
+    _, rewards, _ = search.evaluate_checkpoint(
+        path,
+        problems,
+        settings["pool_n"],
+        seed=seed,
+        m=m,
+        task=make_task(cfg["task"], **cfg["task_options"]),
+    )
     return (rewards >= 1.0).all(-1).any(-1)  # (problems,)
 
 
 def search_job(path, cfg, problems, settings, seed, m, children_per_call):
-    """search.run_searches for one checkpoint: a search per problem and the same-budget sampling control."""
+    """search.run_searches for one checkpoint: a search per problem and the same-budget sampling
+    control."""
     model, tok, _, _ = model_from_checkpoint(path)
     task = make_task(cfg["task"], **cfg["task_options"])
-    return search.run_searches(model, tok, task, problems, m, cfg, settings, seed, children_per_call)
+    return search.run_searches(
+        model, tok, task, problems, m, cfg, settings, seed, children_per_call
+    )
 
 
 def oracle_job(cfg, settings, seed, m):
-    """The best any policy could reach on the pools' problems -> a record shaped like a pool's ("optimum")."""
+    """The best any policy could reach on the pools' problems -> a record shaped like a pool's
+    ("optimum")."""
     task = make_task(cfg["task"], **cfg["task_options"])
     problems = task.problems("heldout", settings["pool_problems"], random.Random(seed))
     ks = search.k_grid(settings["pool_n"])
     weights = search.heldout_weights(task.dim, settings["heldout_weightings"], seed)
     best = oracle.mean_oracle(task, problems, ks, weights, m=m)
-    return {"ks": ks, "best_at_k": best["best_at_k"], "pass_at_k": best["pass_at_k"], "mean_scalar": best["best_at_1"],
-            "set_score": best["set_score"], "valid": 1.0, "set_score_upper": best["set_score_upper"],
-            "problems": [repr(p) for p in problems], "plausible": best["hypotheses"]}
+    return {
+        "ks": ks,
+        "best_at_k": best["best_at_k"],
+        "pass_at_k": best["pass_at_k"],
+        "mean_scalar": best["best_at_1"],
+        "set_score": best["set_score"],
+        "valid": 1.0,
+        "set_score_upper": best["set_score_upper"],
+        "problems": [repr(p) for p in problems],
+        "plausible": best["hypotheses"],
+    }
 
 
 # ---- The pool ----
+
 
 class Job(NamedTuple):
     kind: str  # "warm", "train", "oracle", "pools", "screen", "search" or "search_set"
@@ -92,25 +125,35 @@ STAGES = {"warm": 0, "train": 1, "oracle": 2, "pools": 2, "screen": 3, "search":
 
 
 def longest_first(job):
-    """By stage, then a set method's training run before a single-answer one, then code before persona."""
-    return STAGES[job.kind], -(job.kind == "train" and job.cfg["algo"] in train.SET_ALGOS), -(job.key[0] == "code")
+    """By stage, then a set method's training run before a single-answer one, then code before
+    persona."""
+    return (
+        STAGES[job.kind],
+        -(job.kind == "train" and job.cfg["algo"] in train.SET_ALGOS),
+        -(job.key[0] == "code"),
+    )
 
 
 def default_workers(device):
-    """2 on the CPU (a 2-core laptop-class machine); on CUDA one per job that can run at once (6 training
-    runs, then pools), bounded by the cores: each worker's rewards and kernel launches take one."""
+    """2 on the CPU (a 2-core laptop-class machine); on CUDA one per job that can run at once (6
+    training runs, then pools), bounded by the cores: each worker's rewards and kernel launches take
+    one."""
     return min(8, os.cpu_count() or 1) if device == "cuda" else 2
 
 
 def _worker_init():
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops the workers
+    # Ctrl-C is the parent's to handle: it stops the workers
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
 
 
 def run_jobs(ready, workers, progress):
-    """Run the Jobs in `ready` on `workers` processes until none is left or running (a finished job's `done`
-    may queue more). Ctrl-C stops every worker at once, mid-job, and is raised again."""
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"), initializer=_worker_init)
+    """Run the Jobs in `ready` on `workers` processes until none is left or running (a finished
+    job's `done` may queue more). Ctrl-C stops every worker at once, mid-job, and is raised
+    again."""
+    pool = ProcessPoolExecutor(
+        max_workers=workers, mp_context=get_context("spawn"), initializer=_worker_init
+    )
     running = {}  # future -> (job, start time)
     try:
         while ready or running:
@@ -126,7 +169,8 @@ def run_jobs(ready, workers, progress):
                 job.done(result)
             progress.tick([(job.kind, job.key, job.cfg, t0) for job, t0 in running.values()])
     except KeyboardInterrupt:
-        for process in list(getattr(pool, "_processes", {}).values()):  # stop the workers now, mid-job
+        # stop the workers now, mid-job
+        for process in list(getattr(pool, "_processes", {}).values()):
             process.terminate()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
@@ -135,32 +179,50 @@ def run_jobs(ready, workers, progress):
 
 # ---- Telling the user what is happening ----
 
-# Seconds one job takes at configs/<task>.yaml on a 2-core AVX-512 VM (one torch thread, both workers
-# busy; docs/RESULTS.md), the first estimate; training at EXPECTED_STEPS (steps x prompts_per_step), a
+# Seconds one job takes at configs/<task>.yaml on a 2-core AVX-512 VM (one torch thread, both
+# workers
+# busy; docs/RESULTS.md), the first estimate; training at EXPECTED_STEPS (steps x prompts_per_step),
+# a
 # second update per batch adding half. The progress lines rescale by how fast the jobs go here.
-EXPECTED_S = {("warm", "persona"): 55, ("warm", "code"): 220, ("train", "persona"): 33,
-              ("train", "persona", "set"): 90, ("train", "code"): 63, ("train", "code", "set"): 225,
-              ("pools", "persona"): 2, ("pools", "code"): 3, ("screen", "code"): 10, ("search", "code"): 20,
-              ("search_set", "code"): 15, ("oracle", "code"): 60}
-EXPECTED_STEPS = {"persona": 250 * 8, "code": 400 * 16}  # steps x prompts_per_step behind EXPECTED_S
+EXPECTED_S = {
+    ("warm", "persona"): 55,
+    ("warm", "code"): 220,
+    ("train", "persona"): 33,
+    ("train", "persona", "set"): 90,
+    ("train", "code"): 63,
+    ("train", "code", "set"): 225,
+    ("pools", "persona"): 2,
+    ("pools", "code"): 3,
+    ("screen", "code"): 10,
+    ("search", "code"): 20,
+    ("search_set", "code"): 15,
+    ("oracle", "code"): 60,
+}
+# steps x prompts_per_step behind EXPECTED_S
+EXPECTED_STEPS = {"persona": 250 * 8, "code": 400 * 16}
 QUICK_SCALE = 0.04  # a --quick job takes about this share of its headline time
-AVX2_SCALE = 2.1  # float32 matmuls without AVX-512: the default experiment took this many times as long
+# float32 matmuls without AVX-512: the default experiment took this many times as long
+AVX2_SCALE = 2.1
 
 
 def machine_scale():
-    """(how many times EXPECTED_S a job takes on this CPU, a note saying why) before any job has run."""
+    """(how many times EXPECTED_S a job takes on this CPU, a note saying why) before any job has
+    run."""
     kernels = torch.backends.cpu.get_cpu_capability()
     if "AVX512" in kernels:
         return 1.0, f"times measured on a 2-core AVX-512 VM, and this CPU has {kernels} kernels"
-    return AVX2_SCALE, (f"{AVX2_SCALE}x the times measured on a 2-core AVX-512 VM: this CPU has {kernels} kernels, "
-                        f"as the 2-core AVX2 VM on which the default experiment took {AVX2_SCALE}x as long")
+    return AVX2_SCALE, (
+        f"{AVX2_SCALE}x the times measured on a 2-core AVX-512 VM: this CPU has {kernels} kernels, "
+        f"as the 2-core AVX2 VM on which the default experiment took {AVX2_SCALE}x as long"
+    )
 
 
 class Progress:
-    """The plan up front, then a line with an ETA every `every` seconds. Every job is in `pending` from the
-    start (plan) at its EXPECTED_S seconds. The ETA (seconds_left) replays the rest on the workers
-    (schedule_left): a running training run goes on at its shown step rate (job_left), any other job takes
-    its expected seconds times how its kind has gone here (speed). shared_warmstart: experiment's."""
+    """The plan up front, then a line with an ETA every `every` seconds. Every job is in `pending`
+    from the start (plan) at its EXPECTED_S seconds. The ETA (seconds_left) replays the rest on the
+    workers (schedule_left): a running training run goes on at its shown step rate (job_left), any
+    other job takes its expected seconds times how its kind has gone here (speed). shared_warmstart:
+    experiment's."""
 
     def __init__(self, workers, quick, shared_warmstart, every=30.0):
         self.t0, self.last, self.every, self.workers = time.time(), time.time(), every, workers
@@ -180,7 +242,8 @@ class Progress:
         return base * self.scale
 
     def plan(self, kind, key, cfg=None, steps_done=0):
-        """A job the experiment expects to run (steps_done: the steps of an unfinished run on disk)."""
+        """A job the experiment expects to run (steps_done: the steps of an unfinished run on
+        disk)."""
         share = steps_done / max(1, cfg["steps"]) if cfg else 0.0
         self.pending[(kind, key)] = self.expected(kind, key, cfg) * (1 - share)
         self.first_step[(kind, key)] = steps_done
@@ -189,7 +252,8 @@ class Progress:
         self.pending.pop((kind, key), None)
 
     def finish(self, kind, key, seconds):
-        """A job ended after `seconds`: its speed counts from now on; a warm start or a run says so."""
+        """A job ended after `seconds`: its speed counts from now on; a warm start or a run says
+        so."""
         expected = self.pending.pop((kind, key), None)
         if expected:
             self.ratios.setdefault(_family(kind, key), []).append(seconds / expected)
@@ -200,8 +264,9 @@ class Progress:
             self.say(f"trained {'/'.join(map(str, key))} ({seconds:.0f}s)")
 
     def speed(self, job, measured):
-        """How many times its expected seconds a job takes on this machine: the median over the finished
-        and `measured` (running) jobs of its kind and task family; failing those, over every job; else 1."""
+        """How many times its expected seconds a job takes on this machine: the median over the
+        finished and `measured` (running) jobs of its kind and task family; failing those, over
+        every job; else 1."""
         same = self.ratios.get(_family(*job), []) + measured.get(_family(*job), [])
         every = [r for ratios in (*self.ratios.values(), *measured.values()) for r in ratios]
         return float(np.median(same or every or [1.0]))
@@ -217,14 +282,24 @@ class Progress:
                 if job_shown_pace(now - t0, done):
                     left[(kind, key)] = job_left(now - t0, done, cfg["steps"] - steps, 0.0)
                     measured.setdefault(_family(kind, key), []).append(
-                        (now - t0 + left[(kind, key)]) / self.pending[(kind, key)])
-        for kind, key, cfg, t0 in running:  # the rest at their expected seconds, rescaled
+                        (now - t0 + left[(kind, key)]) / self.pending[(kind, key)]
+                    )
+        for kind, key, _, t0 in running:  # the rest at their expected seconds, rescaled
             if (kind, key) not in left:
-                left[(kind, key)] = job_left(now - t0, None, 0, self.pending.get((kind, key), 0.0) *
-                                             self.speed((kind, key), measured))
-        waiting = {job: (seconds * self.speed(job, measured),
-                         [o for o in self.pending if _waits_for(job, o, self.shared_warmstart)])
-                   for job, seconds in self.pending.items() if job not in left}
+                left[(kind, key)] = job_left(
+                    now - t0,
+                    None,
+                    0,
+                    self.pending.get((kind, key), 0.0) * self.speed((kind, key), measured),
+                )
+        waiting = {
+            job: (
+                seconds * self.speed(job, measured),
+                [o for o in self.pending if _waits_for(job, o, self.shared_warmstart)],
+            )
+            for job, seconds in self.pending.items()
+            if job not in left
+        }
         return schedule_left(left, waiting, self.workers)
 
     def say(self, msg):
@@ -240,69 +315,92 @@ class Progress:
             if kind == "train":
                 parts.append(f"train {name} step {steps_logged(cfg['out_dir'])}/{cfg['steps']}")
             else:
-                parts.append(f"{kind} {name} {now - t0:.0f}s of ~{self.pending.get((kind, key), 0.0):.0f}s planned")
-        self.say(f"{len(self.done)} jobs done, {len(self.pending) - len(running)} waiting; running: "
-                 f"{', '.join(parts) or '-'}; about {self.seconds_left(running, now) / 60:.1f} min left")
+                parts.append(
+                    f"{kind} {name} {now - t0:.0f}s of ~{self.pending.get((kind, key), 0.0):.0f}s "
+                    "planned"
+                )
+        self.say(
+            f"{len(self.done)} jobs done, {len(self.pending) - len(running)} waiting; running: "
+            f"{', '.join(parts) or '-'}; about {self.seconds_left(running, now) / 60:.1f} min left"
+        )
 
 
 MIN_PACE_S, MIN_PACE_STEPS = 30.0, 10  # a run's pace counts once it is this far past its start-up
 
 
 def job_shown_pace(seconds, steps):
-    """Has a run shown its step rate: enough steps and seconds that its start-up is a small part of them?"""
+    """Has a run shown its step rate: enough steps and seconds that its start-up is a small part of
+    them?"""
     return steps is not None and steps >= MIN_PACE_STEPS and seconds >= MIN_PACE_S
 
 
 def job_left(seconds, steps, steps_left, expected):
-    """Seconds a running job has left, `seconds` after its start: a run that has shown its pace goes on at
-    it for `steps_left`; any other job takes `expected` seconds, or once past them a tenth of its time so far."""
+    """Seconds a running job has left, `seconds` after its start: a run that has shown its pace goes
+    on at it for `steps_left`; any other job takes `expected` seconds, or once past them a tenth of
+    its time so far."""
     if job_shown_pace(seconds, steps):
         return steps_left * seconds / steps
     return max(expected - seconds, 0.1 * seconds)
 
 
 def schedule_left(running, waiting, workers):
-    """Seconds until the last job ends, if the workers go on as run_jobs has them: a running job ends after
-    its seconds left (running: {job: seconds}); a free worker takes the longest waiting job whose prerequisites
-    have ended (waiting: {job: (seconds, [prerequisites])}; a job in neither has ended). This list schedule
-    follows the critical path (a long run, what waits for it, idle workers), which seconds/workers misses."""
+    """Seconds until the last job ends, if the workers go on as run_jobs has them: a running job
+    ends after its seconds left (running: {job: seconds}); a free worker takes the longest waiting
+    job whose prerequisites have ended (waiting: {job: (seconds, [prerequisites])}; a job in neither
+    has ended). This list schedule follows the critical path (a long run, what waits for it, idle
+    workers), which seconds/workers misses."""
     ends = dict(running)  # job -> when it ends, in seconds from now
-    free = list(running.values()) + [0.0] * max(0, workers - len(running))  # when each worker is free
+    # when each worker is free
+    free = list(running.values()) + [0.0] * max(0, workers - len(running))
     heapq.heapify(free)
     left = dict(waiting)
     while left:
         t = heapq.heappop(free)
-        ready = [job for job, (_, needs) in left.items() if not any(n in left or ends.get(n, 0.0) > t for n in needs)]
+        ready = [
+            job
+            for job, (_, needs) in left.items()
+            if not any(n in left or ends.get(n, 0.0) > t for n in needs)
+        ]
         if not ready and any(end > t for end in ends.values()):
-            heapq.heappush(free, min(end for end in ends.values() if end > t))  # idle until the next job ends
+            # idle until the next job ends
+            heapq.heappush(free, min(end for end in ends.values() if end > t))
             continue
-        job = max(ready or left, key=lambda j: left[j][0])  # (ready is empty only on a cycle of prerequisites)
+        # (ready is empty only on a cycle of prerequisites)
+        job = max(ready or left, key=lambda j: left[j][0])
         ends[job] = t + left.pop(job)[0]
         heapq.heappush(free, ends[job])
     return max(ends.values(), default=0.0)
 
 
 def _family(kind, key):
-    """The jobs a job's speed here is read from: its kind on code or on persona's prompts (either persona task)."""
+    """The jobs a job's speed here is read from: its kind on code or on persona's prompts (either
+    persona task)."""
     return kind, "code" if key[0] == "code" else "persona"
 
 
 def _waits_for(job, other, shared_warmstart):
-    """Does job wait for other (both (kind, key))? A seed's stages: its warm start (or shared_warmstart's)
-    -> its runs, the oracle, its pools -> each run's pools -> the code screens (every code pool) -> searches."""
+    """Does job wait for other (both (kind, key))? A seed's stages: its warm start (or
+    shared_warmstart's)
+    -> its runs, the oracle, its pools -> each run's pools -> the code screens (every code pool) ->
+    searches."""
     (kind, key), (other_kind, other_key) = job, other
     if key[-1] != other_key[-1]:  # another seed
         return False
     if other_kind == "warm":
-        return kind in ("train", "oracle", "pools") and shared_warmstart.get(key[0], key[0]) == other_key[0]
-    return (other_kind == "train" and kind == "pools" and key == other_key) or \
-        (other_kind == "pools" and kind == "screen" and other_key[0] == key[0]) or \
-        (other_kind == "screen" and kind in ("search", "search_set"))
+        return (
+            kind in ("train", "oracle", "pools")
+            and shared_warmstart.get(key[0], key[0]) == other_key[0]
+        )
+    return (
+        (other_kind == "train" and kind == "pools" and key == other_key)
+        or (other_kind == "pools" and kind == "screen" and other_key[0] == key[0])
+        or (other_kind == "screen" and kind in ("search", "search_set"))
+    )
 
 
 def steps_logged(run_dir):
-    """The last RL step a run has logged (timing.jsonl gets a line per step; a resumed run appends to
-    it, so its last line, not its length): 0 before the first."""
+    """The last RL step a run has logged (timing.jsonl gets a line per step; a resumed run appends
+    to it, so its last line, not its length): 0 before the first."""
     try:
         with open(os.path.join(run_dir, "timing.jsonl"), "rb") as f:
             f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))

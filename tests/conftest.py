@@ -11,15 +11,22 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 @pytest.fixture(scope="session")
 def baseline(tmp_path_factory):
-    """One uninterrupted tiny_runs.RUN with a fresh warm start; its cache is shared by the tests that
-    interrupt, resume or misconfigure the same run (test_config.py, test_checkpoint.py, test_reproduce.py)."""
+    """One uninterrupted tiny_runs.RUN with a fresh warm start; its cache is shared by the tests
+    that interrupt, resume or misconfigure the same run (test_config.py, test_checkpoint.py,
+    test_reproduce.py)."""
     from tiny_runs import config, read, weights
+
     from train import train
+
     root = tmp_path_factory.mktemp("baseline")
     ws = root / "ws"
     out = train(config(root / "run", ws))
-    return dict(ws=ws, out=out, metrics=read(os.path.join(out, "metrics.jsonl")),
-                final=weights(os.path.join(out, "final.pt")))
+    return dict(
+        ws=ws,
+        out=out,
+        metrics=read(os.path.join(out, "metrics.jsonl")),
+        final=weights(os.path.join(out, "final.pt")),
+    )
 
 
 @pytest.fixture

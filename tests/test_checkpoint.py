@@ -1,15 +1,18 @@
-"""checkpoint.py: the per-step logs (what a training log says must compare across runs, and logging draws
-nothing from the training stream), out_dir and checkpoint errors end to end (exit 2, one line on stderr,
-nothing in out_dir modified), checkpoints that are missing, corrupt, foreign or would run code, atomic
-saves, and the guarded step: a non-finite loss or weight stops a run before it reaches a checkpoint."""
+"""checkpoint.py: the per-step logs (what a training log says must compare across runs, and logging
+draws nothing from the training stream), out_dir and checkpoint errors end to end (exit 2, one line
+on stderr, nothing in out_dir modified), checkpoints that are missing, corrupt, foreign or would run
+code, atomic saves, and the guarded step: a non-finite loss or weight stops a run before it reaches
+a checkpoint."""
 
 import os
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 import torch
+from tiny_runs import RUN, TINY, Killed, all_finite, config, read, refuses_in_one_line, tiny
 
 import checkpoint
 import grpo
@@ -17,26 +20,34 @@ import train as trainer
 import vpo
 from checkpoint import load_checkpoint, model_from_checkpoint
 from config import make_task
-from tiny_runs import RUN, TINY, Killed, all_finite, config, read, refuses_in_one_line, tiny
 from train import ConfigError, train
 
 
 def _step(weights, set_algo=True):
     task = make_task("persona")
     g = torch.Generator().manual_seed(0)
-    rewards = torch.rand(2, 4, 3, task.dim, generator=g)  # (P, G, m, D): the same answers for both runs
-    batch = {"answers": [[("a",) * 3] * 4] * 2, "completion_mask": torch.ones(8, 5), "entropy": torch.ones(8, 5)}
+    # (P, G, m, D): the same answers for both runs
+    rewards = torch.rand(2, 4, 3, task.dim, generator=g)
+    batch = {
+        "answers": [[("a",) * 3] * 4] * 2,
+        "completion_mask": torch.ones(8, 5),
+        "entropy": torch.ones(8, 5),
+    }
     run = types.SimpleNamespace(task=task, cfg={"group_size": 4})
-    return checkpoint.step_metrics(run, batch, rewards, rewards.mean(-1), weights, torch.zeros(2, 4), set_algo)
+    return checkpoint.step_metrics(
+        run, batch, rewards, rewards.mean(-1), weights, torch.zeros(2, 4), set_algo
+    )
 
 
 def test_the_logged_set_score_is_the_same_for_every_weight_sampler_and_count():
     g = torch.Generator().manual_seed(1)
     dirichlet = vpo.sample_weights(2, 100, 4, sampler="dirichlet", generator=g)
     sobol = vpo.sample_weights(2, 16, 4, sampler="sobol", generator=g)
-    vertices = torch.eye(4)[None].expand(2, -1, -1)  # one-hot weightings: a sampler a student might add
+    # one-hot weightings: a sampler a student might add
+    vertices = torch.eye(4)[None].expand(2, -1, -1)
     logged = [_step(w) for w in (dirichlet, sobol, vertices)]
-    assert logged[0]["set_score"] == logged[1]["set_score"] == logged[2]["set_score"]  # fixed weightings
+    # fixed weightings
+    assert logged[0]["set_score"] == logged[1]["set_score"] == logged[2]["set_score"]
     trained = [m["set_score_train"] for m in logged]
     assert len(set(trained)) == 3  # the run's own weightings, logged under another name
     assert _step(dirichlet, set_algo=False)["set_score"] == logged[0]["set_score"]
@@ -44,8 +55,10 @@ def test_the_logged_set_score_is_the_same_for_every_weight_sampler_and_count():
 
 
 def test_logging_draws_nothing_from_the_training_stream(tmp_path, monkeypatch):
-    """Removing a metric must not change the run: step_metrics may not touch the training generator."""
+    """Removing a metric must not change the run: step_metrics may not touch the training
+    generator."""
     import checkpoint
+
     out = train(tiny(tmp_path, "algo=grpo", f"out_dir={tmp_path}/a"))
     real = checkpoint.step_metrics
 
@@ -54,9 +67,13 @@ def test_logging_draws_nothing_from_the_training_stream(tmp_path, monkeypatch):
         metrics = real(run, *args)
         assert torch.equal(state, run.generator.get_state())
         return metrics
+
     monkeypatch.setattr(checkpoint, "step_metrics", step_metrics)
     again = train(tiny(tmp_path, "algo=grpo", f"out_dir={tmp_path}/b"))
-    assert open(os.path.join(out, "metrics.jsonl")).read() == open(os.path.join(again, "metrics.jsonl")).read()
+    assert (
+        Path(os.path.join(out, "metrics.jsonl")).read_text()
+        == Path(os.path.join(again, "metrics.jsonl")).read_text()
+    )
 
 
 def test_finished_run_is_not_overwritten(tmp_path):
@@ -88,20 +105,36 @@ class RunsCode:
 def test_a_checkpoint_that_would_run_code_is_refused_and_runs_nothing(tmp_path):
     marker = tmp_path / "ran"
     path = tmp_path / "shared.pt"
-    torch.save({"model": {"w": torch.zeros(2)}, "model_config": {}, "config": {}, "payload": RunsCode(marker)}, path)
+    torch.save(
+        {
+            "model": {"w": torch.zeros(2)},
+            "model_config": {},
+            "config": {},
+            "payload": RunsCode(marker),
+        },
+        path,
+    )
     with pytest.raises(RuntimeError) as err:
         model_from_checkpoint(str(path))
     assert "nothing of it was run" in str(err.value) and "system" in str(err.value)
     assert len(str(err.value).splitlines()) == 1
     assert not marker.exists()
     # the command line says the same in one line (search.py loads checkpoints a classmate shared)
-    result = subprocess.run([sys.executable, "search.py", "--checkpoints", str(path)], capture_output=True, text=True,
-                            cwd=os.path.dirname(TINY) + "/..")
-    assert result.returncode != 0 and "nothing of it was run" in result.stderr and not marker.exists()
+    result = subprocess.run(
+        [sys.executable, "search.py", "--checkpoints", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=os.path.dirname(TINY) + "/..",
+    )
+    assert (
+        result.returncode != 0 and "nothing of it was run" in result.stderr and not marker.exists()
+    )
 
 
 # ----------------------------------------------------------------------------------------------
-# End to end: exit 2, one line on stderr, nothing in out_dir modified (`runs` and `baseline`: conftest.py)
+# End to end: exit 2, one line on stderr, nothing in out_dir modified (`runs` and `baseline`:
+# conftest.py)
+
 
 def corrupt(path):
     data = read(path)
@@ -113,12 +146,17 @@ def foreign(path):
     torch.save({"weights": torch.zeros(3)}, path)
 
 
-BAD = [  # (out_dir under runs, extra overrides, prepare the dir, expected text in the one error line)
+# (out_dir under runs, extra overrides, prepare the dir, expected text in the one error line)
+BAD = [
     ("empty", ["resume=true"], None, "ckpt.pt does not exist"),
     ("unfinished", ["resume=true"], corrupt, "is unreadable or corrupt"),
     ("unfinished", ["resume=true"], foreign, "is not a checkpoint of this trainer"),
-    ("unfinished", ["resume=true"], lambda p: os.remove(os.path.join(os.path.dirname(p), "metrics.jsonl")),
-     "metrics.jsonl is missing"),
+    (
+        "unfinished",
+        ["resume=true"],
+        lambda p: os.remove(os.path.join(os.path.dirname(p), "metrics.jsonl")),
+        "metrics.jsonl is missing",
+    ),
     ("finished", [], None, "already holds a finished run; choose another out_dir"),
     ("finished", ["resume=true"], None, "already holds a finished run; nothing to resume"),
     ("unfinished", [], None, "holds an unfinished run; --set resume=true"),
@@ -129,7 +167,9 @@ BAD = [  # (out_dir under runs, extra overrides, prepare the dir, expected text 
 
 
 @pytest.mark.parametrize("where, overrides, prepare, message", BAD, ids=[b[3][:40] for b in BAD])
-def test_bad_configuration_one_line_exit_2(runs, baseline, capsys, where, overrides, prepare, message):
+def test_bad_configuration_one_line_exit_2(
+    runs, baseline, capsys, where, overrides, prepare, message
+):
     refuses_in_one_line(runs, baseline, capsys, where, overrides, prepare, message)
 
 
@@ -152,6 +192,7 @@ def test_atomic_save_never_leaves_a_torn_file(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------------------------
 # Numerics: no NaN or inf reaches a checkpoint; a non-finite loss stops the run cleanly
 
+
 def _check_stopped_cleanly(out, last_step):
     assert not (out / "final.pt").exists()
     ckpt = load_checkpoint(str(out / "ckpt.pt"))
@@ -163,11 +204,23 @@ def _check_stopped_cleanly(out, last_step):
 def test_absurd_lr_stops_with_exit_2_and_keeps_last_checkpoint(baseline, tmp_path, capsys):
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as exit_:
-        trainer.main(["--config", TINY, "--set", f"out_dir={out}", f"warmstart_dir={baseline['ws']}", *RUN,
-                      "lr=1e30", "ckpt_every=1"])
+        trainer.main(
+            [
+                "--config",
+                TINY,
+                "--set",
+                f"out_dir={out}",
+                f"warmstart_dir={baseline['ws']}",
+                *RUN,
+                "lr=1e30",
+                "ckpt_every=1",
+            ]
+        )
     assert exit_.value.code == 2
     err = capsys.readouterr().err
-    assert len(err.splitlines()) == 1 and "non-finite" in err and "last checkpoint is kept" in err, err
+    assert (
+        len(err.splitlines()) == 1 and "non-finite" in err and "last checkpoint is kept" in err
+    ), err
     _check_stopped_cleanly(out, last_step=1)
 
 
@@ -182,6 +235,7 @@ def test_non_finite_stops_before_it_reaches_a_checkpoint(baseline, tmp_path, mon
             loss, stats = real(*args, **kwargs)
             calls.append(1)
             return (loss * float("nan") if len(calls) == 7 else loss), stats
+
         monkeypatch.setattr(grpo, "policy_loss", policy_loss)
     else:
         real = torch.optim.AdamW.step
@@ -192,6 +246,7 @@ def test_non_finite_stops_before_it_reaches_a_checkpoint(baseline, tmp_path, mon
             if len(calls) == 7:
                 self.param_groups[0]["params"][0].data[0, 0] = float("inf")
             return result
+
         monkeypatch.setattr(torch.optim.AdamW, "step", step)
     with pytest.raises(FloatingPointError, match="non-finite"):
         train(config(out, baseline["ws"]))

@@ -1,65 +1,101 @@
-"""config.py (through train.py's resolve_config): unknown keys, wrong types and out-of-range values fail
-with one line, in-process and end to end (train.py's command line: exit 2, one line on stderr, nothing
-in out_dir modified), and make_task refuses what it does not know."""
+"""config.py (through train.py's resolve_config): unknown keys, wrong types and out-of-range values
+fail with one line, in-process and end to end (train.py's command line: exit 2, one line on stderr,
+nothing in out_dir modified), and make_task refuses what it does not know."""
 
 import subprocess
 import sys
 
 import pytest
 import torch
+from tiny_runs import cli, popen, refuses_in_one_line, snapshot, tiny
+from tiny_runs import config as run_config
 
 import config
 import train as trainer
 from config import make_task
-from tiny_runs import cli, popen, refuses_in_one_line, snapshot, tiny
-from tiny_runs import config as run_config
 from train import ADVANTAGES, DEFAULTS, ConfigError, resolve_config, train
 
 
 def test_defaults_are_valid():
-    """No file and no overrides: the defaults, checked like any other config, in a copy of their own."""
+    """No file and no overrides: the defaults, checked like any other config, in a copy of their
+    own."""
     cfg = resolve_config()
     assert cfg == DEFAULTS and cfg is not DEFAULTS
     cfg["lr"] = 0.5
     assert DEFAULTS["lr"] == 1e-3  # a caller's edits stay in its copy
-    # the recipe, written out rather than read back from DEFAULTS (G = 8, m = 3, N = 100, alpha = 1: README and
+    # the recipe, written out rather than read back from DEFAULTS (G = 8, m = 3, N = 100, alpha = 1:
+    # README and
     # docs/METHOD.md)
-    assert {k: DEFAULTS[k] for k in ("task", "algo", "model", "group_size", "answers_per_rollout", "num_weights",
-                                     "alpha", "lr", "clip", "kl_coef", "scale_rewards", "loss_norm")} == dict(
-        task="persona", algo="vpo", model="cpu", group_size=8, answers_per_rollout=3, num_weights=100, alpha=1.0,
-        lr=1e-3, clip=0.2, kl_coef=0.0, scale_rewards="group", loss_norm="tokens")
+    assert {
+        k: DEFAULTS[k]
+        for k in (
+            "task",
+            "algo",
+            "model",
+            "group_size",
+            "answers_per_rollout",
+            "num_weights",
+            "alpha",
+            "lr",
+            "clip",
+            "kl_coef",
+            "scale_rewards",
+            "loss_norm",
+        )
+    } == dict(
+        task="persona",
+        algo="vpo",
+        model="cpu",
+        group_size=8,
+        answers_per_rollout=3,
+        num_weights=100,
+        alpha=1.0,
+        lr=1e-3,
+        clip=0.2,
+        kl_coef=0.0,
+        scale_rewards="group",
+        loss_norm="tokens",
+    )
     # the check runs on the defaults themselves, not only on what a file or an override changes
-    for key, bad, message in [("group_size", 1, "group_size must be >= 2"), ("lr", 0.0, "lr must be > 0"),
-                              ("algo", "ppo", "algo must be one of"), ("top_p", 1.5, r"top_p must be in \(0, 1\]")]:
+    for key, bad, message in [
+        ("group_size", 1, "group_size must be >= 2"),
+        ("lr", 0.0, "lr must be > 0"),
+        ("algo", "ppo", "algo must be one of"),
+        ("top_p", 1.5, r"top_p must be in \(0, 1\]"),
+    ]:
         with pytest.raises(ConfigError, match=message):
             config.resolve({**DEFAULTS, key: bad}, ADVANTAGES)
 
 
 def test_overrides_parse_types():
-    cfg = resolve_config(overrides=["lr=1e-3", "steps=7", "algo=grpo", "overwrite=true", "out_dir=123",
-                                    "alpha=2"])
+    cfg = resolve_config(
+        overrides=["lr=1e-3", "steps=7", "algo=grpo", "overwrite=true", "out_dir=123", "alpha=2"]
+    )
     assert cfg["lr"] == 0.001 and cfg["steps"] == 7 and cfg["algo"] == "grpo"
     assert cfg["overwrite"] is True and cfg["out_dir"] == "123" and cfg["alpha"] == 2.0
 
 
-@pytest.mark.parametrize("override, message", [
-    ("lrr=0.1", "unknown config key 'lrr' (did you mean 'lr'?)"),
-    ("steps=abc", "config key 'steps' must be int"),
-    ("steps=1.5", "config key 'steps' must be int"),
-    ("lr=-1", "lr must be > 0"),
-    ("group_size=1", "group_size must be >= 2"),
-    ("answers_per_rollout=0", "answers_per_rollout (m) must be >= 1"),
-    ("alpha=0", "alpha must be > 0"),
-    ("sft_single_first=1.5", "sft_single_first must be in [0, 1]"),
-    ("algo=ppo", "algo must be one of"),
-    ("task=chess", "unknown task 'chess'"),
-    ("task_options={bogus: 1}", "task_options for task 'persona'"),
-    ("weight_sampler=sobol", None),
-    ("loss_norm=mean", "loss_norm must be tokens or constant, got 'mean'"),
-    ("format_coef=-0.5", "format_coef must be >= 0, got -0.5"),
-    ("overwrite=yes please", "config key 'overwrite' must be bool"),
-    ("noequals", "must look like key=value"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("lrr=0.1", "unknown config key 'lrr' (did you mean 'lr'?)"),
+        ("steps=abc", "config key 'steps' must be int"),
+        ("steps=1.5", "config key 'steps' must be int"),
+        ("lr=-1", "lr must be > 0"),
+        ("group_size=1", "group_size must be >= 2"),
+        ("answers_per_rollout=0", "answers_per_rollout (m) must be >= 1"),
+        ("alpha=0", "alpha must be > 0"),
+        ("sft_single_first=1.5", "sft_single_first must be in [0, 1]"),
+        ("algo=ppo", "algo must be one of"),
+        ("task=chess", "unknown task 'chess'"),
+        ("task_options={bogus: 1}", "task_options for task 'persona'"),
+        ("weight_sampler=sobol", None),
+        ("loss_norm=mean", "loss_norm must be tokens or constant, got 'mean'"),
+        ("format_coef=-0.5", "format_coef must be >= 0, got -0.5"),
+        ("overwrite=yes please", "config key 'overwrite' must be bool"),
+        ("noequals", "must look like key=value"),
+    ],
+)
 def test_bad_overrides(override, message):
     if message is None:
         resolve_config(overrides=[override])
@@ -84,47 +120,81 @@ def test_bad_files(tmp_path):
 
 
 def test_command_line_error_is_one_line_and_nonzero(tmp_path):
-    result = subprocess.run([sys.executable, "train.py", "--set", "stpes=3", f"out_dir={tmp_path}/x"],
-                            capture_output=True, text=True, cwd=__file__.rsplit("/tests/", 1)[0])
+    result = subprocess.run(
+        [sys.executable, "train.py", "--set", "stpes=3", f"out_dir={tmp_path}/x"],
+        capture_output=True,
+        text=True,
+        cwd=__file__.rsplit("/tests/", 1)[0],
+    )
     assert result.returncode == 2
     assert result.stderr.strip() == "error: unknown config key 'stpes' (did you mean 'steps'?)"
     assert not (tmp_path / "x").exists()  # nothing written before the config is valid
     # the lab's runner checks a key against each task's config, persona first
-    result = subprocess.run([sys.executable, "lab/experiment.py", "--set", "stpes=3", f"out_dir={tmp_path}/x"],
-                            capture_output=True, text=True, cwd=__file__.rsplit("/tests/", 1)[0])
+    result = subprocess.run(
+        [sys.executable, "lab/experiment.py", "--set", "stpes=3", f"out_dir={tmp_path}/x"],
+        capture_output=True,
+        text=True,
+        cwd=__file__.rsplit("/tests/", 1)[0],
+    )
     assert result.returncode == 2
-    assert result.stderr.strip() == "error: --set stpes=3 on task persona: unknown config key 'stpes' (did you mean 'steps'?)"
+    assert (
+        result.stderr.strip()
+        == "error: --set stpes=3 on task persona: unknown config key 'stpes' (did you mean "
+        "'steps'?)"
+    )
 
 
 def test_a_repeated_set_keeps_every_item(tmp_path):
     """--set a=1 --set b=2 is --set a=1 b=2 (argparse's default keeps only the last --set)."""
     root = __file__.rsplit("/tests/", 1)[0]
     for command, first, second, said in [
-            (["train.py", "--config", "configs/persona.yaml"], "lr=-1", f"out_dir={tmp_path}/x", "lr must be > 0"),
-            (["lab/experiment.py"], "lr=-1", f"out_dir={tmp_path}/x", "lr must be > 0"),
-            (["search.py", "--checkpoints", "missing.pt"], "evo_budget=-1", "pool_n=5", "evo_budget must be >= 0")]:
-        result = subprocess.run([sys.executable, *command, "--set", first, "--set", second],
-                                capture_output=True, text=True, cwd=root)
+        (
+            ["train.py", "--config", "configs/persona.yaml"],
+            "lr=-1",
+            f"out_dir={tmp_path}/x",
+            "lr must be > 0",
+        ),
+        (["lab/experiment.py"], "lr=-1", f"out_dir={tmp_path}/x", "lr must be > 0"),
+        (
+            ["search.py", "--checkpoints", "missing.pt"],
+            "evo_budget=-1",
+            "pool_n=5",
+            "evo_budget must be >= 0",
+        ),
+    ]:
+        result = subprocess.run(
+            [sys.executable, *command, "--set", first, "--set", second],
+            capture_output=True,
+            text=True,
+            cwd=root,
+        )
         assert result.returncode == 2 and said in result.stderr, (command, result.stderr)
         assert not (tmp_path / "x").exists()
 
 
 def test_max_at_k_needs_k_below_the_group_size():
-    """k = G leaves one k-subset, the whole group: every advantage is 0 and max_at_k would train nothing."""
+    """k = G leaves one k-subset, the whole group: every advantage is 0 and max_at_k would train
+    nothing."""
     assert resolve_config(overrides=["algo=max_at_k", "group_size=8", "max_k=7"])["max_k"] == 7
     for k in (8, 0):
-        with pytest.raises(ConfigError, match=r"max_k must be in 1\.\.group_size-1=7 for max_at_k, got " + str(k)):
+        with pytest.raises(
+            ConfigError, match=r"max_k must be in 1\.\.group_size-1=7 for max_at_k, got " + str(k)
+        ):
             resolve_config(overrides=["algo=max_at_k", "group_size=8", f"max_k={k}"])
-    resolve_config(overrides=["algo=grpo", "group_size=4", "max_k=4"])  # other algorithms do not read it
+    # other algorithms do not read it
+    resolve_config(overrides=["algo=grpo", "group_size=4", "max_k=4"])
 
 
 def test_a_weight_sampler_is_named_in_one_place():
-    """A student adding a sampler edits vpo.py alone: config.py checks against vpo.WEIGHT_SAMPLERS."""
-    import config
+    """A student adding a sampler edits vpo.py alone: config.py checks against
+    vpo.WEIGHT_SAMPLERS."""
     import inspect
+
+    import config
     import vpo
+
     assert config.WEIGHT_SAMPLERS is vpo.WEIGHT_SAMPLERS
-    assert "\"dirichlet\"" not in inspect.getsource(config)  # no second list of names
+    assert '"dirichlet"' not in inspect.getsource(config)  # no second list of names
     with pytest.raises(ConfigError, match="weight_sampler must be one of dirichlet, sobol"):
         resolve_config(overrides=["weight_sampler=vertices"])
 
@@ -134,7 +204,8 @@ def test_make_task_rejects_unknown():
         make_task("chess")
     with pytest.raises(TypeError):
         make_task("persona", colour=3)
-    with pytest.raises(TypeError):  # the earlier (if (< x t) a b) family is gone (commit b5f2386 has it)
+    # the earlier (if (< x t) a b) family is gone (commit b5f2386 has it)
+    with pytest.raises(TypeError):
         make_task("code", family="easy")
 
 
@@ -144,9 +215,11 @@ def test_parent_replay_needs_the_code_task(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------
-# End to end: exit 2, one line on stderr, nothing in out_dir modified (`runs` and `baseline`: conftest.py)
+# End to end: exit 2, one line on stderr, nothing in out_dir modified (`runs` and `baseline`:
+# conftest.py)
 
-BAD = [  # (out_dir under runs, extra overrides, prepare the dir, expected text in the one error line)
+# (out_dir under runs, extra overrides, prepare the dir, expected text in the one error line)
+BAD = [
     ("fresh", ["group_size=two"], None, "config key 'group_size' must be int"),
     ("fresh", ["lr=-0.001"], None, "lr must be > 0"),
     ("fresh", ["group_size=1"], None, "group_size must be >= 2"),
@@ -158,7 +231,9 @@ BAD = [  # (out_dir under runs, extra overrides, prepare the dir, expected text 
 
 
 @pytest.mark.parametrize("where, overrides, prepare, message", BAD, ids=[b[3][:40] for b in BAD])
-def test_bad_configuration_one_line_exit_2(runs, baseline, capsys, where, overrides, prepare, message):
+def test_bad_configuration_one_line_exit_2(
+    runs, baseline, capsys, where, overrides, prepare, message
+):
     refuses_in_one_line(runs, baseline, capsys, where, overrides, prepare, message)
 
 
@@ -183,12 +258,21 @@ def test_unavailable_device_writes_nothing(tmp_path):
 def test_bad_configuration_subprocess(runs, baseline):
     """The real command line, two at once (each start costs seconds of CPU): a range error on a
     fresh out_dir, and a resume of an unfinished run with a changed config."""
-    cases = [(runs / "fresh", ["answers_per_rollout=0"], "error: answers_per_rollout (m) must be >= 1, got 0"),
-             (runs / "unfinished", ["resume=true", "group_size=8"],
-              "config differs from the saved run in ['group_size']")]
+    cases = [
+        (
+            runs / "fresh",
+            ["answers_per_rollout=0"],
+            "error: answers_per_rollout (m) must be >= 1, got 0",
+        ),
+        (
+            runs / "unfinished",
+            ["resume=true", "group_size=8"],
+            "config differs from the saved run in ['group_size']",
+        ),
+    ]
     before = snapshot(runs)
     procs = [popen(cli(out, baseline["ws"], *overrides)) for out, overrides, _ in cases]
-    for proc, (out, _, message) in zip(procs, cases):
+    for proc, (_, _, message) in zip(procs, cases):
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 2, err
         assert len(err.splitlines()) == 1 and err.startswith("error: ") and message in err, err

@@ -18,9 +18,29 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_torchrun_two_ranks_stay_in_sync(tmp_path, extra):
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py",
-         "--config", "configs/tiny.yaml", "--set", f"out_dir={tmp_path}/run", f"warmstart_dir={tmp_path}/ws",
-         "quiet=true", "threads=1", "device=cpu", *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            "train.py",
+            "--config",
+            "configs/tiny.yaml",
+            "--set",
+            f"out_dir={tmp_path}/run",
+            f"warmstart_dir={tmp_path}/ws",
+            "quiet=true",
+            "threads=1",
+            "device=cpu",
+            *extra,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     # the ranks' own messages (a C++ abort prints one line) come before the launcher's long report
     assert result.returncode == 0, result.stderr[:3000] + "\n...\n" + result.stderr[-1000:]
     log = (tmp_path / "run" / "log.txt").read_text()
@@ -33,8 +53,12 @@ def test_torchrun_two_ranks_stay_in_sync(tmp_path, extra):
 def _reduce_worker(rank, world, port, out):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    local = {"reward_scalar": 0.2 + 0.4 * rank, "tokens": 100 + 10 * rank, "reward_per_component": [rank, 1.0],
-             "clip_frac": 0.0}
+    local = {
+        "reward_scalar": 0.2 + 0.4 * rank,
+        "tokens": 100 + 10 * rank,
+        "reward_per_component": [rank, 1.0],
+        "clip_frac": 0.0,
+    }
     reduced = reduce_metrics(local, world, "cpu")
     out[rank] = reduced
     dist.destroy_process_group()

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import engine
-from model import GPT, GPTConfig, PRESETS, Tokenizer, pad_left, pad_right
+from model import GPT, PRESETS, GPTConfig, Tokenizer, pad_left, pad_right
 
 tok = Tokenizer()
 
@@ -15,17 +15,39 @@ def tiny_model(seed=0, vocab=tok.vocab_size):
     return GPT(GPTConfig(vocab_size=vocab, block_size=64, **PRESETS["nano"])).eval()
 
 
-PROMPTS = [[tok.bos, 10, 11, tok.answer], [tok.bos, 1, 2, 3, 4, 5, tok.answer], [tok.bos, 7, tok.answer]]
+PROMPTS = [
+    [tok.bos, 10, 11, tok.answer],
+    [tok.bos, 1, 2, 3, 4, 5, tok.answer],
+    [tok.bos, 7, tok.answer],
+]
 
 
-@pytest.mark.parametrize("share_prompt, drop_finished", [(True, True), (True, False), (False, True)])
-@pytest.mark.parametrize("sampling", [dict(), dict(temperature=0.7, top_k=20), dict(top_p=0.9), dict(temperature=0)])
-def test_fast_generate_samples_what_the_plain_generate_samples(share_prompt, drop_finished, sampling):
+@pytest.mark.parametrize(
+    "share_prompt, drop_finished", [(True, True), (True, False), (False, True)]
+)
+@pytest.mark.parametrize(
+    "sampling", [dict(), dict(temperature=0.7, top_k=20), dict(top_p=0.9), dict(temperature=0)]
+)
+def test_fast_generate_samples_what_the_plain_generate_samples(
+    share_prompt, drop_finished, sampling
+):
     model = tiny_model()
     p, pm = pad_left(PROMPTS, tok.eos)
-    plain = model.generate(p, pm, 4, 14, tok.eos, generator=torch.Generator().manual_seed(1), **sampling)
-    fast = engine.generate(model, p, pm, 4, 14, tok.eos, generator=torch.Generator().manual_seed(1),
-                           share_prompt=share_prompt, drop_finished=drop_finished, **sampling)
+    plain = model.generate(
+        p, pm, 4, 14, tok.eos, generator=torch.Generator().manual_seed(1), **sampling
+    )
+    fast = engine.generate(
+        model,
+        p,
+        pm,
+        4,
+        14,
+        tok.eos,
+        generator=torch.Generator().manual_seed(1),
+        share_prompt=share_prompt,
+        drop_finished=drop_finished,
+        **sampling,
+    )
     assert torch.equal(fast["tokens"], plain["tokens"]) and torch.equal(fast["mask"], plain["mask"])
     assert torch.allclose(fast["logprobs"], plain["logprobs"], atol=1e-5)
     assert torch.allclose(fast["entropy"], plain["entropy"], atol=1e-4)
@@ -35,11 +57,15 @@ def test_dropping_finished_rows_changes_no_sample():
     """A vocabulary of 8 with eos = 7: rollouts end after ~8 tokens, at different steps."""
     model = tiny_model(vocab=8)
     p, pm = pad_left([[1, 2, 3], [4, 5], [6, 1, 2, 3, 4]], pad_id=7)
-    kept = engine.generate(model, p, pm, 8, 40, 7, generator=torch.Generator().manual_seed(3), drop_finished=False)
+    kept = engine.generate(
+        model, p, pm, 8, 40, 7, generator=torch.Generator().manual_seed(3), drop_finished=False
+    )
     dropped = engine.generate(model, p, pm, 8, 40, 7, generator=torch.Generator().manual_seed(3))
     lengths = kept["mask"].sum(1)
     assert (lengths < lengths.max()).float().mean() > 0.5  # most rows end early: rows were dropped
-    assert torch.equal(kept["tokens"], dropped["tokens"]) and torch.equal(kept["mask"], dropped["mask"])
+    assert torch.equal(kept["tokens"], dropped["tokens"]) and torch.equal(
+        kept["mask"], dropped["mask"]
+    )
     assert torch.allclose(kept["logprobs"], dropped["logprobs"], atol=1e-6)
     # and the generator is left where the plain sampler leaves it: the next draw is the same
     gen_plain, gen_fast = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
@@ -65,7 +91,9 @@ def test_fast_score_equals_plain_score_with_gradients(share_prompt, buckets, wid
     (plain_logp[cm].sum() + plain_ent[cm].sum()).backward()
     plain_grads = [q.grad.clone() for q in model.parameters()]
     model.zero_grad()
-    fast_logp, fast_ent = engine.score(model, p, pm, c, cm, share_prompt=share_prompt, buckets=buckets)
+    fast_logp, fast_ent = engine.score(
+        model, p, pm, c, cm, share_prompt=share_prompt, buckets=buckets
+    )
     assert fast_logp.shape == plain_logp.shape and fast_ent.shape == plain_ent.shape
     assert torch.allclose(fast_logp[cm], plain_logp[cm], atol=1e-5)
     assert torch.allclose(fast_ent[cm], plain_ent[cm], atol=1e-4)
@@ -84,6 +112,7 @@ def test_bucketed_scoring_runs_fewer_padded_positions():
     def hidden(idx, *args, **kwargs):
         positions.append(idx.numel())
         return real(idx, *args, **kwargs)
+
     model.hidden = hidden
     engine.score(model, p, pm, c, cm, buckets=1)
     one = sum(positions[1:])  # the completion forwards, after the one prompt forward
@@ -92,17 +121,33 @@ def test_bucketed_scoring_runs_fewer_padded_positions():
     assert sum(positions[1:]) < one / 2
 
 
-@pytest.mark.parametrize("sampling", [dict(), dict(temperature=0.7, top_k=20), dict(top_p=0.9), dict(temperature=0)])
+@pytest.mark.parametrize(
+    "sampling", [dict(), dict(temperature=0.7, top_k=20), dict(top_p=0.9), dict(temperature=0)]
+)
 def test_static_generate_samples_what_generate_samples(sampling):
     """The fixed-shape step (CUDA graphs' form) run eagerly: the same random numbers give the same
     tokens (attention over the whole cache rounds differently in the last bits, too little to move a
     draw of this tiny model), and its log-probs are the plain scorer's for the tokens it wrote."""
     model = tiny_model()
     p, pm = pad_left(PROMPTS, tok.eos)
-    fast = engine.generate(model, p, pm, 4, 14, tok.eos, generator=torch.Generator().manual_seed(1), **sampling)
-    static = engine.generate_static(model, p, pm, 4, 14, tok.eos, generator=torch.Generator().manual_seed(1),
-                                    capture=True, **sampling)  # no CUDA here: capture falls back to eager
-    assert torch.equal(static["tokens"], fast["tokens"]) and torch.equal(static["mask"], fast["mask"])
+    fast = engine.generate(
+        model, p, pm, 4, 14, tok.eos, generator=torch.Generator().manual_seed(1), **sampling
+    )
+    static = engine.generate_static(
+        model,
+        p,
+        pm,
+        4,
+        14,
+        tok.eos,
+        generator=torch.Generator().manual_seed(1),
+        # no CUDA here: capture falls back to eager
+        capture=True,
+        **sampling,
+    )
+    assert torch.equal(static["tokens"], fast["tokens"]) and torch.equal(
+        static["mask"], fast["mask"]
+    )
     assert torch.allclose(static["logprobs"], fast["logprobs"], atol=1e-5)
     assert torch.allclose(static["entropy"], fast["entropy"], atol=1e-4)
     rows = pm.repeat_interleave(4, 0)
@@ -111,8 +156,9 @@ def test_static_generate_samples_what_generate_samples(sampling):
 
 
 def test_static_generate_keeps_every_buffer_in_place_and_stops_when_all_rows_end(monkeypatch):
-    """What a captured graph needs: every decode step reads and writes the same tensors (no buffer is
-    replaced between steps), and the loop ends within check_every steps of the last row ending."""
+    """What a captured graph needs: every decode step reads and writes the same tensors (no buffer
+    is replaced between steps), and the loop ends within check_every steps of the last row
+    ending."""
     model = tiny_model(vocab=8)
     p, pm = pad_left([[1, 2, 3], [4, 5]], pad_id=7)
     seen = []
@@ -121,8 +167,11 @@ def test_static_generate_keeps_every_buffer_in_place_and_stops_when_all_rows_end
     def spy(logits, *args, **kwargs):
         seen.append(logits.data_ptr())
         return real(logits, *args, **kwargs)
+
     monkeypatch.setattr(engine, "sample_from_logits", spy)
-    out = engine.generate_static(model, p, pm, 8, 60, 7, generator=torch.Generator().manual_seed(3), check_every=4)
+    out = engine.generate_static(
+        model, p, pm, 8, 60, 7, generator=torch.Generator().manual_seed(3), check_every=4
+    )
     assert len(set(seen)) == 1  # one logits buffer for every step
     longest = int(out["mask"].sum(1).max())
     assert longest < 60 and longest <= len(seen) < longest + 4 + 1
@@ -141,7 +190,8 @@ def test_static_generate_leaves_the_generator_where_generate_leaves_it():
         gen = torch.Generator().manual_seed(5)
         outs[name] = [sampler(model, p, pm, 8, 60, 7, generator=gen)["tokens"] for _ in range(3)]
         outs[name].append(gen.get_state())
-    assert int((outs["generate"][0] != 7).sum(1).max()) < 59  # the rows ended early: the rewind is exercised
+    # the rows ended early: the rewind is exercised
+    assert int((outs["generate"][0] != 7).sum(1).max()) < 59
     for a, b in zip(outs["generate"], outs["static"]):
         assert torch.equal(a, b)
 
@@ -152,18 +202,29 @@ def test_cuda_graph_setting_captures_on_cuda_only_and_changes_no_answer_on_the_c
     import rollouts
     import train
     from rewards import PersonaTask
+
     on, off = (train.resolve_config(overrides=[f"cuda_graph={flag}"]) for flag in ("true", "false"))
     assert engine.sampler_for(on, "cuda") is engine.generate_static
     assert engine.sampler_for(on, "cuda:1") is engine.generate_static
     assert engine.sampler_for(off, "cuda") is engine.generate
-    assert engine.sampler_for(on, "cpu") is engine.generate and engine.sampler_for(on, "mps") is engine.generate
+    assert (
+        engine.sampler_for(on, "cpu") is engine.generate
+        and engine.sampler_for(on, "mps") is engine.generate
+    )
     # a checkpoint trained before the setting existed saved a config without it: sampled as before
-    assert engine.sampler_for({k: v for k, v in on.items() if k != "cuda_graph"}, "cuda") is engine.generate
+    assert (
+        engine.sampler_for({k: v for k, v in on.items() if k != "cuda_graph"}, "cuda")
+        is engine.generate
+    )
     task = PersonaTask()
     model = tiny_model()
     problems = task.problems("train", 3, random.Random(0))
-    batches = [rollouts.sample_rollouts(model, tok, task, problems, 3, 4, cfg, torch.Generator().manual_seed(0), "cpu")
-               for cfg in (off, on)]
+    batches = [
+        rollouts.sample_rollouts(
+            model, tok, task, problems, 3, 4, cfg, torch.Generator().manual_seed(0), "cpu"
+        )
+        for cfg in (off, on)
+    ]
     assert batches[0]["answers"] == batches[1]["answers"]
     assert torch.equal(batches[0]["rewards"], batches[1]["rewards"])
 
@@ -171,12 +232,14 @@ def test_cuda_graph_setting_captures_on_cuda_only_and_changes_no_answer_on_the_c
 def test_a_failed_capture_says_how_to_run_without_it(monkeypatch):
     """A capture that fails (an op that waits for the host, another torch or GPU) names the setting
     that turns capturing off, instead of a bare CUDA error deep inside a worker."""
+
     class FailingGraph:
         def __enter__(self):
             raise RuntimeError("operation not permitted when stream is capturing")
 
         def __exit__(self, *exc):
             return False
+
     monkeypatch.setattr(engine, "on_side_stream", lambda step: step())
     monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: None)
     monkeypatch.setattr(torch.cuda, "graph", lambda graph: FailingGraph())

@@ -1,17 +1,18 @@
-"""grpo.py: the GRPO advantage on exact small cases and invariances, the clipped policy loss every method
-trains with (KL, clip-higher, entropy bonus, loss normaliser), the format advantage, and the terms beside
-the advantage: fixed-weight terms (format reward, entropy bonus) on the same footing for every method
-(advantage_scale), and the clip fraction as TRL and veRL count it."""
+"""grpo.py: the GRPO advantage on exact small cases and invariances, the clipped policy loss every
+method trains with (KL, clip-higher, entropy bonus, loss normaliser), the format advantage, and the
+terms beside the advantage: fixed-weight terms (format reward, entropy bonus) on the same footing
+for every method (advantage_scale), and the clip fraction as TRL and veRL count it."""
 
 import math
 import os
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from checks import assert_close
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grpo import format_advantages, grpo_advantages, policy_loss
-from checks import assert_close
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -45,7 +46,9 @@ def test_grpo_groups_are_independent():
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.floats(-10, 10), min_size=2, max_size=8), st.floats(-100, 100), st.floats(0.1, 100))
+@given(
+    st.lists(st.floats(-10, 10), min_size=2, max_size=8), st.floats(-100, 100), st.floats(0.1, 100)
+)
 def test_grpo_shift_and_scale_invariant(values, shift, scale):
     s = torch.tensor([values], dtype=torch.float64)
     if s.std(unbiased=False) < 1e-3:
@@ -72,7 +75,9 @@ def test_policy_loss_first_update_is_minus_mean_advantage():
 def test_policy_loss_clips():
     old = torch.zeros(1, 2)
     new = torch.tensor([[0.5, -0.5]], requires_grad=True)  # ratios e^.5=1.65 and e^-.5=.61
-    loss, stats = policy_loss(new, old, torch.tensor([1.0]), torch.ones(1, 2, dtype=torch.bool), clip=0.2)
+    loss, stats = policy_loss(
+        new, old, torch.tensor([1.0]), torch.ones(1, 2, dtype=torch.bool), clip=0.2
+    )
     # positive advantage: the high ratio is clipped to 1.2 (no gradient), the low one is not
     assert stats["clip_frac"] == 0.5 and stats["ratio_outside_clip"] == 1.0
     assert abs(loss.item() - (-(1.2 + math.exp(-0.5)) / 2)) < 1e-6
@@ -90,17 +95,21 @@ def test_k3_kl_is_zero_at_reference_and_positive_elsewhere():
     assert abs(diff["kl"] - (math.exp(-0.3) + 0.3 - 1)) < 1e-6
 
 
-# ---------------------------------------------------------------- GRPO's own fixes (flags, off by default)
+# ---------------------------------------------------------------- GRPO's own fixes (flags, off by
+# default)
 def test_grpo_without_std_division_is_dr_grpo():
     scores = torch.tensor([[1.0, 2.0, 6.0], [4.0, 4.0, 4.0]])
-    assert_close(grpo_advantages(scores, scale="none"), torch.tensor([[-2.0, -1.0, 3.0], [0.0, 0.0, 0.0]]))
+    assert_close(
+        grpo_advantages(scores, scale="none"), torch.tensor([[-2.0, -1.0, 3.0], [0.0, 0.0, 0.0]])
+    )
 
 
 def test_clip_higher_lets_a_likely_good_token_grow_further():
     old = torch.zeros(1, 2)
     new = torch.tensor([[0.25, 0.5]], requires_grad=True)  # ratios 1.28 and 1.65
-    loss, stats = policy_loss(new, old, torch.tensor([1.0]), torch.ones(1, 2, dtype=torch.bool), clip=0.2,
-                              clip_high=0.3)
+    loss, stats = policy_loss(
+        new, old, torch.tensor([1.0]), torch.ones(1, 2, dtype=torch.bool), clip=0.2, clip_high=0.3
+    )
     assert stats["clip_frac"] == 0.5  # 1.28 is inside [0.8, 1.3], 1.65 is not
     assert abs(loss.item() - (-(math.exp(0.25) + 1.3) / 2)) < 1e-6
     loss.backward()
@@ -117,7 +126,10 @@ def test_entropy_bonus_has_the_gradient_of_the_mean_token_entropy():
         logp_all = torch.log_softmax(logits, -1)
         logp = logp_all.gather(-1, tokens[..., None])[..., 0]
         entropy = -(logp_all.exp() * logp_all).sum(-1)
-        return policy_loss(logp, logp.detach(), torch.zeros(2), mask, entropy=entropy, entropy_coef=coef)
+        return policy_loss(
+            logp, logp.detach(), torch.zeros(2), mask, entropy=entropy, entropy_coef=coef
+        )
+
     loss, stats = loss_of(0.5)
     grad_with = torch.autograd.grad(loss, logits)[0]
     # with zero advantages the whole gradient is the bonus's: -0.5 * d(mean entropy)/d(logits), != 0
@@ -127,14 +139,18 @@ def test_entropy_bonus_has_the_gradient_of_the_mean_token_entropy():
     want = -0.5 * d_entropy * mask[..., None] / mask.sum()
     assert_close(grad_with, want, atol=1e-6)
     assert grad_with.abs().sum() > 0
-    assert abs(stats["entropy_bonus"] - float((-(p * torch.log(p)).sum(-1) * mask).sum() / mask.sum())) < 1e-6
+    assert (
+        abs(stats["entropy_bonus"] - float((-(p * torch.log(p)).sum(-1) * mask).sum() / mask.sum()))
+        < 1e-6
+    )
     loss0, _ = loss_of(0.0)
     assert torch.autograd.grad(loss0, logits, allow_unused=True)[0].abs().sum() == 0
 
 
 def test_clip_higher_acts_once_the_ratio_passes_1_plus_clip():
     # a ratio of 1.25 on a positive advantage: the symmetric clip (0.2) caps it at 1.2 and stops its
-    # gradient; clip-higher (0.28) leaves it alone. At ratio 1 (one update per batch) both are equal.
+    # gradient; clip-higher (0.28) leaves it alone. At ratio 1 (one update per batch) both are
+    # equal.
     old = torch.zeros(1, 1)
     mask = torch.ones(1, 1, dtype=torch.bool)
     adv = torch.tensor([1.0])
@@ -152,13 +168,16 @@ def test_constant_normaliser_gives_every_token_the_same_weight():
     """Dr. GRPO's loss: token sum / (rollouts x longest possible completion). A token's gradient is
     -A / normaliser however long the batch's other completions are; under the token mean it is
     -A / (tokens in the batch), so a long completion elsewhere shrinks it."""
+
     def grad(lengths, normaliser):
         mask = torch.tensor([[t < n for t in range(4)] for n in lengths])
         logp = torch.zeros(len(lengths), 4, requires_grad=True)
-        loss, stats = policy_loss(logp, logp.detach(), torch.tensor([1.0] * len(lengths)), mask,
-                                  normaliser=normaliser)
+        loss, stats = policy_loss(
+            logp, logp.detach(), torch.tensor([1.0] * len(lengths)), mask, normaliser=normaliser
+        )
         loss.backward()
         return logp.grad[0, 0].item(), loss.item(), stats
+
     # two rollouts, at most 4 tokens each: normaliser 2 x 4 = 8
     assert abs(grad([1, 1], 8)[0] + 1 / 8) < 1e-7 and abs(grad([1, 4], 8)[0] + 1 / 8) < 1e-7
     assert abs(grad([1, 1], None)[0] + 1 / 2) < 1e-7 and abs(grad([1, 4], None)[0] + 1 / 5) < 1e-7
@@ -168,7 +187,8 @@ def test_constant_normaliser_gives_every_token_the_same_weight():
 
 def test_grpo_format_advantage_is_the_group_z_score_of_the_share_of_answers_that_score():
     r = torch.zeros(2, 2, 3, 4)  # (P, G, m, D)
-    r[0, 0, :, 0] = 1.0  # group 0: rollout 0 has 3 answers that score, rollout 1 one (share 1 vs 1/3)
+    # group 0: rollout 0 has 3 answers that score, rollout 1 one (share 1 vs 1/3)
+    r[0, 0, :, 0] = 1.0
     r[0, 1, 2, 1:] = 0.5
     r[1, :, 0, 0] = 1.0  # group 1: one answer each, flat, no signal
     assert_close(format_advantages(r), torch.tensor([[1.0, -1.0], [0.0, 0.0]]), atol=1e-4)
@@ -179,15 +199,24 @@ def test_the_format_term_weighs_the_same_against_every_methods_task_signal():
     """For GRPO, Max@K, MaxRL, Dr. GRPO and VPO on the same rewards, the format term's size over the
     task advantage's (RMS over the groups with a signal) is format_coef times the format z-score's
     RMS, within 1%; unscaled (as before), Max@K's would be several times larger."""
-    from train import ADVANTAGES, resolve_config
     from grpo import advantage_scale
+    from train import ADVANTAGES, resolve_config
+
     g = torch.Generator().manual_seed(0)
-    rewards = (torch.rand(16, 8, 3, 5, generator=g) < 0.5).float() * torch.rand(16, 8, 3, 5, generator=g)
-    rewards[torch.rand(16, 8, 3, generator=g) < 0.3] = 0.0  # invalid answers: the format term has something to say
+    rewards = (torch.rand(16, 8, 3, 5, generator=g) < 0.5).float() * torch.rand(
+        16, 8, 3, 5, generator=g
+    )
+    # invalid answers: the format term has something to say
+    rewards[torch.rand(16, 8, 3, generator=g) < 0.3] = 0.0
     weights = torch.distributions.Dirichlet(torch.ones(5)).sample((16, 100))
     coef, ratios, unscaled = 0.5, {}, {}
-    for name, algo, flags in [("grpo", "grpo", []), ("max_at_k", "max_at_k", []), ("maxrl", "maxrl", []),
-                              ("dr_grpo", "grpo", ["scale_rewards=none"]), ("vpo", "vpo", [])]:
+    for name, algo, flags in [
+        ("grpo", "grpo", []),
+        ("max_at_k", "max_at_k", []),
+        ("maxrl", "maxrl", []),
+        ("dr_grpo", "grpo", ["scale_rewards=none"]),
+        ("vpo", "vpo", []),
+    ]:
         fn, sets = ADVANTAGES[algo]
         r = rewards if sets else rewards[:, :, :1]
         task = fn(r, r.mean(-1), weights, resolve_config(overrides=[f"algo={algo}", *flags]))
@@ -197,25 +226,40 @@ def test_the_format_term_weighs_the_same_against_every_methods_task_signal():
         ratios[name] = float(coef * advantage_scale(task) * fmt.pow(2).mean().sqrt() / task_rms)
         unscaled[name] = float(coef * fmt.pow(2).mean().sqrt() / task_rms)
         assert ratios[name] == pytest.approx(coef * float(fmt.pow(2).mean().sqrt()), rel=0.01), name
-    assert advantage_scale(ADVANTAGES["grpo"][0](rewards[:, :, :1], rewards[:, :, :1].mean(-1), weights,
-                                                 resolve_config())) == 1.0  # z-scores: exactly the old term
+    assert (
+        advantage_scale(
+            ADVANTAGES["grpo"][0](
+                rewards[:, :, :1],
+                rewards[:, :, :1].mean(-1),
+                weights,
+                # z-scores: exactly the old term
+                resolve_config(),
+            )
+        )
+        == 1.0
+    )
     assert unscaled["max_at_k"] > 2 * unscaled["grpo"]  # the unfairness the scale removes
 
 
 def test_advantage_scale_is_the_rms_over_groups_with_a_signal():
     from grpo import advantage_scale
+
     adv = torch.tensor([[0.3, -0.3], [0.0, 0.0], [0.4, -0.4]])  # the flat middle group is left out
     assert advantage_scale(adv) == pytest.approx(((0.09 * 2 + 0.16 * 2) / 4) ** 0.5)
     assert advantage_scale(torch.zeros(2, 3)) == 1.0
-    assert advantage_scale(torch.tensor([[1.004, -1.004]])) == 1.0  # a z-score's RMS snaps to exactly 1
+    # a z-score's RMS snaps to exactly 1
+    assert advantage_scale(torch.tensor([[1.004, -1.004]])) == 1.0
 
 
 def test_clip_fraction_counts_the_tokens_whose_loss_the_clip_changes():
     from grpo import policy_loss
+
     # two rollouts of two tokens, ratios 1.5 and 0.5 in each; advantages +1 and -1
     old = torch.zeros(2, 2)
     logprobs = torch.log(torch.tensor([[1.5, 0.5], [1.5, 0.5]]))
-    _, stats = policy_loss(logprobs, old, torch.tensor([1.0, -1.0]), torch.ones(2, 2, dtype=torch.bool), clip=0.2)
+    _, stats = policy_loss(
+        logprobs, old, torch.tensor([1.0, -1.0]), torch.ones(2, 2, dtype=torch.bool), clip=0.2
+    )
     # the clip binds for (A > 0, ratio 1.5) and (A < 0, ratio 0.5): 2 of 4, as TRL and veRL count it
     assert stats["clip_frac"] == pytest.approx(0.5)
     assert stats["ratio_outside_clip"] == pytest.approx(1.0)  # every ratio is outside [0.8, 1.2]
@@ -223,13 +267,27 @@ def test_clip_fraction_counts_the_tokens_whose_loss_the_clip_changes():
 
 def test_the_entropy_bonus_is_scaled_like_the_format_term(tmp_path, monkeypatch):
     import train as trainer
+
     seen = []
     real = trainer.policy_update
-    monkeypatch.setattr(trainer, "policy_update", lambda run, batch, adv, coef=0.0: seen.append(coef) or
-                        real(run, batch, adv, coef))
+    monkeypatch.setattr(
+        trainer,
+        "policy_update",
+        lambda run, batch, adv, coef=0.0: seen.append(coef) or real(run, batch, adv, coef),
+    )
     monkeypatch.setattr(trainer.grpo, "advantage_scale", lambda adv: 0.25)
-    cfg = trainer.resolve_config(os.path.join(ROOT, "configs", "tiny.yaml"),
-                                 [f"out_dir={tmp_path}/run", f"warmstart_dir={tmp_path}/ws", "steps=1",
-                                  "algo=max_at_k", "max_k=2", "entropy_coef=0.02", "eval_every=0", "ckpt_every=0"])
+    cfg = trainer.resolve_config(
+        os.path.join(ROOT, "configs", "tiny.yaml"),
+        [
+            f"out_dir={tmp_path}/run",
+            f"warmstart_dir={tmp_path}/ws",
+            "steps=1",
+            "algo=max_at_k",
+            "max_k=2",
+            "entropy_coef=0.02",
+            "eval_every=0",
+            "ckpt_every=0",
+        ],
+    )
     trainer.train(cfg)
     assert seen and all(c == pytest.approx(0.005) for c in seen)

@@ -1,26 +1,29 @@
-"""lab/experiment.py: where each setting of a headline run comes from, which earlier runs it reuses or
-resumes, that Ctrl-C keeps what was done and the same command continues, and --against: a new method
-trained and evaluated alone, on a committed board's problems and settings (tests/fixtures/board/, see
-test_lab_stored.py), and ranked among the board's methods."""
+"""lab/experiment.py: where each setting of a headline run comes from, which earlier runs it reuses
+or resumes, that Ctrl-C keeps what was done and the same command continues, and --against: a new
+method trained and evaluated alone, on a committed board's problems and settings
+(tests/fixtures/board/, see test_lab_stored.py), and ranked among the board's methods."""
+
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from lab import experiment
-import search
 import train
 from config import read_yaml
+from lab import experiment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-# Each headline method: its algorithm, the keys it sets and whether it needs the code task, written out
-# here rather than read from experiment.VARIANTS, the table run_config reads (grpo_x3's prompts_per_step,
+# Each headline method: its algorithm, the keys it sets and whether it needs the code task, written
+# out
+# here rather than read from experiment.VARIANTS, the table run_config reads (grpo_x3's
+# prompts_per_step,
 # m = 3 times the task's, is filled in by the test).
 HEADLINE_METHODS = {
     "grpo": ("grpo", {}, False),
@@ -39,7 +42,8 @@ HEADLINE_METHODS = {
 @pytest.mark.parametrize("task", experiment.TASKS)
 @pytest.mark.parametrize("method", HEADLINE_METHODS)
 def test_a_headline_run_is_defaults_then_task_file_then_its_own_keys(tmp_path, task, method):
-    assert set(experiment.VARIANTS) == set(HEADLINE_METHODS) - {"grpo", "vpo"}  # a new variant: add it above
+    # a new variant: add it above
+    assert set(experiment.VARIANTS) == set(HEADLINE_METHODS) - {"grpo", "vpo"}
     algo, variant, code_only = HEADLINE_METHODS[method]
     if code_only and task != "code":
         with pytest.raises(Exception, match="needs the code task"):
@@ -48,19 +52,32 @@ def test_a_headline_run_is_defaults_then_task_file_then_its_own_keys(tmp_path, t
     cfg = experiment.run_config(task, method, 3, str(tmp_path))
     task_file = read_yaml(os.path.join(ROOT, "configs", f"{task}.yaml"))
     if method == "grpo_x3":
-        variant = {"prompts_per_step": 3 * task_file.get("prompts_per_step", train.DEFAULTS["prompts_per_step"])}
+        variant = {
+            "prompts_per_step": 3
+            * task_file.get("prompts_per_step", train.DEFAULTS["prompts_per_step"])
+        }
     expected = {**train.DEFAULTS, **task_file, **variant, "algo": algo, "seed": 3}
-    neutral = ("out_dir", "warmstart_dir", "quiet", "threads")  # where it writes, how loudly: not results
-    assert {k: v for k, v in cfg.items() if k not in neutral} == {k: v for k, v in expected.items() if k not in neutral}
+    # where it writes, how loudly: not results
+    neutral = ("out_dir", "warmstart_dir", "quiet", "threads")
+    assert {k: v for k, v in cfg.items() if k not in neutral} == {
+        k: v for k, v in expected.items() if k not in neutral
+    }
     assert cfg["out_dir"] == os.path.join(str(tmp_path), "runs", f"{task}-{method}-s3")
 
 
 def test_editing_a_default_no_task_file_sets_changes_the_headline(tmp_path, monkeypatch):
-    untouched = [k for k in train.DEFAULTS if not any(k in read_yaml(os.path.join(ROOT, "configs", f"{t}.yaml"))
-                                                        for t in experiment.TASKS)]
+    untouched = [
+        k
+        for k in train.DEFAULTS
+        if not any(
+            k in read_yaml(os.path.join(ROOT, "configs", f"{t}.yaml")) for t in experiment.TASKS
+        )
+    ]
     assert "clip" in untouched
     monkeypatch.setitem(train.DEFAULTS, "clip", 0.3)
-    assert all(experiment.run_config(t, "vpo", 0, str(tmp_path))["clip"] == 0.3 for t in experiment.TASKS)
+    assert all(
+        experiment.run_config(t, "vpo", 0, str(tmp_path))["clip"] == 0.3 for t in experiment.TASKS
+    )
 
 
 def test_set_reaches_search_settings_and_refuses_unknown_keys(capsys):
@@ -76,7 +93,8 @@ def test_set_reaches_search_settings_and_refuses_unknown_keys(capsys):
 def test_set_is_checked_against_each_chosen_task_config(capsys, monkeypatch):
     started = []
     monkeypatch.setattr(experiment, "run_headline", lambda *a, **kw: started.append(a[0]))
-    experiment.main(["--tasks", "code", "--set", "parent_replay=0.05"])  # a code-only key, code only: fine
+    # a code-only key, code only: fine
+    experiment.main(["--tasks", "code", "--set", "parent_replay=0.05"])
     assert started == [{"parent_replay": 0.05}]
     with pytest.raises(SystemExit) as e:
         experiment.main(["--tasks", "code", "persona", "--set", "parent_replay=0.05"])
@@ -85,15 +103,36 @@ def test_set_is_checked_against_each_chosen_task_config(capsys, monkeypatch):
 
 def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
     out = tmp_path / "exp"
-    command = [sys.executable, os.path.join(ROOT, "lab", "experiment.py"), "--quick", "--tasks", "code", "--algos", "vpo",
-               "--set", f"out_dir={out}", "steps=150", "ckpt_every=2", "eval_every=0"]
-    # 150 steps (~9 s here) so that Ctrl-C sent after the first checkpoint lands mid-run: with 30 (~2 s)
+    command = [
+        sys.executable,
+        os.path.join(ROOT, "lab", "experiment.py"),
+        "--quick",
+        "--tasks",
+        "code",
+        "--algos",
+        "vpo",
+        "--set",
+        f"out_dir={out}",
+        "steps=150",
+        "ckpt_every=2",
+        "eval_every=0",
+    ]
+    # 150 steps (~9 s here) so that Ctrl-C sent after the first checkpoint lands mid-run: with 30
+    # (~2 s)
     # the run sometimes finished before the signal did
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
-    # Ctrl-C's default action, even when this suite runs in a background job (`nohup ... &` starts it with
+    # Ctrl-C's default action, even when this suite runs in a background job (`nohup ... &` starts
+    # it with
     # SIGINT ignored, and Python keeps an ignored SIGINT ignored): what a user at a terminal has
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     ckpt = out / "runs" / "code-vpo-s0" / "ckpt.pt"
     deadline = time.time() + 240
     while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
@@ -111,20 +150,33 @@ def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
     assert "resuming unfinished run" in again.stdout
     log = (out / "runs" / "code-vpo-s0" / "log.txt").read_text()
     assert "resumed from step" in log
-    steps = [json.loads(line)["step"] for line in open(out / "runs" / "code-vpo-s0" / "metrics.jsonl")
-             if '"train"' in line]
-    assert steps == list(range(1, 151))  # every step exactly once: nothing lost, nothing trained twice
+    steps = [
+        json.loads(line)["step"]
+        for line in Path(out / "runs" / "code-vpo-s0" / "metrics.jsonl").read_text().splitlines()
+        if '"train"' in line
+    ]
+    # every step exactly once: nothing lost, nothing trained twice
+    assert steps == list(range(1, 151))
 
     # one small file per task, method and seed: the pools, the search in both formats, the optimum
-    records = {name: json.load(open(out / "results" / f"code-{name}-s0.json"))
-               for name in ("warm_start", "warm_start_m3", "vpo", "optimum")}
+    records = {
+        name: json.loads(Path(out / "results" / f"code-{name}-s0.json").read_text())
+        for name in ("warm_start", "warm_start_m3", "vpo", "optimum")
+    }
     assert {"pools", "search", "search_set", "training"} <= records["vpo"].keys()
-    assert records["vpo"]["search_set"]["children_per_call"] == 3 and records["vpo"]["search"]["children_per_call"] == 1
+    assert (
+        records["vpo"]["search_set"]["children_per_call"] == 3
+        and records["vpo"]["search"]["children_per_call"] == 1
+    )
     assert records["warm_start_m3"]["m"] == 3 and records["optimum"]["pools"]["pass_at_k"][-1] > 0
     assert "RL learns" in again.stdout and "leaderboard.png" in again.stdout
 
     third = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
-    assert third.returncode == 0 and "reusing finished run" in third.stdout and "trained" not in third.stdout
+    assert (
+        third.returncode == 0
+        and "reusing finished run" in third.stdout
+        and "trained" not in third.stdout
+    )
 
 
 def _differences(task, a, b, quick=False):
@@ -142,9 +194,14 @@ def test_clip_higher_is_compared_with_grpo_at_the_same_updates_per_batch():
 
 
 def test_dr_grpo_and_dapo_rows_use_every_part_of_their_method():
-    assert _differences("persona", "grpo", "dr_grpo") == {"scale_rewards": ("group", "none"), "loss_norm": ("tokens", "constant")}
+    assert _differences("persona", "grpo", "dr_grpo") == {
+        "scale_rewards": ("group", "none"),
+        "loss_norm": ("tokens", "constant"),
+    }
     dapo = experiment.run_config("code", "dapo", 0, "out/x")
-    assert dapo["clip_high"] == 0.28 and dapo["epochs_per_batch"] >= 2 and dapo["dynamic_sampling"] > 1
+    assert (
+        dapo["clip_high"] == 0.28 and dapo["epochs_per_batch"] >= 2 and dapo["dynamic_sampling"] > 1
+    )
 
 
 def test_quick_mode_trains_max_at_k_with_k_below_the_group_size():
@@ -160,49 +217,109 @@ BOARD = os.path.join(ROOT, "tests", "fixtures", "board")
 
 def test_the_new_method_is_ranked_among_the_board_on_its_problems(tmp_path, capsys):
     out = str(tmp_path / "against")
-    experiment.main(["--quick", "--tasks", "persona", "code", "--algos", "vpo_loo", "--against", BOARD,
-                     "--set", f"out_dir={out}"])
-    # only the new method was trained and evaluated: the board's warm starts, optimum and screens are not redone
-    assert sorted(os.listdir(os.path.join(out, "results"))) == ["code-vpo_loo-s0.json", "persona-vpo_loo-s0.json"]
-    new = json.load(open(os.path.join(out, "results", "code-vpo_loo-s0.json")))
-    board = json.load(open(os.path.join(BOARD, "results", "code-grpo-s0.json")))
-    assert new["search"]["key"]["problems"] == board["search"]["key"]["problems"]  # the board's search problems
+    experiment.main(
+        [
+            "--quick",
+            "--tasks",
+            "persona",
+            "code",
+            "--algos",
+            "vpo_loo",
+            "--against",
+            BOARD,
+            "--set",
+            f"out_dir={out}",
+        ]
+    )
+    # only the new method was trained and evaluated: the board's warm starts, optimum and screens
+    # are not redone
+    assert sorted(os.listdir(os.path.join(out, "results"))) == [
+        "code-vpo_loo-s0.json",
+        "persona-vpo_loo-s0.json",
+    ]
+    new = json.loads(Path(os.path.join(out, "results", "code-vpo_loo-s0.json")).read_text())
+    board = json.loads(Path(os.path.join(BOARD, "results", "code-grpo-s0.json")).read_text())
+    # the board's search problems
+    assert new["search"]["key"]["problems"] == board["search"]["key"]["problems"]
     assert new["pools"]["problems"] == board["pools"]["problems"]
-    summary = open(os.path.join(out, "summary.md")).read()
+    summary = Path(os.path.join(out, "summary.md")).read_text()
     assert f"## vpo_loo against the board in {BOARD}" in summary
-    row = next(line for line in summary.splitlines() if line.startswith("| persona: w-best@6 | vpo_loo |"))
-    assert " of 5 |" in row and row.count("[") == 3  # ranked among 5; intervals vs VPO, GRPO, the warm start
+    row = next(
+        line for line in summary.splitlines() if line.startswith("| persona: w-best@6 | vpo_loo |")
+    )
+    # ranked among 5; intervals vs VPO, GRPO, the warm start
+    assert " of 5 |" in row and row.count("[") == 3
     assert any(v in row for v in ("yes", "no", "within noise"))
-    assert "| grpo |" in summary and "| vpo_loo |" in summary  # the board's rows and the new one, in one table
+    # the board's rows and the new one, in one table
+    assert "| grpo |" in summary and "| vpo_loo |" in summary
     assert "expected time about" in capsys.readouterr().out
 
 
 def test_the_command_refuses_a_mismatch_in_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
-        experiment.main(["--quick", "--tasks", "persona", "--algos", "vpo_loo", "--against", BOARD,
-                         "--set", f"out_dir={tmp_path}", "lr=0.123"])
+        experiment.main(
+            [
+                "--quick",
+                "--tasks",
+                "persona",
+                "--algos",
+                "vpo_loo",
+                "--against",
+                BOARD,
+                "--set",
+                f"out_dir={tmp_path}",
+                "lr=0.123",
+            ]
+        )
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.count("\n") == 1 and "'lr' is 0.123 here" in err
     assert not os.path.exists(tmp_path / "results")  # refused before anything ran
 
 
 def test_a_method_already_on_the_board_runs_as_its_own_row_on_the_tasks_asked(tmp_path, capsys):
-    """An edited vpo.py run as `vpo` against the board: its row "vpo (yours)" beside the board's vpo, with
-    paired intervals and verdicts against the board's VPO, GRPO and warm start; only persona is shown."""
+    """An edited vpo.py run as `vpo` against the board: its row "vpo (yours)" beside the board's
+    vpo, with paired intervals and verdicts against the board's VPO, GRPO and warm start; only
+    persona is shown."""
     out = str(tmp_path / "yours")
-    experiment.main(["--quick", "--tasks", "persona", "--algos", "vpo", "--against", BOARD, "--set", f"out_dir={out}"])
+    experiment.main(
+        [
+            "--quick",
+            "--tasks",
+            "persona",
+            "--algos",
+            "vpo",
+            "--against",
+            BOARD,
+            "--set",
+            f"out_dir={out}",
+        ]
+    )
     console = capsys.readouterr().out
-    summary = open(os.path.join(out, "summary.md")).read()
+    summary = Path(os.path.join(out, "summary.md")).read_text()
     for text in (console, summary):
         assert "SMOKE TEST" in text  # a --quick run says its numbers mean nothing
-        assert f"## vpo (yours) against the board in {BOARD}" in text and "Tasks persona, seeds [0]" in text
-        row = next(line for line in text.splitlines() if line.startswith("| persona: w-best@6 | vpo (yours) |"))
-        assert row.count("[") == 3 and row.count("within noise") + row.count("yes") + row.count("no") >= 3
-        assert "code:" not in text.split("## vpo (yours)")[1].split("\n\n## ")[0]  # only the task that ran
-    assert summary.index("## vpo (yours) against") < summary.index("### persona")  # the comparison comes first
-    assert "| vpo |" in summary and "| vpo (yours) |" in summary  # the board's vpo and the new one, side by side
-    assert len(console.split("## vpo (yours) against")[1].splitlines()) < 20  # the comparison fits a screen
-    results = json.load(open(os.path.join(out, "results.json")))
+        assert (
+            f"## vpo (yours) against the board in {BOARD}" in text
+            and "Tasks persona, seeds [0]" in text
+        )
+        row = next(
+            line
+            for line in text.splitlines()
+            if line.startswith("| persona: w-best@6 | vpo (yours) |")
+        )
+        assert (
+            row.count("[") == 3
+            and row.count("within noise") + row.count("yes") + row.count("no") >= 3
+        )
+        # only the task that ran
+        assert "code:" not in text.split("## vpo (yours)")[1].split("\n\n## ")[0]
+    # the comparison comes first
+    assert summary.index("## vpo (yours) against") < summary.index("### persona")
+    # the board's vpo and the new one, side by side
+    assert "| vpo |" in summary and "| vpo (yours) |" in summary
+    # the comparison fits a screen
+    assert len(console.split("## vpo (yours) against")[1].splitlines()) < 20
+    results = json.loads(Path(os.path.join(out, "results.json")).read_text())
     assert set(results["tasks"]) == {"persona"} and "vpo (yours)" in results["tasks"]["persona"]
 
 
@@ -219,5 +336,6 @@ def test_against_reuses_a_warm_start_cached_by_another_experiment(tmp_path, monk
 
         def say(self, msg):
             self.said.append(msg)
+
     experiment.reuse_warm_start(path, Say())
-    assert open(path, "rb").read() == b"weights" and "reusing" in Say.said[0]
+    assert Path(path).read_bytes() == b"weights" and "reusing" in Say.said[0]

@@ -1,4 +1,5 @@
-"""oracle.py: hand-computed optima, brute force over every subset, and the code task's reward tensor."""
+"""oracle.py: hand-computed optima, brute force over every subset, and the code task's reward
+tensor."""
 
 import itertools
 import math
@@ -7,10 +8,19 @@ import random
 import numpy as np
 import pytest
 
-from lab import oracle
-from lab.oracle import (best_at_1, best_at_k_ceiling, best_subset, code_oracle, gap_closed, greedy_path,
-                    pass_ceiling, reward_tensor, set_score_ceiling)
 from codetask import CodeTask
+from lab import oracle
+from lab.oracle import (
+    best_at_1,
+    best_at_k_ceiling,
+    best_subset,
+    code_oracle,
+    gap_closed,
+    greedy_path,
+    pass_ceiling,
+    reward_tensor,
+    set_score_ceiling,
+)
 
 
 def subset_value(scores, subset) -> float:
@@ -19,7 +29,8 @@ def subset_value(scores, subset) -> float:
     return float(np.asarray(scores, dtype=float)[:, list(subset)].max(axis=1).mean())
 
 
-# one threshold in (0, 4] on the domain 0..5, shown at 0 and 4: hidden tests 1, 2, 3, 5; answer u and
+# one threshold in (0, 4] on the domain 0..5, shown at 0 and 4: hidden tests 1, 2, 3, 5; answer u
+# and
 # truth t disagree on exactly |t - u| tests (those in [min, max)), test 5 always passes
 ONE = CodeTask(thresholds=1, domain=6)
 ONE_PROBLEM = (2, 0, 4)
@@ -28,7 +39,9 @@ ONE_PROBLEM = (2, 0, 4)
 def brute(scores, k):
     """The best value over every k-subset of columns."""
     Q = np.asarray(scores, dtype=float)
-    return max(Q[:, list(c)].max(axis=1).mean() for c in itertools.combinations(range(Q.shape[1]), k))
+    return max(
+        Q[:, list(c)].max(axis=1).mean() for c in itertools.combinations(range(Q.shape[1]), k)
+    )
 
 
 def random_R(rng, T=5, A=6, D=4):
@@ -40,7 +53,8 @@ def test_one_threshold_by_hand():
     assert hyps == [(1,), (2,), (3,), (4,)]
     assert np.allclose(R.mean(-1), 1 - np.abs(np.subtract.outer(np.arange(4), np.arange(4))) / 4)
     assert best_at_1(R) == pytest.approx(0.75)  # u = 2 or 3: E|t - u| = 1
-    assert best_at_k_ceiling(R, 2)[0] == pytest.approx(0.875)  # every pair misses two truths by one test
+    # every pair misses two truths by one test
+    assert best_at_k_ceiling(R, 2)[0] == pytest.approx(0.875)
     assert pass_ceiling(R, 3)[0] == pytest.approx(0.75)
     # all the weight on test 1: u = 1 is right only when t = 1, u >= 2 whenever t >= 2
     onehot = np.array([[1.0, 0, 0, 0]])
@@ -59,7 +73,7 @@ def test_best_subset_matches_brute_force_and_greedy_bounds_it():
         values, chosen, uppers = greedy_path(Q, 5)
         for j in range(5):
             opt = brute(Q, j + 1)
-            assert values[j] == pytest.approx(subset_value(Q, chosen[:j + 1]))
+            assert values[j] == pytest.approx(subset_value(Q, chosen[: j + 1]))
             assert (1 - (1 - 1 / (j + 1)) ** (j + 1)) * opt - 1e-12 <= values[j] <= opt + 1e-12
             assert uppers[j] >= opt - 1e-12
         # forced into greedy, best_subset returns its set and its certified bound
@@ -68,7 +82,8 @@ def test_best_subset_matches_brute_force_and_greedy_bounds_it():
 
 
 def test_greedy_on_disjoint_columns_is_exact_and_certified():
-    Q = np.eye(6)[:, [3, 1, 0, 2, 5, 4]]  # each answer serves one scenario: any k answers are worth k/6
+    # each answer serves one scenario: any k answers are worth k/6
+    Q = np.eye(6)[:, [3, 1, 0, 2, 5, 4]]
     values, chosen, uppers = greedy_path(Q, 6)
     assert np.allclose(values, np.arange(1, 7) / 6) and np.allclose(uppers, values)
 
@@ -82,8 +97,10 @@ def test_objectives_on_R_match_brute_force():
         for k in (1, 2, 3):
             assert best_at_k_ceiling(R, k)[0] == pytest.approx(brute(R.mean(-1), k))
             assert pass_ceiling(R, k)[0] == pytest.approx(brute((R >= 1).all(-1), k))
-            by_hand = max(np.mean([[max(w[n] @ R[t, a] for a in c) for n in range(3)] for t in range(5)])
-                          for c in itertools.combinations(range(6), k))
+            by_hand = max(
+                np.mean([[max(w[n] @ R[t, a] for a in c) for n in range(3)] for t in range(5)])
+                for c in itertools.combinations(range(6), k)
+            )
             assert set_score_ceiling(R, w, k)[0] == pytest.approx(by_hand)
 
 
@@ -92,18 +109,25 @@ def test_gap_closed():
     assert gap_closed(0.5, 0.5, 0.9) == 0.0
     assert gap_closed(0.25, 0.5, 1.0) == -0.5  # worse than the warm start
     assert np.isnan(gap_closed(0.7, 0.6, 0.6))  # no gap to close
-    assert np.isnan(gap_closed(float("nan"), 0.5, 1.0)) and np.isnan(gap_closed(0.7, 0.5, float("nan")))
+    assert np.isnan(gap_closed(float("nan"), 0.5, 1.0)) and np.isnan(
+        gap_closed(0.7, 0.5, float("nan"))
+    )
 
 
-@pytest.mark.parametrize("task", [CodeTask(), CodeTask(thresholds=3, domain=14, window_share=0.5)],
-                         ids=["default", "k3-window"])
+@pytest.mark.parametrize(
+    "task",
+    [CodeTask(), CodeTask(thresholds=3, domain=14, window_share=0.5)],
+    ids=["default", "k3-window"],
+)
 def test_reward_tensor_is_the_task_reward_under_each_truth(task):
     for problem in task.problems("train", 3, random.Random(2)):
         R, hyps = reward_tensor(task, problem)
         shown = tuple(task.shown(problem))
         for t, truth in enumerate(hyps):
             for a, answer in enumerate(hyps):
-                assert (R[t, a] == task.reward(tuple(truth) + shown, task.program_text(answer))).all()
+                assert (
+                    R[t, a] == task.reward(tuple(truth) + shown, task.program_text(answer))
+                ).all()
         assert (R[np.arange(len(hyps)), np.arange(len(hyps))] == 1).all()
 
 
@@ -118,7 +142,11 @@ def test_code_oracle_without_R_agrees_with_R():
         assert split["best_at_1"] == pytest.approx(full["best_at_1"])
         assert full["pass_at_k"] == split["pass_at_k"] == {k: min(1.0, k / H) for k in ks}
         for k in ks:
-            exact = full["best_at_k"][k] if k >= H or math.comb(H, k) <= 50_000 else full["best_at_k_upper"][k]
+            exact = (
+                full["best_at_k"][k]
+                if k >= H or math.comb(H, k) <= 50_000
+                else full["best_at_k_upper"][k]
+            )
             assert split["best_at_k"][k] <= exact + 1e-6 <= split["best_at_k_upper"][k] + 2e-6
         assert split["set_score"] <= full["set_score"] + 1e-6 <= split["set_score_upper"] + 2e-6
         # a scenario budget too small for all of them samples some: still a real set's exact value
@@ -133,8 +161,14 @@ def test_code_oracle_scales_to_thousands_of_programs():
     out = code_oracle(task, problem, [1, 4], w, budget=2_000_000)
     assert out["hypotheses"] == 7000 and out["pass_at_k"][4] == pytest.approx(4 / 7000)
     # best@1: the median threshold of each gap, E|t - u| summed over gaps, over D = 35 tests
-    spread = sum(np.abs(np.arange(g) - np.arange(g)[:, None]).mean(0).min() for g in (10, 5, 10, 14))
+    spread = sum(
+        np.abs(np.arange(g) - np.arange(g)[:, None]).mean(0).min() for g in (10, 5, 10, 14)
+    )
     assert out["best_at_1"] == pytest.approx(1 - spread / 35)
     assert out["best_at_1"] <= out["best_at_k"][4] <= out["best_at_k_upper"][4] <= 1
     # three answers beat the best single one (each gap alone: exact for one answer)
-    assert oracle._relaxed_upper(*oracle._gap_tables(task, problem, w), 1, 50_000) < out["set_score"] <= out["set_score_upper"]
+    assert (
+        oracle._relaxed_upper(*oracle._gap_tables(task, problem, w), 1, 50_000)
+        < out["set_score"]
+        <= out["set_score_upper"]
+    )

@@ -5,8 +5,13 @@ from lab import plots
 
 def test_leaderboard_figure_writes_a_png_and_ranks_by_mean(tmp_path):
     methods = [f"method_{i}" for i in range(16)] + ["grpo", "vpo"]
-    rows = {"persona": [(m, [0.40 + 0.005 * i, 0.41 + 0.005 * i, 0.39 + 0.005 * i]) for i, m in enumerate(methods)],
-            "code": [("grpo", [0.3, 0.2, 0.25]), ("vpo", [0.5, 0.45, 0.55]), ("warm_start", [0.46])]}
+    rows = {
+        "persona": [
+            (m, [0.40 + 0.005 * i, 0.41 + 0.005 * i, 0.39 + 0.005 * i])
+            for i, m in enumerate(methods)
+        ],
+        "code": [("grpo", [0.3, 0.2, 0.25]), ("vpo", [0.5, 0.45, 0.55]), ("warm_start", [0.46])],
+    }
     path = tmp_path / "leaderboard.png"
     order = plots.leaderboard_figure(rows, str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
@@ -17,20 +22,33 @@ def test_leaderboard_figure_writes_a_png_and_ranks_by_mean(tmp_path):
 def test_every_method_has_its_own_colour_in_every_figure():
     known = list(plots.COLORS)
     shades = [plots.color(m) for m in known] + [plots.color("vpo (yours)")]
-    assert len(set(shades)) == len(shades)  # no two methods share a colour (the warm starts and optimum included)
-    assert plots.color("vpo (m per call)") == plots.color("vpo")  # a method's search row keeps its colour
-    assert plots.color("my_new_method") == plots.color("my_new_method") and plots.color("my_new_method") not in \
-        [plots.color(m) for m in known]
+    # no two methods share a colour (the warm starts and optimum included)
+    assert len(set(shades)) == len(shades)
+    # a method's search row keeps its colour
+    assert plots.color("vpo (m per call)") == plots.color("vpo")
+    assert plots.color("my_new_method") == plots.color("my_new_method") and plots.color(
+        "my_new_method"
+    ) not in [plots.color(m) for m in known]
 
 
 def test_a_smoke_runs_figures_say_so_in_their_title(tmp_path, monkeypatch):
     import matplotlib.figure
+
     titles = []
     real = matplotlib.figure.Figure.suptitle
-    monkeypatch.setattr(matplotlib.figure.Figure, "suptitle", lambda fig, t, **kw: titles.append(t) or real(fig, t, **kw))
-    plots.leaderboard_figure({"persona: w-best@6": [("vpo", [0.5]), ("grpo", [0.4])]}, str(tmp_path / "a.png"),
-                             smoke=True)
+    monkeypatch.setattr(
+        matplotlib.figure.Figure,
+        "suptitle",
+        lambda fig, t, **kw: titles.append(t) or real(fig, t, **kw),
+    )
+    plots.leaderboard_figure(
+        {"persona: w-best@6": [("vpo", [0.5]), ("grpo", [0.4])]},
+        str(tmp_path / "a.png"),
+        smoke=True,
+    )
     assert titles and "SMOKE TEST" in titles[-1]
     titles.clear()
-    plots.leaderboard_figure({"persona: w-best@6": [("vpo", [0.5]), ("grpo", [0.4])]}, str(tmp_path / "b.png"))
+    plots.leaderboard_figure(
+        {"persona: w-best@6": [("vpo", [0.5]), ("grpo", [0.4])]}, str(tmp_path / "b.png")
+    )
     assert not titles

@@ -1,21 +1,21 @@
-"""lab/stored.py: which stored runs and results an experiment may reuse (run_status, result keys), and
+"""lab/stored.py: which stored runs and results an experiment may reuse (run_status, result keys),
+and
 --against's check of a committed board. The board here is tests/fixtures/board/results/, the result
 files of
 
     python train.py --quick --tasks persona code --algos grpo vpo --set out_dir=OUT
 
-(copy OUT/results/*.json there again if the tasks' problems ever change: the command then refuses it).
-The --against command itself is tested in test_lab_experiment.py."""
+(copy OUT/results/*.json there again if the tasks' problems ever change: the command then refuses
+it). The --against command itself is tested in test_lab_experiment.py."""
+
 import os
 
 import pytest
 import yaml
 
-from lab import experiment
-from lab import stored
 import train
+from lab import experiment, stored
 from lab.stored import run_status
-
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BOARD = os.path.join(ROOT, "tests", "fixtures", "board")
@@ -23,8 +23,12 @@ QUICK = experiment.evaluation_settings(["persona", "code"], True, {})
 
 
 def _configs(**overrides):
-    return {("persona", "vpo_loo", 0): experiment.run_config("persona", "vpo_loo", 0, "out", True, overrides),
-            ("code", "vpo_loo", 0): experiment.run_config("code", "vpo_loo", 0, "out", True, overrides)}
+    return {
+        ("persona", "vpo_loo", 0): experiment.run_config(
+            "persona", "vpo_loo", 0, "out", True, overrides
+        ),
+        ("code", "vpo_loo", 0): experiment.run_config("code", "vpo_loo", 0, "out", True, overrides),
+    }
 
 
 def _own():
@@ -41,7 +45,9 @@ def _saved_run(folder, cfg, final=True):
 
 def test_run_status_reuses_only_identical_finished_runs(tmp_path):
     run = str(tmp_path / "run")
-    cfg = train.resolve_config(overrides=[f"out_dir={run}", f"warmstart_from={tmp_path}/a/warmstart-persona-abc.pt"])
+    cfg = train.resolve_config(
+        overrides=[f"out_dir={run}", f"warmstart_from={tmp_path}/a/warmstart-persona-abc.pt"]
+    )
     assert run_status(cfg) == "empty"
     _saved_run(run, cfg, final=False)
     assert run_status(cfg) == "unfinished"  # the experiment resumes it
@@ -55,8 +61,9 @@ def test_run_status_reuses_only_identical_finished_runs(tmp_path):
 
 
 def test_a_key_added_to_defaults_later_at_its_default_reuses_earlier_runs(tmp_path):
-    """A run (and its evaluation) made before a DEFAULTS key existed ran with that key's default: the same
-    command reuses it instead of refusing its folder; at another value it is another run."""
+    """A run (and its evaluation) made before a DEFAULTS key existed ran with that key's default:
+    the same command reuses it instead of refusing its folder; at another value it is another
+    run."""
     run = str(tmp_path / "run")
     cfg = train.resolve_config(overrides=[f"out_dir={run}"])
     older = {k: v for k, v in cfg.items() if k != "parent_replay"}
@@ -65,8 +72,9 @@ def test_a_key_added_to_defaults_later_at_its_default_reuses_earlier_runs(tmp_pa
     assert run_status(dict(cfg, parent_replay=0.5)) == "other"
     older_key = stored.result_key(older, train.EVALUATION, ("pool_n",))
     assert stored.same_key(older_key, stored.result_key(cfg, train.EVALUATION, ("pool_n",)))
-    assert not stored.same_key(older_key, stored.result_key(dict(cfg, parent_replay=0.5), train.EVALUATION,
-                                                            ("pool_n",)))
+    assert not stored.same_key(
+        older_key, stored.result_key(dict(cfg, parent_replay=0.5), train.EVALUATION, ("pool_n",))
+    )
     assert not stored.same_key(None, stored.result_key(cfg, train.EVALUATION, ("pool_n",)))
 
 
@@ -86,21 +94,27 @@ def test_a_run_with_the_boards_settings_passes_the_check():
 
 
 def test_a_result_neutral_setting_that_differs_from_the_boards_passes():
-    """cuda_graph (and threads, device, ...) change no result: a board stored with another value of one
-    of them is still the same recipe."""
+    """cuda_graph (and threads, device, ...) change no result: a board stored with another value of
+    one of them is still the same recipe."""
     board = stored.load_board(BOARD, ["persona", "code"], [0])
     for record in board.values():
         if "pools" in record:
             record["pools"]["key"]["run"].update(cuda_graph=False, threads=4)
     stored.check_against(board, BOARD, _configs(), QUICK, _own())  # no error
-    with pytest.raises(train.ConfigError, match="'lr'"):  # and a setting that does change results is still refused
+    # and a setting that does change results is still refused
+    with pytest.raises(train.ConfigError, match="'lr'"):
         stored.check_against(board, BOARD, _configs(lr=0.123), QUICK, _own())
 
 
-@pytest.mark.parametrize("overrides, settings, named", [({"lr": 0.123}, {}, "'lr'"),
-                                                        ({"kl_coef": 0.5}, {}, "'kl_coef'"),
-                                                        ({}, {"pool_n": 12}, "'pool_n'"),
-                                                        ({}, {"evo_budget": 99}, "'evo_budget'")])
+@pytest.mark.parametrize(
+    "overrides, settings, named",
+    [
+        ({"lr": 0.123}, {}, "'lr'"),
+        ({"kl_coef": 0.5}, {}, "'kl_coef'"),
+        ({}, {"pool_n": 12}, "'pool_n'"),
+        ({}, {"evo_budget": 99}, "'evo_budget'"),
+    ],
+)
 def test_a_setting_that_differs_from_the_boards_is_refused_by_name(overrides, settings, named):
     board = stored.load_board(BOARD, ["persona", "code"], [0])
     with pytest.raises(train.ConfigError, match=named):
@@ -114,7 +128,9 @@ def test_a_methods_own_keys_may_differ():
     cfg = experiment.run_config("persona", "dr_grpo", 0, "out", True)
     stored.check_against(board, BOARD, {("persona", "dr_grpo", 0): cfg}, QUICK, own)
     with pytest.raises(train.ConfigError, match="'loss_norm'"):
-        stored.check_against(board, BOARD, {("persona", "dr_grpo", 0): cfg}, QUICK, {"dr_grpo": set(), "grpo": set()})
+        stored.check_against(
+            board, BOARD, {("persona", "dr_grpo", 0): cfg}, QUICK, {"dr_grpo": set(), "grpo": set()}
+        )
 
 
 def test_a_seed_or_task_the_board_lacks_is_refused():

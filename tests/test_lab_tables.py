@@ -1,22 +1,38 @@
-"""lab/tables.py: the training, mutation and leaderboard tables built from merged result files, and a
-method that did not train is tested with report.did_not_train in test_lab_report.py."""
-import pytest
+"""lab/tables.py: the training, mutation and leaderboard tables built from merged result files, and
+a method that did not train is tested with report.did_not_train in test_lab_report.py."""
 
-from lab import report
-from lab import tables
+import pytest
 from checks import record as _record
+
+from lab import report, tables
 
 
 def test_training_table_reads_each_seed():
-    rows = lambda start, end: [{"kind": "eval", "step": 0, "heldout_scalar": start}] + \
-        [{"kind": "train", "step": i, "entropy": 2.0 if i <= 10 else 1.0, "distinct_first_answers": 1.0,
-          "set_score": 0.5, "reward_scalar": 0.1, "valid_answers": 1.0} for i in range(1, 31)] + \
-        [{"kind": "eval", "step": 30, "heldout_scalar": end}]
+    def rows(start, end):
+        return (
+            [{"kind": "eval", "step": 0, "heldout_scalar": start}]
+            + [
+                {
+                    "kind": "train",
+                    "step": i,
+                    "entropy": 2.0 if i <= 10 else 1.0,
+                    "distinct_first_answers": 1.0,
+                    "set_score": 0.5,
+                    "reward_scalar": 0.1,
+                    "valid_answers": 1.0,
+                }
+                for i in range(1, 31)
+            ]
+            + [{"kind": "eval", "step": 30, "heldout_scalar": end}]
+        )
+
     runs = [report.training_summary(rows(0.25, 0.5)), report.training_summary(rows(0.75, 1.0))]
     results = {"tasks": {"persona": {"warm_start": {}, "grpo": {"training": runs}}}}
-    assert tables.training_table(results)[-1] == \
-        "| persona | grpo | 0.25 / 0.75 -> 0.50 / 1.00 | 2.00 / 2.00 -> 1.00 / 1.00 | " \
+    assert (
+        tables.training_table(results)[-1]
+        == "| persona | grpo | 0.25 / 0.75 -> 0.50 / 1.00 | 2.00 / 2.00 -> 1.00 / 1.00 | "
         "1.00 / 1.00 -> 1.00 / 1.00 | 0.50 / 0.50 -> 0.50 / 0.50 |"
+    )
 
 
 def test_mutation_table_gives_shares_of_the_children():
@@ -28,8 +44,11 @@ def test_mutation_table_gives_shares_of_the_children():
 
 
 def test_leaderboard_ranks_methods_with_intervals_against_vpo_and_grpo():
-    records = [_record("persona", m, s, best) for s in range(2) for m, best in
-               (("vpo", [0.8, 0.9]), ("grpo", [0.5, 0.6]), ("max_at_k", [0.7, 0.7]))]
+    records = [
+        _record("persona", m, s, best)
+        for s in range(2)
+        for m, best in (("vpo", [0.8, 0.9]), ("grpo", [0.5, 0.6]), ("max_at_k", [0.7, 0.7]))
+    ]
     lines = tables.leaderboard_table(report.merge(records))
     rows = [line for line in lines if line.startswith("| ") and "method" not in line]
     assert [r.split(" | ")[0] for r in rows] == ["| vpo", "| max_at_k", "| grpo"]
@@ -38,16 +57,26 @@ def test_leaderboard_ranks_methods_with_intervals_against_vpo_and_grpo():
 
 def test_search_leaderboard_ranks_solved_shares_and_pairs_the_same_problems():
     def record(method, seed, problems, solved, m=1):
-        search = {"searches": len(problems), "solved": len(solved), "budget": 10, "solved_problems": solved,
-                  "key": {"problems": problems}}
+        search = {
+            "searches": len(problems),
+            "solved": len(solved),
+            "budget": 10,
+            "solved_problems": solved,
+            "key": {"problems": problems},
+        }
         r = {"task": "code", "method": method, "seed": seed, "m": m, "search": search}
         if m > 1:
             r["search_set"] = dict(search, solved=0, solved_problems=[])
         return r
+
     p = ["a", "b", "c", "d"]
-    records = [record("vpo", 0, p, ["a", "b", "c"], m=3), record("grpo", 0, p, ["a"]),
-               record("vpo", 1, p, ["a", "b"], m=3), record("grpo", 1, p, ["b"])]
-    (title, rows), = tables.leaderboards(report.merge(records))
+    records = [
+        record("vpo", 0, p, ["a", "b", "c"], m=3),
+        record("grpo", 0, p, ["a"]),
+        record("vpo", 1, p, ["a", "b"], m=3),
+        record("grpo", 1, p, ["b"]),
+    ]
+    ((title, rows),) = tables.leaderboards(report.merge(records))
     assert title == "code: search, share of 4 hard problems solved"
     by_method = {m: (values, vs_vpo, vs_grpo) for m, values, vs_vpo, vs_grpo in rows}
     assert by_method["vpo"][0] == [0.75, 0.5] and by_method["grpo"][0] == [0.25, 0.25]

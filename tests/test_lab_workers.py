@@ -1,13 +1,22 @@
-"""workers.py's ETA (issue 31): the progress line's minutes left, replayed on a recorded run, and the
-list schedule behind it on small cases worked out by hand."""
+"""workers.py's ETA (issue 31): the progress line's minutes left, replayed on a recorded run, and
+the list schedule behind it on small cases worked out by hand."""
+
 import json
 import os
 
 import pytest
 
-from lab.experiment import SHARED_WARMSTART
 from lab import workers
-from lab.workers import AVX2_SCALE, EXPECTED_S, Progress, job_left, machine_scale, schedule_left, steps_logged
+from lab.experiment import SHARED_WARMSTART
+from lab.workers import (
+    AVX2_SCALE,
+    EXPECTED_S,
+    Progress,
+    job_left,
+    machine_scale,
+    schedule_left,
+    steps_logged,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -15,11 +24,15 @@ def avx512(monkeypatch):
     """The recorded run is an AVX-512 VM's: its expectations are EXPECTED_S as they stand."""
     monkeypatch.setattr(workers, "machine_scale", lambda: (1.0, "an AVX-512 VM"))
 
-# The default experiment (python train.py: seed 0; persona, code and persona_collinear; GRPO and VPO) on a
+
+# The default experiment (python train.py: seed 0; persona, code and persona_collinear; GRPO and
+# VPO) on a
 # 2-core VM with two workers, in the order workers.run_jobs runs it: the warm starts side by side,
-# the persona runs (VPO first) and pools on the second worker while the code warm start trains (396 s),
+# the persona runs (VPO first) and pools on the second worker while the code warm start trains (396
+# s),
 # then the two code runs at once (GRPO 318 s, VPO 1,059 s for 1,600 steps each), the oracle and the
-# pools, then, after VPO's pools, the screen and the searches: done at 1,485 s. The old ETA said "6.0 min
+# pools, then, after VPO's pools, the screen and the searches: done at 1,485 s. The old ETA said
+# "6.0 min
 # left" at 516 s and "2.5 min" at 907 s (16 and 10 minutes before the end).
 TRACE = [  # kind, key, start s, end s, RL steps (a training run)
     ("warm", ("code", 0), 0, 396, None),
@@ -28,8 +41,14 @@ TRACE = [  # kind, key, start s, end s, RL steps (a training run)
     ("train", ("persona_collinear", "vpo", 0), 165, 285, 250),
     ("train", ("persona", "grpo", 0), 285, 325, 250),
     ("train", ("persona_collinear", "grpo", 0), 325, 365, 250),
-    *[("pools", (task, method, 0), 365 + 2 * i, 367 + 2 * i, None) for i, (method, task) in enumerate(
-        (m, t) for m in ("warm_start", "warm_start_m3", "vpo", "grpo") for t in ("persona", "persona_collinear"))],
+    *[
+        ("pools", (task, method, 0), 365 + 2 * i, 367 + 2 * i, None)
+        for i, (method, task) in enumerate(
+            (m, t)
+            for m in ("warm_start", "warm_start_m3", "vpo", "grpo")
+            for t in ("persona", "persona_collinear")
+        )
+    ],
     ("train", ("code", "vpo", 0), 396, 1455, 1600),
     ("train", ("code", "grpo", 0), 396, 714, 1600),
     ("oracle", ("code", "optimum", 0), 714, 764, None),
@@ -54,17 +73,22 @@ def _steps_at(t, start, end, steps):
 
 
 def replay(tmp_path, times):
-    """The ETA in seconds that the progress line would print at each of `times` (seconds into the run):
-    every job planned up front at its EXPECTED_S seconds, the finished ones reported to finish(), the
-    running ones' steps written to their timing.jsonl as train.py writes them."""
+    """The ETA in seconds that the progress line would print at each of `times` (seconds into the
+    run): every job planned up front at its EXPECTED_S seconds, the finished ones reported to
+    finish(), the running ones' steps written to their timing.jsonl as train.py writes them."""
     progress, cfgs = Progress(workers=2, quick=False, shared_warmstart=SHARED_WARMSTART), {}
     for kind, key, _, _, steps in TRACE:
         if kind == "train":
-            cfgs[key] = {"algo": key[1], "steps": steps, "prompts_per_step": 16 if key[0] == "code" else 8,
-                         "out_dir": str(tmp_path / "-".join(map(str, key)))}
+            cfgs[key] = {
+                "algo": key[1],
+                "steps": steps,
+                "prompts_per_step": 16 if key[0] == "code" else 8,
+                "out_dir": str(tmp_path / "-".join(map(str, key))),
+            }
             os.makedirs(cfgs[key]["out_dir"])
         progress.plan(kind, key, cfgs.get(key) if kind == "train" else None)
-    assert progress.pending[("train", ("code", "vpo", 0))] < 1059  # EXPECTED_S thinks VPO's code run shorter
+    # EXPECTED_S thinks VPO's code run shorter
+    assert progress.pending[("train", ("code", "vpo", 0))] < 1059
     estimates = []
     for t in times:
         for kind, key, start, end, _ in sorted(TRACE, key=lambda job: job[3]):
@@ -75,24 +99,37 @@ def replay(tmp_path, times):
             if start <= t < end:
                 if kind == "train":
                     with open(os.path.join(cfgs[key]["out_dir"], "timing.jsonl"), "w") as f:
-                        f.writelines(json.dumps({"step": s, "step_s": 0.2}) + "\n"
-                                     for s in range(1, _steps_at(t, start, end, steps) + 1))
-                running.append((kind, key, cfgs.get(key) if kind == "train" else None, progress.t0 + start))
+                        f.writelines(
+                            json.dumps({"step": s, "step_s": 0.2}) + "\n"
+                            for s in range(1, _steps_at(t, start, end, steps) + 1)
+                        )
+                running.append(
+                    (kind, key, cfgs.get(key) if kind == "train" else None, progress.t0 + start)
+                )
         estimates.append(progress.seconds_left(running, now=progress.t0 + t))
     return estimates
 
 
 def test_eta_on_the_recorded_run_stays_within_a_quarter(tmp_path):
     warm_done = max(end for kind, _, _, end, _ in TRACE if kind == "warm")
-    times = list(range(warm_done + 60, END, 30))  # a progress line every 30 s from a minute after the warm starts
+    # a progress line every 30 s from a minute after the warm starts
+    times = list(range(warm_done + 60, END, 30))
     for t, eta in zip(times, replay(tmp_path / "lines", times)):
         real = END - t
-        # The old ETA was 47-62% short on every one of these lines. In the last minutes all that is left
-        # is the pools, screen and searches after VPO's run: EXPECTED_S gives them about 63 s, here they
-        # took 30 s, and nothing before them tells; there the ETA is within 40 s, not within a quarter.
-        assert abs(eta - real) <= (0.25 * real if real >= 150 else 40), f"at {t} s: ETA {eta:.0f} s, really {real} s"
-    at_516, at_907 = replay(tmp_path / "issue", [516, 907])  # where the old ETA said 6.0 and 2.5 min
-    assert at_516 == pytest.approx(END - 516, rel=0.1) and at_907 == pytest.approx(END - 907, rel=0.1)
+        # The old ETA was 47-62% short on every one of these lines. In the last minutes all that is
+        # left
+        # is the pools, screen and searches after VPO's run: EXPECTED_S gives them about 63 s, here
+        # they
+        # took 30 s, and nothing before them tells; there the ETA is within 40 s, not within a
+        # quarter.
+        assert abs(eta - real) <= (0.25 * real if real >= 150 else 40), (
+            f"at {t} s: ETA {eta:.0f} s, really {real} s"
+        )
+    # where the old ETA said 6.0 and 2.5 min
+    at_516, at_907 = replay(tmp_path / "issue", [516, 907])
+    assert at_516 == pytest.approx(END - 516, rel=0.1) and at_907 == pytest.approx(
+        END - 907, rel=0.1
+    )
 
 
 def test_schedule_one_worker_runs_everything_in_turn():
@@ -101,7 +138,10 @@ def test_schedule_one_worker_runs_everything_in_turn():
 
 def test_schedule_two_workers_wait_for_the_long_job():
     # the sum over the workers would say (50 + 30) / 2 = 40 s; the long job alone takes 50
-    assert schedule_left({"a": 50.0}, {"b": (10.0, []), "c": (10.0, []), "d": (10.0, [])}, workers=2) == 50.0
+    assert (
+        schedule_left({"a": 50.0}, {"b": (10.0, []), "c": (10.0, []), "d": (10.0, [])}, workers=2)
+        == 50.0
+    )
     assert schedule_left({}, {"b": (10.0, []), "c": (10.0, []), "d": (10.0, [])}, workers=2) == 20.0
     # the longest first: 30 | 20 + 10
     assert schedule_left({}, {"b": (10.0, []), "c": (20.0, []), "d": (30.0, [])}, workers=2) == 30.0
@@ -111,8 +151,18 @@ def test_schedule_a_dependency_waits_while_the_other_worker_works_or_idles():
     # b waits for a (50 s left): 50 + 20, while c fills the idle worker
     assert schedule_left({"a": 50.0}, {"b": (20.0, ["a"]), "c": (30.0, [])}, workers=2) == 70.0
     # a chain through waiting jobs: a, then b, then d; c beside them
-    assert schedule_left({"a": 10.0}, {"b": (20.0, ["a"]), "d": (5.0, ["b"]), "c": (40.0, [])}, workers=2) == 40.0
-    assert schedule_left({"a": 10.0}, {"b": (20.0, ["a"]), "d": (15.0, ["b"]), "c": (40.0, [])}, workers=2) == 45.0
+    assert (
+        schedule_left(
+            {"a": 10.0}, {"b": (20.0, ["a"]), "d": (5.0, ["b"]), "c": (40.0, [])}, workers=2
+        )
+        == 40.0
+    )
+    assert (
+        schedule_left(
+            {"a": 10.0}, {"b": (20.0, ["a"]), "d": (15.0, ["b"]), "c": (40.0, [])}, workers=2
+        )
+        == 45.0
+    )
     # a prerequisite in neither dict has ended already
     assert schedule_left({}, {"b": (20.0, ["gone"])}, workers=2) == 20.0
 
@@ -120,21 +170,30 @@ def test_schedule_a_dependency_waits_while_the_other_worker_works_or_idles():
 def test_job_left_uses_the_rate_a_run_has_shown_else_its_expected_time():
     assert job_left(100.0, 400, 1200, 999.0) == pytest.approx(300.0)  # 4 steps/s, 1,200 steps to go
     assert job_left(10.0, 400, 1200, 60.0) == 50.0  # 10 s in: still its start-up, the expected time
-    assert job_left(100.0, None, 0, 60.0) == pytest.approx(10.0)  # past its expected time: a tenth more
+    # past its expected time: a tenth more
+    assert job_left(100.0, None, 0, 60.0) == pytest.approx(10.0)
 
 
 def test_steps_logged_reads_the_last_complete_line(tmp_path):
     assert steps_logged(str(tmp_path)) == 0
     with open(tmp_path / "timing.jsonl", "w") as f:
-        f.write("".join(json.dumps({"step": s}) + "\n" for s in range(1, 200)) + json.dumps({"step": 26}) + "\n"
-                + '{"step": 2')  # a resumed run appends from its checkpoint; a line half written
+        # a resumed run appends from its checkpoint; a line half written
+        f.write(
+            "".join(json.dumps({"step": s}) + "\n" for s in range(1, 200))
+            + json.dumps({"step": 26})
+            + "\n"
+            + '{"step": 2'
+        )
     assert steps_logged(str(tmp_path)) == 26
 
 
 def test_persona_collinear_is_expected_at_persona_cost():
     progress = Progress(workers=2, quick=False, shared_warmstart=SHARED_WARMSTART)
     cfg = {"algo": "grpo", "steps": 250, "prompts_per_step": 8}
-    assert progress.expected("train", ("persona_collinear", "grpo", 0), cfg) == EXPECTED_S[("train", "persona")]
+    assert (
+        progress.expected("train", ("persona_collinear", "grpo", 0), cfg)
+        == EXPECTED_S[("train", "persona")]
+    )
 
 
 def test_the_first_estimate_is_scaled_for_a_cpu_without_avx512(monkeypatch):
@@ -145,4 +204,6 @@ def test_the_first_estimate_is_scaled_for_a_cpu_without_avx512(monkeypatch):
     slow = Progress(workers=2, quick=False, shared_warmstart=SHARED_WARMSTART)
     monkeypatch.setattr(workers.torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     fast = Progress(workers=2, quick=False, shared_warmstart=SHARED_WARMSTART)
-    assert slow.expected("warm", ("code", 0)) == pytest.approx(AVX2_SCALE * fast.expected("warm", ("code", 0)))
+    assert slow.expected("warm", ("code", 0)) == pytest.approx(
+        AVX2_SCALE * fast.expected("warm", ("code", 0))
+    )

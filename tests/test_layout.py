@@ -1,16 +1,17 @@
-"""The house rules, checked on the code itself: the reference (the top level: one run) never imports the
-lab (lab/: many runs); every project import points up the README's table of files (a file uses only
-files listed above it, so the table is a reading order), none sits inside a function; the line budgets
-a newcomer was promised (the top level, the first reading, the lab, every function, the README); and
-every random draw that takes a generator names the device it creates its tensor on, which must be the
-generator's. The last rule catches, on a CPU-only machine, the bug class that only shows on a GPU: a
-CUDA generator handed to a draw that makes a CPU tensor."""
+"""The house rules, checked on the code itself: the reference (the top level: one run) never imports
+the lab (lab/: many runs); every project import points up the README's table of files (a file uses
+only files listed above it, so the table is a reading order), none sits inside a function; the line
+budgets a newcomer was promised (the top level, the first reading, the lab, every function, the
+README); and every random draw that takes a generator names the device it creates its tensor on,
+which must be the generator's. The last rule catches, on a CPU-only machine, the bug class that only
+shows on a GPU: a CUDA generator handed to a draw that makes a CPU tensor."""
 
 import ast
 import glob
 import os
 import random
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -21,15 +22,20 @@ from checkpoint import model_from_checkpoint
 from config import make_task
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODULES = {os.path.splitext(os.path.basename(p))[0]: p for p in glob.glob(os.path.join(ROOT, "*.py"))}  # the reference
+# the reference
+MODULES = {
+    os.path.splitext(os.path.basename(p))[0]: p for p in glob.glob(os.path.join(ROOT, "*.py"))
+}
 LAB = sorted(glob.glob(os.path.join(ROOT, "lab", "*.py")))
-SCRIPTS = sorted(glob.glob(os.path.join(ROOT, "tools", "*.py")) + glob.glob(os.path.join(ROOT, "probes", "*.py")))
+SCRIPTS = sorted(
+    glob.glob(os.path.join(ROOT, "tools", "*.py")) + glob.glob(os.path.join(ROOT, "probes", "*.py"))
+)
 TESTS = sorted(glob.glob(os.path.join(ROOT, "tests", "*.py")))
 
 
 def project_imports(path):
     """[(module imported, whether the import statement sits inside a function or class)]."""
-    tree = ast.parse(open(path).read())
+    tree = ast.parse(Path(path).read_text())
     nested = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -47,9 +53,10 @@ def project_imports(path):
 
 
 def imports_of(path):
-    """Every module name a file imports, the first part only ("lab" for `from lab import report`)."""
+    """Every module name a file imports, the first part only ("lab" for `from lab import
+    report`)."""
     names = set()
-    for node in ast.walk(ast.parse(open(path).read())):
+    for node in ast.walk(ast.parse(Path(path).read_text())):
         if isinstance(node, ast.Import):
             names |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -58,37 +65,55 @@ def imports_of(path):
 
 
 def test_no_project_module_is_imported_inside_a_function():
-    late = [(path, name) for path in list(MODULES.values()) + LAB + SCRIPTS
-            for name, inside in project_imports(path) if inside]
+    late = [
+        (path, name)
+        for path in list(MODULES.values()) + LAB + SCRIPTS
+        for name, inside in project_imports(path)
+        if inside
+    ]
     assert not late, late
 
 
 def test_the_reference_never_imports_the_lab():
     """One run needs nothing of lab/ (or of probes/ and tools/); the lab imports the reference."""
-    wrong = [(name, path) for name, path in MODULES.items() if imports_of(path) & {"lab", "probes", "tools"}]
+    wrong = [
+        (name, path)
+        for name, path in MODULES.items()
+        if imports_of(path) & {"lab", "probes", "tools"}
+    ]
     assert not wrong, wrong
 
 
 def python_lines(paths):
-    return sum(len(open(p).read().splitlines()) for p in paths)
+    return sum(len(Path(p).read_text().splitlines()) for p in paths)
 
 
 def long_functions(path, limit=60):
-    return [(os.path.relpath(path, ROOT), node.name, node.end_lineno - node.lineno + 1)
-            for node in ast.walk(ast.parse(open(path).read()))
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > limit]
+    return [
+        (os.path.relpath(path, ROOT), node.name, node.end_lineno - node.lineno + 1)
+        for node in ast.walk(ast.parse(Path(path).read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > limit
+    ]
 
 
 def test_no_function_is_longer_than_60_lines_anywhere():
-    found = [f for path in list(MODULES.values()) + LAB + SCRIPTS + TESTS for f in long_functions(path)]
+    found = [
+        f for path in list(MODULES.values()) + LAB + SCRIPTS + TESTS for f in long_functions(path)
+    ]
     assert not found, found
 
 
 def test_the_line_budgets_hold():
-    """A newcomer meets a few thousand readable lines: the reference's top level, then the lab beside it."""
-    assert len(MODULES) <= 16 and python_lines(MODULES.values()) <= 3200
-    assert python_lines(LAB) <= 2200
-    assert python_lines(list(MODULES.values()) + LAB + SCRIPTS) <= 6000  # all Python outside the tests
+    """A newcomer meets a few thousand readable lines: the reference's top level, then the lab
+    beside it."""
+    # lines as `ruff format --line-length 100` writes them (CI checks the formatting)
+    reference = [p for name, p in MODULES.items() if name != "maze"]
+    assert len(MODULES) <= 18 and python_lines(reference) <= 4300
+    assert "maze" not in MODULES or python_lines([MODULES["maze"]]) <= 350
+    assert python_lines(LAB) <= 3000
+    # all Python outside the tests, the maze task's file aside
+    assert python_lines(reference + LAB + SCRIPTS) <= 8300
 
 
 def test_project_imports_form_no_cycle():
@@ -102,6 +127,7 @@ def test_project_imports_form_no_cycle():
             if n not in state:
                 visit(n, path + [n])
         state[m] = "done"
+
     for m in graph:
         if m not in state:
             visit(m, [m])
@@ -110,7 +136,7 @@ def test_project_imports_form_no_cycle():
 def readme_order():
     """The top-level .py files in the order the README's table of files lists them."""
     names = []
-    for line in open(os.path.join(ROOT, "README.md")):
+    for line in Path(os.path.join(ROOT, "README.md")).read_text().splitlines():
         if line.startswith("| `"):
             first_cell = line.split("|")[1]
             names += [n for n in re.findall(r"`([a-z_]+)\.py`", first_cell) if n not in names]
@@ -119,22 +145,46 @@ def readme_order():
 
 def test_every_import_points_up_the_readme_table():
     order = readme_order()
-    assert sorted(order) == sorted(MODULES), f"README table vs files: {sorted(set(order) ^ set(MODULES))}"
+    assert sorted(order) == sorted(MODULES), (
+        f"README table vs files: {sorted(set(order) ^ set(MODULES))}"
+    )
     rank = {name: i for i, name in enumerate(order)}
-    wrong = [(m, n) for m, p in MODULES.items() for n, _ in project_imports(p) if n != m and rank[n] > rank[m]]
+    wrong = [
+        (m, n)
+        for m, p in MODULES.items()
+        for n, _ in project_imports(p)
+        if n != m and rank[n] > rank[m]
+    ]
     assert not wrong, f"imports of files listed below the importer in README.md: {wrong}"
 
 
-RANDOM_FUNCTIONS = ("rand", "randn", "randint", "randperm", "multinomial", "bernoulli", "normal", "poisson")
-RANDOM_METHODS = ("uniform_", "normal_", "random_", "exponential_", "geometric_", "cauchy_", "log_normal_",
-                  "bernoulli_")
+RANDOM_FUNCTIONS = (
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "multinomial",
+    "bernoulli",
+    "normal",
+    "poisson",
+)
+RANDOM_METHODS = (
+    "uniform_",
+    "normal_",
+    "random_",
+    "exponential_",
+    "geometric_",
+    "cauchy_",
+    "log_normal_",
+    "bernoulli_",
+)
 
 
 @pytest.fixture
 def draws(monkeypatch):
-    """Record (function, generator device, device of the tensor made) for every draw given a generator.
-    A draw that names no device makes a CPU tensor: recorded as None, which fails the check below,
-    because with a CUDA generator it would crash on a GPU."""
+    """Record (function, generator device, device of the tensor made) for every draw given a
+    generator. A draw that names no device makes a CPU tensor: recorded as None, which fails the
+    check below, because with a CUDA generator it would crash on a GPU."""
     seen = []
 
     def wrap(fn, name, device_of):
@@ -142,46 +192,81 @@ def draws(monkeypatch):
             if kwargs.get("generator") is not None:
                 seen.append((name, kwargs["generator"].device, device_of(args, kwargs)))
             return fn(*args, **kwargs)
+
         return wrapper
 
     def named_device(args, kwargs):
         return torch.device(kwargs["device"]) if kwargs.get("device") is not None else None
 
     def input_device(args, kwargs):
-        return args[0].device if args and isinstance(args[0], torch.Tensor) else named_device(args, kwargs)
+        return (
+            args[0].device
+            if args and isinstance(args[0], torch.Tensor)
+            else named_device(args, kwargs)
+        )
+
     for name in RANDOM_FUNCTIONS:
-        device_of = input_device if name in ("multinomial", "bernoulli", "normal", "poisson") else named_device
+        device_of = (
+            input_device
+            if name in ("multinomial", "bernoulli", "normal", "poisson")
+            else named_device
+        )
         monkeypatch.setattr(torch, name, wrap(getattr(torch, name), name, device_of))
     for name in RANDOM_METHODS:
-        monkeypatch.setattr(torch.Tensor, name, wrap(getattr(torch.Tensor, name), name,
-                                                    lambda args, kwargs: args[0].device))
+        monkeypatch.setattr(
+            torch.Tensor,
+            name,
+            wrap(getattr(torch.Tensor, name), name, lambda args, kwargs: args[0].device),
+        )
     return seen
 
 
 @pytest.mark.parametrize("algo", ["grpo", "vpo", "goal_conditioned"])
 def test_every_random_draw_is_made_on_its_generators_device(tmp_path, draws, algo):
-    cfg = train.resolve_config(os.path.join(ROOT, "configs", "tiny.yaml"),
-                               [f"out_dir={tmp_path}/run", f"warmstart_dir={tmp_path}/ws", "quiet=true", "steps=2",
-                                f"algo={algo}", "task=code"])
+    cfg = train.resolve_config(
+        os.path.join(ROOT, "configs", "tiny.yaml"),
+        [
+            f"out_dir={tmp_path}/run",
+            f"warmstart_dir={tmp_path}/ws",
+            "quiet=true",
+            "steps=2",
+            f"algo={algo}",
+            "task=code",
+        ],
+    )
     out = train.train(cfg)  # warm start, RL steps, held-out evaluations
     path = os.path.join(out, "final.pt")
     task = make_task("code")
     problems = task.problems("heldout", 2, random.Random(0))
     search.evaluate_checkpoint(path, problems, 6, seed=0)  # pools and held-out weightings
     model, tok, cfg, m = model_from_checkpoint(path)
-    search.evolve_many(model, tok, task, problems[:1], cfg, dict(train.EVALUATION, evo_budget=6, evo_islands=2), 0, 1)
-    assert {name for name, _, _ in draws} >= {"rand", "randint"}  # the sampler and the weightings were seen
+    search.evolve_many(
+        model,
+        tok,
+        task,
+        problems[:1],
+        cfg,
+        dict(train.EVALUATION, evo_budget=6, evo_islands=2),
+        0,
+        1,
+    )
+    # the sampler and the weightings were seen
+    assert {name for name, _, _ in draws} >= {"rand", "randint"}
+
     def same(a, b):  # "cuda" (the current device) and "cuda:0" are one device on a one-GPU machine
         a, b = torch.device(a), torch.device(b)
         return a.type == b.type and (a.index or 0) == (b.index or 0)
+
     wrong = [(name, str(gen), str(made)) for name, gen, made in draws if not same(made, gen)]
-    assert not wrong, f"draws whose tensor is not made on the generator's device: {sorted(set(wrong))}"
+    assert not wrong, (
+        f"draws whose tensor is not made on the generator's device: {sorted(set(wrong))}"
+    )
 
 
 def readme_reading():
     """{file: its reading in the README's table: "1", "2", "skip" or "run"}."""
     reading = {}
-    for line in open(os.path.join(ROOT, "README.md")):
+    for line in Path(os.path.join(ROOT, "README.md")).read_text().splitlines():
         cells = [c.strip() for c in line.split("|")]
         if line.startswith("| `") and len(cells) > 3 and re.fullmatch(r"`[a-z_]+\.py`", cells[1]):
             reading[cells[1].strip("`")[:-3]] = cells[2]
@@ -189,23 +274,24 @@ def readme_reading():
 
 
 def lines_of(names):
-    return sum(len(open(MODULES[n]).read().splitlines()) for n in names)
+    return sum(len(Path(MODULES[n]).read_text().splitlines()) for n in names)
 
 
 def test_the_first_reading_and_the_students_path_stay_short():
-    """The README's promise: the algorithm in at most 750 lines, what a student reads in at most 2,000."""
+    """The README's promise: the algorithm in at most 950 formatted lines, what a student reads in
+    at most 2,600."""
     reading = readme_reading()
     assert set(reading) == set(MODULES) and set(reading.values()) <= {"1", "2", "skip", "run"}
     first = [n for n in readme_order() if reading[n] == "1"]
     assert first == ["grpo", "vpo", "rewards", "rollouts", "train"]
-    assert lines_of(first) <= 750
-    assert lines_of([n for n in reading if reading[n] in ("1", "2")]) <= 2000
+    assert lines_of(first) <= 950
+    assert lines_of([n for n in reading if reading[n] in ("1", "2")]) <= 2600
 
 
 def test_the_readme_reads_in_ten_minutes():
-    """At most ~250 lines, at least a fifth of them commands or code, and the quick start, the idea and
-    the exercises within its first 120 lines."""
-    lines = open(os.path.join(ROOT, "README.md")).read().splitlines()
+    """At most ~250 lines, at least a fifth of them commands or code, and the quick start, the idea
+    and the exercises within its first 120 lines."""
+    lines = Path(os.path.join(ROOT, "README.md")).read_text().splitlines()
     fenced, inside = 0, False
     for line in lines:
         if line.startswith("```"):
@@ -219,8 +305,12 @@ def test_the_readme_reads_in_ten_minutes():
 
 
 def test_the_tour_visits_the_files_in_the_readme_order():
-    """docs/TOUR.md's stops ("## 3. rewards.py ...") name the files of readings 1 and 2 in the table's order."""
-    stops = re.findall(r"^## \d+\. `?([a-z_]+)\.py", open(os.path.join(ROOT, "docs", "TOUR.md")).read(), re.M)
+    """docs/TOUR.md's stops ("## 3. rewards.py ...") name the files of readings 1 and 2 in the
+    table's order."""
+    stops = re.findall(
+        r"^## \d+\. `?([a-z_]+)\.py", Path(os.path.join(ROOT, "docs", "TOUR.md")).read_text(), re.M
+    )
     reading = readme_reading()
-    assert stops == [n for n in readme_order() if reading[n] == "1"] + \
-        [n for n in readme_order() if reading[n] == "2"]
+    assert stops == [n for n in readme_order() if reading[n] == "1"] + [
+        n for n in readme_order() if reading[n] == "2"
+    ]

@@ -1,4 +1,5 @@
 """Exact tests for metrics.py: hand arithmetic, brute force, and invariants."""
+
 import itertools
 import math
 import os
@@ -7,7 +8,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from metrics import (  # noqa: E402
@@ -41,6 +43,7 @@ def comb_pass_at_k(n, c, k):
 
 # ---------------------------------------------------------------- pass@k
 
+
 def test_pass_at_k_hand_cases():
     # n=4, c=1, k=2: 1 - C(3,2)/C(4,2) = 1 - 3/6 = 0.5
     assert pass_at_k(4, 1, 2) == pytest.approx(0.5, abs=1e-15)
@@ -55,8 +58,11 @@ def test_pass_at_k_hand_cases():
 
 
 @FAST
-@given(st.integers(1, 40).flatmap(
-    lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))))
+@given(
+    st.integers(1, 40).flatmap(
+        lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))
+    )
+)
 def test_pass_at_k_matches_comb_formula(nck):
     n, c, k = nck
     assert pass_at_k(n, c, k) == pytest.approx(comb_pass_at_k(n, c, k), abs=1e-12)
@@ -82,6 +88,7 @@ def test_pass_at_k_curve():
 
 
 # ---------------------------------------------------------------- max@k
+
 
 def test_max_at_k_hand_cases():
     # pool {1,2,3,4}, k=2: pair maxima 2,3,4,3,4,4 -> 20/6
@@ -153,6 +160,7 @@ def test_best_at_k_curve():
 
 # ---------------------------------------------------------------- pools of reward vectors
 
+
 def test_reward_space_diversity():
     assert reward_space_diversity([[0.3, 0.7]] * 5) == 0.0
     assert reward_space_diversity([[1, 0, 0, 0], [0, 1, 0, 0]]) == pytest.approx(2.0)
@@ -163,8 +171,13 @@ def test_reward_space_diversity():
 
 
 @FAST
-@given(st.integers(2, 8).flatmap(lambda n: st.lists(
-    st.lists(st.integers(-5, 5), min_size=3, max_size=3), min_size=n, max_size=n)))
+@given(
+    st.integers(2, 8).flatmap(
+        lambda n: st.lists(
+            st.lists(st.integers(-5, 5), min_size=3, max_size=3), min_size=n, max_size=n
+        )
+    )
+)
 def test_reward_space_diversity_matches_pairwise_loop(rows):
     r = np.asarray(rows, dtype=float)
     pairs = list(itertools.combinations(range(len(r)), 2))
@@ -188,7 +201,8 @@ def test_scalarized_best_at_k_hand_case():
     # (1,0,0.5) and (0,1,0.5): k=1 -> mean 0.5 each; k=2 -> pair maxima 1,1,0.5 -> 5/6 each
     rewards = [[1, 0], [0, 1], [0.5, 0.5]]
     assert scalarized_best_at_k(rewards, [[1, 0], [0, 1]], [1, 2, 3]) == pytest.approx(
-        [0.5, 5 / 6, 1.0], abs=1e-15)
+        [0.5, 5 / 6, 1.0], abs=1e-15
+    )
     # a single weighting (0.5, 0.5) scores every row 0.5
     assert scalarized_best_at_k(rewards, [[0.5, 0.5]], [1, 3]) == pytest.approx([0.5, 0.5])
 
@@ -216,14 +230,20 @@ def test_paired_bootstrap_identical_methods_and_a_constant_shift():
     a = np.random.default_rng(0).random((3, 40))
     assert paired_bootstrap_interval(a, a.copy()) == (0.0, 0.0, 0.0)
     # every problem 0.25 better: every resample's mean gap is 0.25 whatever it draws
-    assert paired_bootstrap_interval(a + 0.25, a, num_resamples=500) == pytest.approx((0.25, 0.25, 0.25), abs=1e-12)
-    # paired: a shift survives problems of very different difficulty, which an unpaired interval would not
+    assert paired_bootstrap_interval(a + 0.25, a, num_resamples=500) == pytest.approx(
+        (0.25, 0.25, 0.25), abs=1e-12
+    )
+    # paired: a shift survives problems of very different difficulty, which an unpaired interval
+    # would not
     hard_and_easy = np.tile(np.linspace(0, 0.7, 40), (3, 1))
-    assert paired_bootstrap_interval(hard_and_easy + 0.1, hard_and_easy) == pytest.approx((0.1, 0.1, 0.1), abs=1e-12)
+    assert paired_bootstrap_interval(hard_and_easy + 0.1, hard_and_easy) == pytest.approx(
+        (0.1, 0.1, 0.1), abs=1e-12
+    )
 
 
 def test_paired_bootstrap_known_cases():
-    # one seed, two problems with gaps 0 and 1: a resample's mean is 0, .5 or 1 with chances 1/4, 1/2,
+    # one seed, two problems with gaps 0 and 1: a resample's mean is 0, .5 or 1 with chances 1/4,
+    # 1/2,
     # 1/4, so the 95% interval runs from 0 to 1 around the mean .5
     assert paired_bootstrap_interval([[1.0, 1.0]], [[1.0, 0.0]]) == (0.5, 0.0, 1.0)
     # the same gaps on two seeds of one problem: now the seeds are what is resampled
@@ -246,14 +266,17 @@ def test_paired_bootstrap_is_antisymmetric_deterministic_and_brackets_the_mean()
     assert low < narrow[1] < narrow[2] < high
 
 
-@pytest.mark.parametrize("a, b, kwargs", [
-    (np.zeros((2, 3)), np.zeros((2, 4)), {}),   # different problems
-    (np.zeros(3), np.zeros(3), {}),             # not (seeds, problems)
-    (np.zeros((0, 3)), np.zeros((0, 3)), {}),   # empty
-    (np.full((2, 3), np.nan), np.zeros((2, 3)), {}),
-    (np.zeros((2, 3)), np.zeros((2, 3)), {"level": 1.0}),
-    (np.zeros((2, 3)), np.zeros((2, 3)), {"num_resamples": 0}),
-])
+@pytest.mark.parametrize(
+    "a, b, kwargs",
+    [
+        (np.zeros((2, 3)), np.zeros((2, 4)), {}),  # different problems
+        (np.zeros(3), np.zeros(3), {}),  # not (seeds, problems)
+        (np.zeros((0, 3)), np.zeros((0, 3)), {}),  # empty
+        (np.full((2, 3), np.nan), np.zeros((2, 3)), {}),
+        (np.zeros((2, 3)), np.zeros((2, 3)), {"level": 1.0}),
+        (np.zeros((2, 3)), np.zeros((2, 3)), {"num_resamples": 0}),
+    ],
+)
 def test_paired_bootstrap_rejects_bad_inputs(a, b, kwargs):
     with pytest.raises(ValueError):
         paired_bootstrap_interval(a, b, **kwargs)
@@ -261,18 +284,28 @@ def test_paired_bootstrap_rejects_bad_inputs(a, b, kwargs):
 
 def test_rank_correlation_is_spearmans_with_ties_sharing_their_mean_rank():
     from metrics import rank_correlation
+
     assert rank_correlation([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert rank_correlation([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
     # ranks (0, 1.5, 1.5, 3) against (0, 1, 2, 3): Pearson's r of the ranks, by hand 3 / sqrt(10)
     assert rank_correlation([1, 2, 2, 3], [5, 6, 7, 8]) == pytest.approx(3 / np.sqrt(10))
-    assert rank_correlation([7, 7, 7], [1, 2, 3]) != rank_correlation([7, 7, 7], [1, 2, 3])  # nan: no order
+    # nan: no order
+    assert rank_correlation([7, 7, 7], [1, 2, 3]) != rank_correlation([7, 7, 7], [1, 2, 3])
 
 
 def test_rank_correlation_interval_resamples_whole_methods():
     from metrics import rank_correlation_interval
+
     # three methods, two seeds each, perfectly ordered: every resample keeps the order
-    rho, low, high = rank_correlation_interval([1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 2, 2], 300)
+    rho, low, high = rank_correlation_interval(
+        [1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 2, 2], 300
+    )
     assert rho == pytest.approx(1.0) and low == pytest.approx(1.0) and high == pytest.approx(1.0)
-    # the third method against the order of the other two: which methods a resample draws decides the sign
-    rho, low, high = rank_correlation_interval([1, 2, 3, 4, 5, 6], [1, 2, 3, 4, -9, -8], [0, 0, 1, 1, 2, 2], 300)
-    assert rho == pytest.approx(-13 / 35) and low == pytest.approx(-1.0) and high == pytest.approx(1.0)
+    # the third method against the order of the other two: which methods a resample draws decides
+    # the sign
+    rho, low, high = rank_correlation_interval(
+        [1, 2, 3, 4, 5, 6], [1, 2, 3, 4, -9, -8], [0, 0, 1, 1, 2, 2], 300
+    )
+    assert (
+        rho == pytest.approx(-13 / 35) and low == pytest.approx(-1.0) and high == pytest.approx(1.0)
+    )

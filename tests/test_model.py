@@ -3,9 +3,10 @@ The fast sampler and scorer (engine.py) are held to these plain versions in test
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from model import GPT, GPTConfig, PRESETS, Tokenizer, pad_left, pad_right, sample_from_logits
+from model import GPT, PRESETS, GPTConfig, Tokenizer, pad_left, pad_right, sample_from_logits
 
 tok = Tokenizer()
 
@@ -15,7 +16,8 @@ def tiny_model(seed=0):
     return GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=64, **PRESETS["nano"])).eval()
 
 
-# valid Unicode: any code point but the surrogates (category Cs), which are not characters and have no
+# valid Unicode: any code point but the surrogates (category Cs), which are not characters and have
+# no
 # UTF-8 bytes (blacklist_/whitelist_categories: the spelling every hypothesis 6 accepts)
 VALID_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)))
 
@@ -28,15 +30,20 @@ def test_tokenizer_round_trip(text):
 
 @pytest.mark.parametrize("name", ["bytes", "numbers"])
 def test_surrogates_encode_as_the_replacement_character(name):
-    """Text that is not valid Unicode (lone or paired surrogates) has no UTF-8 bytes: each surrogate is
-    encoded as U+FFFD, as the Tokenizer docstring says: no error, and a pair is not joined into a character."""
+    """Text that is not valid Unicode (lone or paired surrogates) has no UTF-8 bytes: each surrogate
+    is encoded as U+FFFD, as the Tokenizer docstring says: no error, and a pair is not joined into a
+    character."""
     t = Tokenizer(name)
     fffd = list("\ufffd".encode())
     assert t.encode("\ud800") == fffd and t.encode("\udfff") == fffd
     assert t.decode(t.encode("a\ud800b")) == "a\ufffdb"
-    assert t.decode(t.encode("\ud83d\ude00")) == "\ufffd\ufffd"  # a UTF-16 pair, not the emoji U+1F600
-    assert t.encode("\ud83d\ude00") == fffd * 2 and t.encode("\U0001f600") == list("\U0001f600".encode())
-    assert t.encode("7\udc80<|sep|>") == t.encode("7\ufffd<|sep|>")  # specials and digits around it unchanged
+    # a UTF-16 pair, not the emoji U+1F600
+    assert t.decode(t.encode("\ud83d\ude00")) == "\ufffd\ufffd"
+    assert t.encode("\ud83d\ude00") == fffd * 2 and t.encode("\U0001f600") == list(
+        "\U0001f600".encode()
+    )
+    # specials and digits around it unchanged
+    assert t.encode("7\udc80<|sep|>") == t.encode("7\ufffd<|sep|>")
 
 
 def test_special_tokens_are_single_ids():
@@ -49,23 +56,55 @@ numbers_tok = Tokenizer("numbers")
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(alphabet=st.sampled_from("0123456789 ()<+-x>:;") | st.characters(blacklist_categories=("Cs",))))
+@given(
+    st.text(
+        alphabet=st.sampled_from("0123456789 ()<+-x>:;")
+        | st.characters(blacklist_categories=("Cs",))
+    )
+)
 def test_numbers_tokenizer_round_trip(text):
     assert numbers_tok.decode(numbers_tok.encode(text)) == text
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(alphabet=st.characters(whitelist_categories=("Cs",)) | st.characters() | st.sampled_from("ab7\ufffd")))
+@given(
+    st.text(
+        alphabet=st.characters(whitelist_categories=("Cs",))
+        | st.characters()
+        | st.sampled_from("ab7\ufffd")
+    )
+)
 def test_any_text_round_trips_with_surrogates_replaced(text):
-    """Every str, valid Unicode or not: what decode returns is the text with each surrogate as U+FFFD."""
+    """Every str, valid Unicode or not: what decode returns is the text with each surrogate as
+    U+FFFD."""
     for t in (tok, numbers_tok):
-        assert t.decode(t.encode(text)) == "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+        assert t.decode(t.encode(text)) == "".join(
+            "\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text
+        )
 
 
 def test_numbers_tokenizer_makes_each_two_digit_string_one_token():
     pieces = [numbers_tok.decode([i]) for i in numbers_tok.encode("(< x 07) 33->2 123 5<|sep|>")]
-    assert pieces == ["(", "<", " ", "x", " ", "07", ")", " ", "33", "-", ">", "2", " ", "12", "3", " ", "5",
-                      "<|sep|>"]
+    assert pieces == [
+        "(",
+        "<",
+        " ",
+        "x",
+        " ",
+        "07",
+        ")",
+        " ",
+        "33",
+        "-",
+        ">",
+        "2",
+        " ",
+        "12",
+        "3",
+        " ",
+        "5",
+        "<|sep|>",
+    ]
     assert numbers_tok.vocab_size == 256 + 100 + 4
     assert numbers_tok.encode("<|eos|>") == [numbers_tok.eos] and numbers_tok.eos == 359
 
@@ -73,7 +112,8 @@ def test_numbers_tokenizer_makes_each_two_digit_string_one_token():
 def test_split_answers_accepts_anything():
     assert tok.split_answers(tok.encode("ab<|sep|>cd<|eos|>ignored")) == ["ab", "cd"]
     assert tok.split_answers([]) == [""]
-    assert tok.split_answers([0xE2, 0x82]) == ["\ufffd"]  # half a UTF-8 character: replaced, no crash
+    # half a UTF-8 character: replaced, no crash
+    assert tok.split_answers([0xE2, 0x82]) == ["\ufffd"]
 
 
 def test_named_encoding_fails_clearly_offline_or_works():
@@ -102,7 +142,9 @@ def test_recorded_logprobs_match_a_batched_forward_and_greedy_matches_argmax():
     out = model.generate(p, pm, 3, 12, tok.eos, generator=torch.Generator().manual_seed(0))
     assert out["tokens"].shape[0] == 6
     # the log-probs recorded while sampling equal those of one batched forward over the result
-    logp, ent = model.score(p.repeat_interleave(3, 0), pm.repeat_interleave(3, 0), out["tokens"], out["mask"])
+    logp, ent = model.score(
+        p.repeat_interleave(3, 0), pm.repeat_interleave(3, 0), out["tokens"], out["mask"]
+    )
     mask = out["mask"]
     assert torch.allclose(logp[mask], out["logprobs"][mask], atol=1e-5)
     assert torch.allclose(ent[mask], out["entropy"][mask], atol=1e-4)
@@ -115,7 +157,7 @@ def test_recorded_logprobs_match_a_batched_forward_and_greedy_matches_argmax():
         seq.append(int(logits[0, -1].argmax()))
         if seq[-1] == tok.eos:
             break
-    assert seq[len(prompts[0]):] == greedy[:len(seq) - len(prompts[0])]
+    assert seq[len(prompts[0]) :] == greedy[: len(seq) - len(prompts[0])]
 
 
 def test_generation_is_seeded_and_stops_at_eos():

@@ -1,11 +1,11 @@
-"""Reproducibility across processes: the same config and seed, trained in two fresh Python processes,
-writes the same bytes.
+"""Reproducibility across processes: the same config and seed, trained in two fresh Python
+processes, writes the same bytes.
 
-The first test runs two processes. The tests after it compare runs made inside one pytest process (they
-share imports, caches and whatever global state a module keeps): the same seed gives the same
+The first test runs two processes. The tests after it compare runs made inside one pytest process
+(they share imports, caches and whatever global state a module keeps): the same seed gives the same
 metrics.jsonl with a fresh or a cached warm start, and a run killed anywhere (a real SIGKILL, or a
-simulated one at an exact point) and resumed ends byte for byte where the uninterrupted run did. In the
-first test each run is its own `python train.py`, as the
+simulated one at an exact point) and resumed ends byte for byte where the uninterrupted run did. In
+the first test each run is its own `python train.py`, as the
 experiment's worker processes and a rerun weeks later are, and the two processes differ in what must
 not matter: their hash seed (the iteration order of sets and dicts of strings), the thread count
 the environment asks for (a run sets its own, `threads`), and the folder they run in. Each trains
@@ -23,27 +23,52 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from tiny_runs import Killed, cli, config, popen, read, same_weights, sigkill_when, weights
 
 import checkpoint
 from checkpoint import load_checkpoint
-from tiny_runs import Killed, cli, config, popen, read, same_weights, sigkill_when, weights
 from train import ConfigError, train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "configs", "tiny.yaml")
-# a short persona run of a set method (m = 3): evals at 0, 2, 4, 6, checkpoints at 3 and 6; out_dir and
-# warmstart_dir are relative, so every file (config.yaml, final.pt's warm_start path) is the same text
-RUN = ["task=persona", "algo=vpo", "steps=6", "ckpt_every=3", "quiet=true", "out_dir=run", "warmstart_dir=ws"]
-WALL_CLOCK = {"run/timing.jsonl"}  # every other file must be the same bytes (log.txt once its speeds are masked)
+# a short persona run of a set method (m = 3): evals at 0, 2, 4, 6, checkpoints at 3 and 6; out_dir
+# and
+# warmstart_dir are relative, so every file (config.yaml, final.pt's warm_start path) is the same
+# text
+RUN = [
+    "task=persona",
+    "algo=vpo",
+    "steps=6",
+    "ckpt_every=3",
+    "quiet=true",
+    "out_dir=run",
+    "warmstart_dir=ws",
+]
+# every other file must be the same bytes (log.txt once its speeds are masked)
+WALL_CLOCK = {"run/timing.jsonl"}
 
 
 def start(cwd, seed=0, **env):
     os.makedirs(cwd)
-    return subprocess.Popen([sys.executable, os.path.join(ROOT, "train.py"), "--config", TINY, "--set", *RUN,
-                             f"seed={seed}"], cwd=cwd, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE", **env},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            os.path.join(ROOT, "train.py"),
+            "--config",
+            TINY,
+            "--set",
+            *RUN,
+            f"seed={seed}",
+        ],
+        cwd=cwd,
+        env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE", **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def finish(proc):
@@ -60,7 +85,9 @@ def files(root):
             rel = os.path.relpath(path, root).replace(os.sep, "/")
             with open(path, "rb") as f:
                 out[rel] = f.read()
-    out["run/log.txt"] = re.sub(rb"\d+ tok/s|ETA \S+|(done|trained) in \d+s", b"#", out["run/log.txt"])
+    out["run/log.txt"] = re.sub(
+        rb"\d+ tok/s|ETA \S+|(done|trained) in \d+s", b"#", out["run/log.txt"]
+    )
     return out
 
 
@@ -71,11 +98,21 @@ def test_two_processes_write_the_same_bytes_and_another_seed_does_not(tmp_path):
     for proc in (a, b, other):
         finish(proc)
     first, second, third = files(tmp_path / "a"), files(tmp_path / "b"), files(tmp_path / "seed1")
-    assert {"run/config.yaml", "run/metrics.jsonl", "run/samples.jsonl", "run/log.txt", "run/ckpt.pt",
-            "run/final.pt"} <= set(first)
-    assert sum(name.startswith("ws/warmstart-persona-") for name in first) == 1  # the warm start, cached
-    differ = sorted(name for name in set(first) | set(second)
-                    if name not in WALL_CLOCK and first.get(name) != second.get(name))
+    assert {
+        "run/config.yaml",
+        "run/metrics.jsonl",
+        "run/samples.jsonl",
+        "run/log.txt",
+        "run/ckpt.pt",
+        "run/final.pt",
+    } <= set(first)
+    # the warm start, cached
+    assert sum(name.startswith("ws/warmstart-persona-") for name in first) == 1
+    differ = sorted(
+        name
+        for name in set(first) | set(second)
+        if name not in WALL_CLOCK and first.get(name) != second.get(name)
+    )
     assert not differ, f"the same run in two processes wrote different bytes: {differ}"
     # the comparison can fail: another seed changes what the run learns and logs
     assert third["run/metrics.jsonl"] != first["run/metrics.jsonl"]
@@ -83,21 +120,31 @@ def test_two_processes_write_the_same_bytes_and_another_seed_does_not(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------
-# In one process: kills and resumes, then the same seed with a cached warm start (`baseline`: conftest.py)
+# In one process: kills and resumes, then the same seed with a cached warm start (`baseline`:
+# conftest.py)
+
 
 def test_sigkill_mid_run_and_during_warm_start_then_resume(baseline, tmp_path):
     """Two real SIGKILLs: a run with the warm start cached, killed once ckpt.pt exists (step 3) and
     step 4 is logged; and a run with a fresh cache, killed during its warm start."""
     mid, ws = tmp_path / "mid", baseline["ws"]
     warm, fresh_ws = tmp_path / "warm", tmp_path / "ws"
-    sigkill_when({
-        popen(cli(mid, ws)): lambda: (mid / "ckpt.pt").exists()
-        and b'"kind": "train", "step": 4,' in read(mid / "metrics.jsonl"),
-        popen(cli(warm, fresh_ws)): lambda: (warm / "log.txt").exists() and b"warm start 1/" in read(warm / "log.txt"),
-    })
-    # mid-run: the resume drops what was logged after ckpt.pt and ends exactly where the baseline did
+    sigkill_when(
+        {
+            popen(cli(mid, ws)): lambda: (
+                (mid / "ckpt.pt").exists()
+                and b'"kind": "train", "step": 4,' in read(mid / "metrics.jsonl")
+            ),
+            popen(cli(warm, fresh_ws)): lambda: (
+                (warm / "log.txt").exists() and b"warm start 1/" in read(warm / "log.txt")
+            ),
+        }
+    )
+    # mid-run: the resume drops what was logged after ckpt.pt and ends exactly where the baseline
+    # did
     assert not (mid / "final.pt").exists(), "the run finished before it could be killed"
-    train(config(mid, ws, "resume=true"))  # in-process: the same code, without another interpreter start
+    # in-process: the same code, without another interpreter start
+    train(config(mid, ws, "resume=true"))
     assert read(mid / "metrics.jsonl") == baseline["metrics"]
     assert same_weights(weights(mid / "final.pt"), baseline["final"])
     # during the warm start: nothing half-trained was cached, and with no checkpoint yet the resume
@@ -108,7 +155,9 @@ def test_sigkill_mid_run_and_during_warm_start_then_resume(baseline, tmp_path):
     train(config(warm, fresh_ws, "resume=true", "steps=4"))
     text = read(warm / "metrics.jsonl")
     assert text.count(b"\n") == 7 and baseline["metrics"].startswith(text)
-    assert same_weights(weights(next(fresh_ws.glob("*.pt"))), weights(next(baseline["ws"].glob("*.pt"))))
+    assert same_weights(
+        weights(next(fresh_ws.glob("*.pt"))), weights(next(baseline["ws"].glob("*.pt")))
+    )
 
 
 def _kill_at(point):
@@ -126,6 +175,7 @@ def _kill_at(point):
         if point == "before final.pt" and path.endswith("final.pt"):
             raise Killed
         real(obj, path)
+
     return save
 
 
@@ -133,8 +183,11 @@ def test_simulated_kills_at_exact_points_resume_exactly(baseline, tmp_path, monk
     """One run killed three times where a SIGKILL is hard to aim, resumed after each kill."""
     out = tmp_path / "run"
     cfg = config(out, baseline["ws"])
-    for point, ckpt_step in [("before the first checkpoint", None), ("mid-write of the second checkpoint", 3),
-                             ("before final.pt", 12)]:
+    for point, ckpt_step in [
+        ("before the first checkpoint", None),
+        ("mid-write of the second checkpoint", 3),
+        ("before final.pt", 12),
+    ]:
         with monkeypatch.context() as patch:
             patch.setattr(checkpoint, "atomic_save", _kill_at(point))
             try:
@@ -150,19 +203,26 @@ def test_simulated_kills_at_exact_points_resume_exactly(baseline, tmp_path, monk
                 train(cfg)  # a plain rerun must not silently clobber it
         else:
             assert load_checkpoint(str(out / "ckpt.pt"))["step"] == ckpt_step
-    train({**cfg, "resume": True, "out_dir": f"{out}/./"})  # the same directory, spelled differently
+    # the same directory, spelled differently
+    train({**cfg, "resume": True, "out_dir": f"{out}/./"})
     assert read(out / "metrics.jsonl") == baseline["metrics"]
     assert same_weights(weights(out / "final.pt"), baseline["final"])
 
 
 def test_same_seed_same_metrics_fresh_and_cached_warm_start(baseline, tmp_path):
     """The baseline trained its warm start; this rerun loads it from the cache. (A second fresh warm
-    start is compared with the baseline in test_sigkill_mid_run_and_during_warm_start_then_resume.)"""
-    assert "warm start: loaded cached" not in open(os.path.join(baseline["out"], "log.txt")).read()
+    start is compared with the baseline in
+    test_sigkill_mid_run_and_during_warm_start_then_resume.)"""
+    assert (
+        "warm start: loaded cached"
+        not in Path(os.path.join(baseline["out"], "log.txt")).read_text()
+    )
     cached = train(config(tmp_path / "cached", baseline["ws"]))
-    assert "warm start: loaded cached" in open(os.path.join(cached, "log.txt")).read()
+    assert "warm start: loaded cached" in Path(os.path.join(cached, "log.txt")).read_text()
     text = read(os.path.join(cached, "metrics.jsonl"))
     assert text == baseline["metrics"]
     assert b'"step_s"' not in text and b'"sample_s"' not in text  # wall-clock lives in timing.jsonl
     assert same_weights(weights(os.path.join(cached, "final.pt")), baseline["final"])
-    assert read(os.path.join(cached, "timing.jsonl")) != read(os.path.join(baseline["out"], "timing.jsonl"))
+    assert read(os.path.join(cached, "timing.jsonl")) != read(
+        os.path.join(baseline["out"], "timing.jsonl")
+    )

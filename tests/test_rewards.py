@@ -1,6 +1,6 @@
 """rewards.py: the persona task's exact reward values, the tasks' splits and demonstrations, and one
-scalarisation for numpy and torch. The code task is codetask.py's (test_codetask.py); rollouts parsed
-from any string are rollouts.py's (test_rollouts.py)."""
+scalarisation for numpy and torch. The code task is codetask.py's (test_codetask.py); rollouts
+parsed from any string are rollouts.py's (test_rollouts.py)."""
 
 import random
 
@@ -10,7 +10,6 @@ import pytest
 from codetask import CodeTask
 from config import make_task
 from rewards import PersonaTask
-
 
 persona = PersonaTask(num_personas=4, answer_len=12)
 
@@ -49,12 +48,20 @@ def test_persona_invalid_answers_get_zero(answer):
 def test_collinear_control_is_nearly_collinear():
     control = make_task("persona_collinear")
     rng = random.Random(0)
-    rows = np.array([control.reward(FAVS, "".join(rng.choice("abcdxyz") for _ in range(12)))
-                     for _ in range(200)])
+    rows = np.array(
+        [
+            control.reward(FAVS, "".join(rng.choice("abcdxyz") for _ in range(12)))
+            for _ in range(200)
+        ]
+    )
     corr = np.corrcoef(rows.T)
     assert corr[np.triu_indices(4, 1)].min() > 0.9
-    conflicting = np.array([persona.reward(FAVS, "".join(rng.choice("abcdxyz") for _ in range(12)))
-                            for _ in range(200)])
+    conflicting = np.array(
+        [
+            persona.reward(FAVS, "".join(rng.choice("abcdxyz") for _ in range(12)))
+            for _ in range(200)
+        ]
+    )
     assert np.corrcoef(conflicting.T)[np.triu_indices(4, 1)].max() < 0.2
 
 
@@ -63,35 +70,70 @@ def test_splits_are_disjoint_and_fixed():
         train = set(task.problems("train", 300, random.Random(0)))
         held = set(task.problems("heldout", 100, random.Random(1)))
         assert train and held and not train & held
-        # the problems come from the rng passed in: the same seed draws the same ones, another seed others
-        assert task.problems("heldout", 5, random.Random(3)) == task.problems("heldout", 5, random.Random(3))
-        assert task.problems("heldout", 5, random.Random(3)) != task.problems("heldout", 5, random.Random(4))
-    # values checked by hand: the side is crc32(key) % 1000 < 250 (persona key: the letters, code: the tuple's
+        # the problems come from the rng passed in: the same seed draws the same ones, another seed
+        # others
+        assert task.problems("heldout", 5, random.Random(3)) == task.problems(
+            "heldout", 5, random.Random(3)
+        )
+        assert task.problems("heldout", 5, random.Random(3)) != task.problems(
+            "heldout", 5, random.Random(4)
+        )
+    # values checked by hand: the side is crc32(key) % 1000 < 250 (persona key: the letters, code:
+    # the tuple's
     # repr), the same on every machine whichever seed drew the problem
-    assert persona.problems("heldout", 2, random.Random(3)) == [("s", "c", "t", "a"), ("g", "w", "p", "r")]  # 19, 45
-    assert persona.problems("train", 2, random.Random(3)) == [("h", "s", "r", "e"), ("l", "t", "p", "u")]  # 458, 486
-    assert code.problems("heldout", 2, random.Random(3)) == [(8, 14, 0, 13, 14), (7, 11, 3, 7, 11)]  # 197, 249
-    assert code.problems("train", 2, random.Random(3)) == [(8, 9, 7, 8, 9), (10, 15, 9, 10, 15)]  # 547, 797
+    # 19, 45
+    assert persona.problems("heldout", 2, random.Random(3)) == [
+        ("s", "c", "t", "a"),
+        ("g", "w", "p", "r"),
+    ]
+    # 458, 486
+    assert persona.problems("train", 2, random.Random(3)) == [
+        ("h", "s", "r", "e"),
+        ("l", "t", "p", "u"),
+    ]
+    # 197, 249
+    assert code.problems("heldout", 2, random.Random(3)) == [(8, 14, 0, 13, 14), (7, 11, 3, 7, 11)]
+    # 547, 797
+    assert code.problems("train", 2, random.Random(3)) == [(8, 9, 7, 8, 9), (10, 15, 9, 10, 15)]
 
 
 def test_demonstrations_are_valid_format():
-    """Every demonstration passes task.valid (noise off: a noisy code demonstration ignores the examples
-    on purpose), and task.valid turns down answers out of format."""
+    """Every demonstration passes task.valid (noise off: a noisy code demonstration ignores the
+    examples on purpose), and task.valid turns down answers out of format."""
     rng = random.Random(0)
-    for task in (persona, CodeTask(noise=0.0), CodeTask(thresholds=4, domain=40, window_share=0.5, noise=0.0)):
+    for task in (
+        persona,
+        CodeTask(noise=0.0),
+        CodeTask(thresholds=4, domain=40, window_share=0.5, noise=0.0),
+    ):
         for problem in task.problems("train", 20, rng):
             for answer in task.demonstration(problem, 3, rng):
                 assert task.valid(problem, answer), (problem, answer)
             if hasattr(task, "demo_parents"):  # children of parents, as the search asks for them
-                for answer in task.demonstration(problem, 3, rng, parents=task.demo_parents(problem, rng)):
+                for answer in task.demonstration(
+                    problem, 3, rng, parents=task.demo_parents(problem, rng)
+                ):
                     assert task.valid(problem, answer), (problem, answer)
-    for answer in ("", "a" * 13, "abc ", "Abc", "ab1", "abé", "a<|sep|>b"):  # answer_len 12, a..z only
+    # answer_len 12, a..z only
+    for answer in ("", "a" * 13, "abc ", "Abc", "ab1", "abé", "a<|sep|>b"):
         assert not persona.valid(FAVS, answer), answer
-    assert persona.valid(FAVS, "a") and persona.valid(FAVS, "z" * 12)  # any letters: only reward reads FAVS
+    # any letters: only reward reads FAVS
+    assert persona.valid(FAVS, "a") and persona.valid(FAVS, "z" * 12)
     problem = (4, 9, 2, 7, 12)  # examples 2->2 7->1 12->0: thresholds in 3..7 and 8..12
-    assert code.valid(problem, "(+ (< x 4) (< x 9))") and code.valid(problem, "(+ (< x 3)  (< x 12))")
-    # not a program, or one that contradicts an example (13 > 12: 12->1), or the bare edit the search applies
-    for answer in ("", "(+ (< x 4) (< x 9)", "(+ (< x 4) (< x 9)))", "(+ (< x 4) (< x 13))", "(< x 9)", "x", "2-5"):
+    assert code.valid(problem, "(+ (< x 4) (< x 9))") and code.valid(
+        problem, "(+ (< x 3)  (< x 12))"
+    )
+    # not a program, or one that contradicts an example (13 > 12: 12->1), or the bare edit the
+    # search applies
+    for answer in (
+        "",
+        "(+ (< x 4) (< x 9)",
+        "(+ (< x 4) (< x 9)))",
+        "(+ (< x 4) (< x 13))",
+        "(< x 9)",
+        "x",
+        "2-5",
+    ):
         assert not code.valid(problem, answer), answer
     problem = code.problems("train", 1, rng)[0]
     parents = code.demo_parents(problem, rng)
@@ -101,8 +143,10 @@ def test_demonstrations_are_valid_format():
 
 @pytest.mark.parametrize("name", ["persona", "code"])
 def test_one_scalarisation_for_numpy_and_torch(name):
-    """Training, evaluation and search all score answers through task.scalarize: the mean of the components."""
+    """Training, evaluation and search all score answers through task.scalarize: the mean of the
+    components."""
     import torch
+
     task = make_task(name)
     r = np.arange(2 * 3 * task.dim, dtype=np.float32).reshape(2, 3, task.dim) / (6 * task.dim)
     assert np.allclose(task.scalarize(r), r.mean(-1))

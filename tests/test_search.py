@@ -1,4 +1,5 @@
-"""search.py: the pooled evaluation and the evolutionary search, on hand-made pools and a tiny model."""
+"""search.py: the pooled evaluation and the evolutionary search, on hand-made pools and a tiny
+model."""
 
 import random
 
@@ -6,10 +7,18 @@ import numpy as np
 import pytest
 import torch
 
-from model import GPT, GPTConfig, PRESETS, Tokenizer
 from codetask import CodeTask
+from model import GPT, PRESETS, GPTConfig, Tokenizer
 from rewards import PersonaTask
-from search import Island, evolve_many, k_grid, pool_metrics, run_searches, sampling_control, solved_curve
+from search import (
+    Island,
+    evolve_many,
+    k_grid,
+    pool_metrics,
+    run_searches,
+    sampling_control,
+    solved_curve,
+)
 from train import EVALUATION as SETTINGS
 from train import resolve_config
 
@@ -42,10 +51,12 @@ def test_island_keeps_one_program_per_behaviour_and_the_best():
     island.add("(if  (< x 3) 1 2)", np.array([1.0, 0.0]), 0.5)  # same behaviour: not a new program
     assert len(island.programs) == 1
     island.add("(if (< x 4) 1 2)", np.array([1.0, 1.0]), 1.0)
-    island.add("(if (< x 5) 1 2)", np.array([0.0, 0.0]), 0.0)  # worse than both, capacity 2: dropped
+    # worse than both, capacity 2: dropped
+    island.add("(if (< x 5) 1 2)", np.array([0.0, 0.0]), 0.0)
     assert [p[1] for p in island.programs] == ["(if (< x 4) 1 2)", "(if (< x 3) 1 2)"]
     parents = island.pick_parents(random.Random(0), explore=0.0)
-    assert parents == [("(if (< x 3) 1 2)", 0.5), ("(if (< x 4) 1 2)", 1.0)]  # worst to best, with scores
+    # worst to best, with scores
+    assert parents == [("(if (< x 3) 1 2)", 0.5), ("(if (< x 4) 1 2)", 1.0)]
 
 
 def evolve(model, tok, task, problem, cfg, budget, num_islands, seed=0, children_per_call=1):
@@ -61,8 +72,11 @@ def test_evolve_respects_the_budget_and_reports():
     task = CodeTask()
     cfg = resolve_config(overrides=["task=code"])
     problem = task.problems("heldout", 1, random.Random(0))[0]
-    result = evolve(model, tok, task, problem, cfg, budget=10, num_islands=2, seed=0, children_per_call=3)
-    assert result["solved_at"] is None and result["candidates"] == 10  # an untrained model solves nothing
+    result = evolve(
+        model, tok, task, problem, cfg, budget=10, num_islands=2, seed=0, children_per_call=3
+    )
+    # an untrained model solves nothing
+    assert result["solved_at"] is None and result["candidates"] == 10
 
 
 def test_solved_curve():
@@ -82,12 +96,18 @@ class Scripted:
         ids = self.tok.encode("<|sep|>".join(self.answers) + "<|eos|>")
         tokens = torch.tensor([ids] * (len(prompt) * num_samples))
         zeros = torch.zeros(tokens.shape)
-        return dict(tokens=tokens, mask=torch.ones_like(tokens, dtype=torch.bool), logprobs=zeros, entropy=zeros)
+        return dict(
+            tokens=tokens,
+            mask=torch.ones_like(tokens, dtype=torch.bool),
+            logprobs=zeros,
+            entropy=zeros,
+        )
 
 
 def test_pool_metrics_score_a_repeat_like_its_first_copy_and_count_it_wasted(monkeypatch):
     import engine
     from search import sample_pools
+
     task, tok = PersonaTask(num_personas=2, answer_len=4), Tokenizer()
     problem = ("a", "b")
     fake = Scripted(tok, ["aabb", "aabb", "Z!"])  # a set with a repeat and an invalid answer
@@ -96,22 +116,26 @@ def test_pool_metrics_score_a_repeat_like_its_first_copy_and_count_it_wasted(mon
     rewards, answers, wasted, _, _ = sample_pools(None, tok, task, [problem], 6, 3, cfg, seed=0)
     first = task.reward(problem, "aabb")
     assert first.sum() > 0
-    assert np.array_equal(rewards[0, 0], first) and np.array_equal(rewards[0, 1], first)  # as written
+    # as written
+    assert np.array_equal(rewards[0, 0], first) and np.array_equal(rewards[0, 1], first)
     assert not rewards[0, 2].any()  # invalid: zero
     assert wasted[0].tolist() == [False, True, True] * 2
     # training's scoring still zeroes the repeat: that is part of the method
     from rollouts import score_answers
+
     assert not score_answers(task, problem, ["aabb", "aabb", "Z!"], 3)[1].any()
     out = pool_metrics(task, rewards, answers, [1, 6], np.eye(2), wasted)
     assert out["wasted"] == pytest.approx(2 / 3)
     # the diversity of the pool as scored: rows (r, r, 0) twice; no zero row for the repeat
     r = np.abs(first).sum()
-    assert out["diversity"] == pytest.approx(8 * r / 15)  # 4 copies of r, 2 zero rows: 8 of 15 pairs differ, by |r|
+    # 4 copies of r, 2 zero rows: 8 of 15 pairs differ, by |r|
+    assert out["diversity"] == pytest.approx(8 * r / 15)
 
 
 def test_goal_conditioned_pools_carry_a_weighting_in_every_prompt(monkeypatch):
     import engine
     from search import sample_pools
+
     task, tok = PersonaTask(num_personas=2, answer_len=4), Tokenizer()
     fake = Scripted(tok, ["ab"])
     monkeypatch.setattr(engine, "generate", fake)
@@ -134,7 +158,11 @@ class PerRow(Scripted):
         self.num_samples = num_samples
         texts = [self.tok.decode(p[m]) for p, m in zip(prompt, prompt_mask)]
         self.prompts += texts
-        rows = [self.tok.encode("<|sep|>".join(self.answers(t, g)) + "<|eos|>") for t in texts for g in range(num_samples)]
+        rows = [
+            self.tok.encode("<|sep|>".join(self.answers(t, g)) + "<|eos|>")
+            for t in texts
+            for g in range(num_samples)
+        ]
         width = max(map(len, rows))
         tokens = torch.tensor([r + [self.tok.eos] * (width - len(r)) for r in rows])
         mask = torch.tensor([[j < len(r) for j in range(width)] for r in rows])
@@ -143,46 +171,67 @@ class PerRow(Scripted):
 
 
 PROBLEM = (4, 9, 2, 7, 12)  # f = (+ (< x 4) (< x 9)), shown at 2, 7, 12: 13 hidden tests
-TRUTH, WORSE, BETTER = "(+ (< x 4) (< x 9))", "(+ (< x 5) (< x 11))", "(+ (< x 4) (< x 10))"  # pass 13, 10, 12
+# pass 13, 10, 12
+TRUTH, WORSE, BETTER = "(+ (< x 4) (< x 9))", "(+ (< x 5) (< x 11))", "(+ (< x 4) (< x 10))"
 
 
 def test_evolve_counts_invalid_and_improving_children(monkeypatch):
     import engine
+
     task, tok = CodeTask(), Tokenizer()
     rounds = [Scripted(tok, [WORSE, WORSE, "Z!"]), Scripted(tok, ["Z!", BETTER, TRUTH])]
     calls = iter(rounds)
     monkeypatch.setattr(engine, "generate", lambda *a, **k: next(calls)(*a, **k))
     cfg = resolve_config(overrides=["task=code"])
-    result = evolve(None, tok, task, PROBLEM, cfg, budget=12, num_islands=2, seed=0, children_per_call=3)
-    # round 1: no parents, 6 candidates; round 2, island 1: invalid, better than WORSE, the truth (solved);
+    result = evolve(
+        None, tok, task, PROBLEM, cfg, budget=12, num_islands=2, seed=0, children_per_call=3
+    )
+    # round 1: no parents, 6 candidates; round 2, island 1: invalid, better than WORSE, the truth
+    # (solved);
     # island 2's children are never counted: the search stopped at its solution
     assert result["mutations"] == {"children": 3, "invalid": 1, "improved": 2}
     assert result["solved_at"] == 9 and result["candidates"] == 9 and result["best"] == TRUTH
-    assert "from" not in rounds[0].prompts[0] and f"from {WORSE} :10<|answer|>" in rounds[1].prompts[0]
+    assert (
+        "from" not in rounds[0].prompts[0] and f"from {WORSE} :10<|answer|>" in rounds[1].prompts[0]
+    )
 
 
 def test_a_childs_prompt_shows_its_parents_with_their_scores(monkeypatch):
     import engine
+
     task, tok = CodeTask(), Tokenizer()
     rounds = [Scripted(tok, [WORSE]), Scripted(tok, [BETTER]), Scripted(tok, ["Z!"])]
     calls = iter(rounds)
     monkeypatch.setattr(engine, "generate", lambda *a, **k: next(calls)(*a, **k))
     cfg = resolve_config(overrides=["task=code"])
     evolve(None, tok, task, PROBLEM, cfg, budget=6, num_islands=2, seed=0)
-    # both islands hold WORSE (10 of 13 hidden tests) and BETTER (12): shown worst to best, with scores
-    assert rounds[2].prompts == [f"<|bos|>1|2->2 7->1 12->0 from {WORSE} :10 ; {BETTER} :12<|answer|>"] * 2
+    # both islands hold WORSE (10 of 13 hidden tests) and BETTER (12): shown worst to best, with
+    # scores
+    assert (
+        rounds[2].prompts
+        == [f"<|bos|>1|2->2 7->1 12->0 from {WORSE} :10 ; {BETTER} :12<|answer|>"] * 2
+    )
 
 
-def test_children_written_as_edits_are_the_best_parents_programs_with_one_threshold_replaced(monkeypatch):
+def test_children_written_as_edits_are_the_best_parents_programs_with_one_threshold_replaced(
+    monkeypatch,
+):
     import engine
+
     task, tok = CodeTask(edits=True), Tokenizer()
     # round 1 (plain prompts) writes WORSE = (5, 11); then edits of the best parent, one threshold
     # each: 2-1 gives (5, 10), 1-1 gives (4, 10) = BETTER, 2-1 gives (4, 9) = TRUTH
-    rounds = [Scripted(tok, [WORSE]), Scripted(tok, ["2-1"]), Scripted(tok, ["1-1"]), Scripted(tok, ["2-1"])]
+    rounds = [
+        Scripted(tok, [WORSE]),
+        Scripted(tok, ["2-1"]),
+        Scripted(tok, ["1-1"]),
+        Scripted(tok, ["2-1"]),
+    ]
     calls = iter(rounds)
     monkeypatch.setattr(engine, "generate", lambda *a, **k: next(calls)(*a, **k))
     cfg = resolve_config(overrides=["task=code"])
-    settings = dict(SETTINGS, evo_budget=20, evo_islands=1, evo_explore=0.0)  # the best is always the parent
+    # the best is always the parent
+    settings = dict(SETTINGS, evo_budget=20, evo_islands=1, evo_explore=0.0)
     result = evolve_many(None, tok, task, [PROBLEM], cfg, settings, seed=0, children_per_call=1)[0]
     assert result["solved_at"] == 4 and result["best"] == TRUTH
     assert result["mutations"] == {"children": 3, "invalid": 0, "improved": 3}
@@ -191,6 +240,7 @@ def test_children_written_as_edits_are_the_best_parents_programs_with_one_thresh
 
 def test_an_edit_naming_no_threshold_of_the_parent_is_an_invalid_child(monkeypatch):
     import engine
+
     task, tok = CodeTask(edits=True), Tokenizer()
     rounds = [Scripted(tok, [WORSE]), Scripted(tok, ["3-1"]), Scripted(tok, [TRUTH])]
     calls = iter(rounds)
@@ -199,82 +249,126 @@ def test_an_edit_naming_no_threshold_of_the_parent_is_an_invalid_child(monkeypat
     result = evolve(None, tok, task, PROBLEM, cfg, budget=3, num_islands=1, seed=0)
     # WORSE has no third threshold: the child stays "3-1", which is no program; a whole program is
     # still read as itself
-    assert result["mutations"] == {"children": 2, "invalid": 1, "improved": 1} and result["solved_at"] == 3
+    assert (
+        result["mutations"] == {"children": 2, "invalid": 1, "improved": 1}
+        and result["solved_at"] == 3
+    )
 
 
 def test_a_search_stops_counting_at_the_budget(monkeypatch):
     import engine
+
     task, tok = CodeTask(), Tokenizer()
     fake = Scripted(tok, [WORSE, "Z!", BETTER])
     monkeypatch.setattr(engine, "generate", fake)
     cfg = resolve_config(overrides=["task=code"])
-    result = evolve(None, tok, task, PROBLEM, cfg, budget=10, num_islands=2, seed=0, children_per_call=3)
+    result = evolve(
+        None, tok, task, PROBLEM, cfg, budget=10, num_islands=2, seed=0, children_per_call=3
+    )
     # 2 rounds of 2 islands x 3 children = 12 written; the 11th and 12th are not counted
     assert len(fake.prompts) == 4 and result["candidates"] == 10 and result["solved_at"] is None
-    # round 2 (parents: BETTER, the best of round 1): island 1 writes WORSE, Z!, BETTER, island 2 only WORSE
+    # round 2 (parents: BETTER, the best of round 1): island 1 writes WORSE, Z!, BETTER, island 2
+    # only WORSE
     assert result["mutations"] == {"children": 4, "invalid": 1, "improved": 0}
 
 
 def test_the_sampling_control_spends_exactly_the_budget(monkeypatch):
     import engine
+
     task, tok = CodeTask(), Tokenizer()
-    other = (5, 9, 2, 7, 12)  # the same examples, t1 = 5: TRUTH fails it, "(+ (< x 5) (< x 9))" solves it
+    # the same examples, t1 = 5: TRUTH fails it, "(+ (< x 5) (< x 9))" solves it
+    other = (5, 9, 2, 7, 12)
     late = PerRow(tok, lambda prompt, g: [WORSE, WORSE, TRUTH] if g == 2 else [WORSE] * 3)
     monkeypatch.setattr(engine, "generate", late)
     cfg = resolve_config(overrides=["task=code"])
     # budget 7 in rollouts of 3: 3 rollouts, 9 answers written, the first 7 looked at
-    assert sampling_control(None, tok, task, [PROBLEM, other], 7, 3, cfg, SETTINGS, seed=0) == [None, None]
+    assert sampling_control(None, tok, task, [PROBLEM, other], 7, 3, cfg, SETTINGS, seed=0) == [
+        None,
+        None,
+    ]
     assert late.num_samples == 3
     on_time = PerRow(tok, lambda prompt, g: [TRUTH, WORSE, WORSE] if g == 2 else [WORSE] * 3)
     monkeypatch.setattr(engine, "generate", on_time)
-    assert sampling_control(None, tok, task, [PROBLEM, other], 7, 3, cfg, SETTINGS, seed=0) == [7, None]
+    assert sampling_control(None, tok, task, [PROBLEM, other], 7, 3, cfg, SETTINGS, seed=0) == [
+        7,
+        None,
+    ]
     single = PerRow(tok, lambda prompt, g: [TRUTH] if g == 6 else [WORSE])
     monkeypatch.setattr(engine, "generate", single)
     assert sampling_control(None, tok, task, [PROBLEM], 7, 1, cfg, SETTINGS, seed=0) == [7]
-    assert single.num_samples == 7 and all("from" not in p for p in single.prompts)  # plain task prompts
+    # plain task prompts
+    assert single.num_samples == 7 and all("from" not in p for p in single.prompts)
 
 
 def test_run_searches_reports_search_and_control_side_by_side(monkeypatch):
     import engine
+
     task, tok = CodeTask(), Tokenizer()
     other = (3, 11, 2, 7, 12)  # the same examples: only PROBLEM's truth is written, from parents
     fake = PerRow(tok, lambda prompt, g: [TRUTH] if " from " in prompt else [WORSE])
     monkeypatch.setattr(engine, "generate", fake)
     cfg = resolve_config(overrides=["task=code"])
     settings = dict(SETTINGS, evo_budget=8, evo_islands=2)
-    out = run_searches(None, tok, task, [PROBLEM, other], 1, cfg, settings, seed=0, children_per_call=1)
-    assert out["searches"] == 2 and out["budget"] == 8 and out["solved"] == 1 and out["sampling_solved"] == 0
+    out = run_searches(
+        None, tok, task, [PROBLEM, other], 1, cfg, settings, seed=0, children_per_call=1
+    )
+    assert (
+        out["searches"] == 2
+        and out["budget"] == 8
+        and out["solved"] == 1
+        and out["sampling_solved"] == 0
+    )
     assert out["solved_problems"] == [repr(PROBLEM)] and len(out["solved_curve"]) == 8
-    assert out["solved_curve"][1] == 0 and out["solved_curve"][2] == 0.5  # 2 seeds, then the first child solves
+    # 2 seeds, then the first child solves
+    assert out["solved_curve"][1] == 0 and out["solved_curve"][2] == 0.5
     assert [r["candidates"] for r in out["runs"]] == [3, 8] and out["sampling_curve"] == [0.0] * 8
-    # the other search's children: 6 from parents, none invalid, none better (all WORSE from a WORSE parent)
+    # the other search's children: 6 from parents, none invalid, none better (all WORSE from a WORSE
+    # parent)
     assert out["mutations"] == {"children": 1 + 6, "invalid": 0, "improved": 1}
     with pytest.raises(ValueError, match="children_per_call"):
         run_searches(None, tok, task, [PROBLEM], 3, cfg, settings, seed=0, children_per_call=2)
 
 
 def test_the_evaluation_settings_have_one_home(monkeypatch):
-    """config.EVALUATION (merged into train.DEFAULTS) is the one place a value is written: search.py's
-    function and command-line defaults follow it (a default written out as a number, even at today's
-    value, would not), and the run folder leaves exactly these keys out."""
+    """config.EVALUATION (merged into train.DEFAULTS) is the one place a value is written:
+    search.py's function and command-line defaults follow it (a default written out as a number,
+    even at today's value, would not), and the run folder leaves exactly these keys out."""
     import argparse
     import importlib
     import inspect
+
     import config
     import search
     import train
     from checkpoint import EVAL_KEYS
-    assert train.EVAL_KEYS == EVAL_KEYS == tuple(config.EVALUATION) and set(EVAL_KEYS) <= set(train.DEFAULTS)
-    assert SETTINGS["evo_budget"] == 200 and SETTINGS["evo_problems"] == 64 and SETTINGS["pool_n"] == 30
+
+    assert train.EVAL_KEYS == EVAL_KEYS == tuple(config.EVALUATION) and set(EVAL_KEYS) <= set(
+        train.DEFAULTS
+    )
+    assert (
+        SETTINGS["evo_budget"] == 200
+        and SETTINGS["evo_problems"] == 64
+        and SETTINGS["pool_n"] == 30
+    )
     assert SETTINGS["evo_temperature"] == 0.7 and SETTINGS["evo_top_p"] == 0.95
-    assert not any(isinstance(value, dict) and "pool_n" in value and value is not config.EVALUATION
-                   for value in vars(search).values())  # no second table
-    for key, value in (("pool_n", 1030), ("pool_problems", 1040), ("evo_children_per_call", 1001),
-                       ("heldout_weightings", 1064)):
+    # no second table
+    assert not any(
+        isinstance(value, dict) and "pool_n" in value and value is not config.EVALUATION
+        for value in vars(search).values()
+    )
+    for key, value in (
+        ("pool_n", 1030),
+        ("pool_problems", 1040),
+        ("evo_children_per_call", 1001),
+        ("heldout_weightings", 1064),
+    ):
         monkeypatch.setitem(config.EVALUATION, key, value)
     edited = importlib.reload(search)
     try:
-        assert inspect.signature(edited.evaluate_checkpoint).parameters["num_heldout_weights"].default == 1064
+        assert (
+            inspect.signature(edited.evaluate_checkpoint).parameters["num_heldout_weights"].default
+            == 1064
+        )
 
         class Parsed(Exception):
             pass
@@ -297,6 +391,7 @@ def test_the_evaluation_settings_have_one_home(monkeypatch):
 def test_search_problems_refuse_a_size_the_family_never_reaches():
     from codetask import CodeTask
     from search import search_problems
+
     small = CodeTask()  # at most 7 x 8 = 56 plausible programs
     with pytest.raises(ValueError, match="evo_min_plausible"):
         search_problems(small, "heldout", 4, 57, seed=0, max_draws=2000)

@@ -20,18 +20,26 @@ class Demonstrator:
 
     def __init__(self, task, tok, problems):
         self.task, self.tok, self.rng = task, tok, random.Random(0)
-        self.by_examples = {task.prompt(p): p for p in problems}  # the prompt text names its problem
+        # the prompt text names its problem
+        self.by_examples = {task.prompt(p): p for p in problems}
 
     def answer(self, text):
-        body = text.removeprefix("<|bos|>").split("|", 1)[1].removesuffix("<|answer|>")  # after "m|"
+        # after "m|"
+        body = text.removeprefix("<|bos|>").split("|", 1)[1].removesuffix("<|answer|>")
         examples, _, parents = body.partition(" from ")
         problem = self.by_examples[examples]
-        shown = [tuple(self.task.thresholds(part)) for part in parents.split(" ; ")] if parents else None
+        shown = (
+            [tuple(self.task.thresholds(part)) for part in parents.split(" ; ")]
+            if parents
+            else None
+        )
         return self.task.demonstration(problem, 1, self.rng, parents=shown)[0]
 
     def __call__(self, model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, **kwargs):
         texts = [self.tok.decode(p[m]) for p, m in zip(prompt, prompt_mask)]
-        rows = [self.tok.encode(self.answer(t) + "<|eos|>") for t in texts for _ in range(num_samples)]
+        rows = [
+            self.tok.encode(self.answer(t) + "<|eos|>") for t in texts for _ in range(num_samples)
+        ]
         width = max(map(len, rows))
         tokens = torch.tensor([r + [eos_id] * (width - len(r)) for r in rows])
         mask = torch.tensor([[j < len(r) for j in range(width)] for r in rows])
@@ -41,7 +49,10 @@ class Demonstrator:
 
 def test_a_policy_with_the_edit_skill_intact_writes_only_valid_children(monkeypatch):
     import engine
-    task = CodeTask(thresholds=3, domain=64, window_share=0.5, fixed_width=True, noise=0.0, edits=True)
+
+    task = CodeTask(
+        thresholds=3, domain=64, window_share=0.5, fixed_width=True, noise=0.0, edits=True
+    )
     tok = Tokenizer()
     problems = search_problems(task, "train", 4, 2000, seed=0)
     demonstrator = Demonstrator(task, tok, problems)
@@ -52,6 +63,10 @@ def test_a_policy_with_the_edit_skill_intact_writes_only_valid_children(monkeypa
     children = sum(r["mutations"]["children"] for r in runs)
     assert children > 50  # most of the budget was children written from parents
     assert sum(r["mutations"]["invalid"] for r in runs) == 0
-    # and the edits are what the search needs: children improve on their parent, as the warm start's do
+    # and the edits are what the search needs: children improve on their parent, as the warm start's
+    # do
     assert sum(r["mutations"]["improved"] for r in runs) > 0.1 * children
-    assert all(re.fullmatch(r"\(\+ \(< x \d\d\) \(\+ \(< x \d\d\) \(< x \d\d\)\)\)", r["best"]) for r in runs)
+    assert all(
+        re.fullmatch(r"\(\+ \(< x \d\d\) \(\+ \(< x \d\d\) \(< x \d\d\)\)\)", r["best"])
+        for r in runs
+    )

@@ -7,7 +7,9 @@ import sys
 import pytest
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
+)
 import gpu_check  # noqa: E402
 
 
@@ -19,7 +21,8 @@ def test_score_and_generate_checks_pass_on_the_cpu(monkeypatch):
     gpu_check.check_generate(results)
     assert len(results) == 2 + 6 and all(r["ok"] for r in results), results
     float32 = results[0]
-    assert float32["max_logprob_diff"] == 0.0 and float32["grad_rel_diff"] < 1e-6  # the same device twice
+    # the same device twice
+    assert float32["max_logprob_diff"] == 0.0 and float32["grad_rel_diff"] < 1e-6
 
 
 def test_the_captured_sampler_check_passes_on_the_cpu(monkeypatch):
@@ -27,7 +30,9 @@ def test_the_captured_sampler_check_passes_on_the_cpu(monkeypatch):
     monkeypatch.setattr(gpu_check, "DEVICE", "cpu")
     results = []
     gpu_check.check_graph(results)
-    assert len(results) == 2 and all(r["ok"] and r["token_agreement"] == 1.0 for r in results), results
+    assert len(results) == 2 and all(r["ok"] and r["token_agreement"] == 1.0 for r in results), (
+        results
+    )
 
 
 def test_a_broken_scorer_fails_the_check(monkeypatch):
@@ -41,13 +46,16 @@ def test_a_broken_scorer_fails_the_check(monkeypatch):
         logp, ent, grads = real(model, batch, bf16)
         calls.append(1)
         return (logp + 1e-3, ent, grads) if len(calls) == 2 else (logp, ent, grads)
+
     monkeypatch.setattr(gpu_check, "scored", off_on_the_second_model)
     results = []
     gpu_check.check_score(results)
     assert not results[0]["ok"] and results[0]["max_logprob_diff"] > 5e-4
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks the message on a machine without CUDA"
+)
 def test_without_cuda_it_says_so(monkeypatch):
     monkeypatch.setattr("sys.argv", ["gpu_check.py", "--out", "/tmp/unused"])
     with pytest.raises(SystemExit, match="no CUDA device"):
@@ -55,7 +63,8 @@ def test_without_cuda_it_says_so(monkeypatch):
 
 
 def test_the_captured_warm_start_check_passes_on_the_cpu(monkeypatch):
-    """On the CPU the fixed-shape update runs eagerly: it passes, within float rounding of the eager step."""
+    """On the CPU the fixed-shape update runs eagerly: it passes, within float rounding of the eager
+    step."""
     monkeypatch.setattr(gpu_check, "DEVICE", "cpu")
     results = []
     gpu_check.check_sft(results, steps=12)

@@ -13,13 +13,23 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-from make_student import (EXERCISES, INSTRUCTOR_ONLY, blank_source, blanks_by_file, build,  # noqa: E402
-                          grading_command, stub_line, tracked_files)
+# noqa: E402
+from make_student import (
+    EXERCISES,
+    INSTRUCTOR_ONLY,
+    blank_source,
+    blanks_by_file,
+    build,
+    grading_command,
+    stub_line,
+    tracked_files,
+)
 
 TEST_FILES = sorted({f for ex in EXERCISES.values() for f in ex["tests"]})  # fast files only
 NOT_IMPLEMENTED = re.compile(r"NotImplementedError: exercise (\w+): see docs/EXERCISES\.md")
@@ -66,9 +76,13 @@ def branchy(a, mode="one"):
 def test_blank_source_method_and_branch():
     new, spans = blank_source(SOURCE, [("Box.method", "m"), ("branchy[if mode == 'two']", "b")])
     assert new == SOURCE.replace(
-        '        # a hint that must go with the body\n        y = x + 1\n\n        return y  # trailing comment\n',
-        f"        {stub_line('m')}\n").replace(
-        "        # how to do two\n        b = a * 2\n        return b\n", f"        {stub_line('b')}\n")
+        "        # a hint that must go with the body\n        y = x + 1\n\n        return y  # "
+        "trailing comment\n",
+        f"        {stub_line('m')}\n",
+    ).replace(
+        "        # how to do two\n        b = a * 2\n        return b\n",
+        f"        {stub_line('b')}\n",
+    )
     assert [s[:2] for s in spans] == [(7, 10), (18, 20)]
     namespace = {}
     exec(compile(new, "<student>", "exec"), namespace)  # our own test string, not model output
@@ -92,6 +106,7 @@ def test_blank_source_keeps_line_endings_and_skips_nested_targets():
 # ----------------------------------------------------------------------------------------------
 # The docs name the same commands and existing functions
 
+
 def _doc(name):
     with open(os.path.join(ROOT, "docs", name)) as f:
         return f.read()
@@ -113,7 +128,9 @@ def _defined_names(path):
         if isinstance(node, ast.FunctionDef):
             names.add(node.name)
         elif isinstance(node, ast.ClassDef):
-            names |= {node.name} | {f"{node.name}.{n.name}" for n in node.body if isinstance(n, ast.FunctionDef)}
+            names |= {node.name} | {
+                f"{node.name}.{n.name}" for n in node.body if isinstance(n, ast.FunctionDef)
+            }
         elif isinstance(node, ast.Assign):
             names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
     return names
@@ -123,14 +140,21 @@ def _defined_names(path):
 def test_docs_point_at_functions_that_exist(doc):
     modules = {f[:-3] for f in os.listdir(ROOT) if f.endswith(".py")}
     refs = set(re.findall(r"`(\w+)\.(\w+(?:\.\w+)?)(?:\(\))?`", _doc(doc)))
-    refs = {(m, n) for m, n in refs if m in modules and n not in ("py", "json", "jsonl", "md", "png", "pt")}
+    refs = {
+        (m, n)
+        for m, n in refs
+        if m in modules and n not in ("py", "json", "jsonl", "md", "png", "pt")
+    }
     assert len(refs) >= 5
-    missing = sorted(f"{m}.{n}" for m, n in refs if n not in _defined_names(os.path.join(ROOT, m + ".py")))
+    missing = sorted(
+        f"{m}.{n}" for m, n in refs if n not in _defined_names(os.path.join(ROOT, m + ".py"))
+    )
     assert not missing, f"{doc} names functions that do not exist: {missing}"
 
 
 # ----------------------------------------------------------------------------------------------
 # The student tree, file by file
+
 
 @pytest.fixture(scope="module")
 def student_tree(tmp_path_factory):
@@ -142,12 +166,15 @@ def student_tree(tmp_path_factory):
 @needs_git
 def test_non_graded_code_is_byte_identical(student_tree):
     files = tracked_files()
-    written = {os.path.relpath(os.path.join(d, f), student_tree)
-               for d, _, fs in os.walk(student_tree) for f in fs}
+    written = {
+        os.path.relpath(os.path.join(d, f), student_tree)
+        for d, _, fs in os.walk(student_tree)
+        for f in fs
+    }
     assert written == set(files) and not set(INSTRUCTOR_ONLY) & written
     todo = blanks_by_file(EXERCISES)
     for rel in files:
-        ref, stu = (open(os.path.join(root, rel), "rb").read() for root in (ROOT, student_tree))
+        ref, stu = (Path(os.path.join(root, rel)).read_bytes() for root in (ROOT, student_tree))
         if rel not in todo:
             assert ref == stu, rel
             continue
@@ -161,8 +188,13 @@ def test_non_graded_code_is_byte_identical(student_tree):
                 node = next(n for n in node.body if getattr(n, "name", None) == part)
             first = node.body[0].end_lineno if ast.get_docstring(node) else node.lineno
             bodies.append((first, node.end_lineno))  # what follows the docstring (or the def line)
-        ops = [op for op in difflib.SequenceMatcher(None, ref_lines, stu_lines, autojunk=False).get_opcodes()
-               if op[0] != "equal"]
+        ops = [
+            op
+            for op in difflib.SequenceMatcher(
+                None, ref_lines, stu_lines, autojunk=False
+            ).get_opcodes()
+            if op[0] != "equal"
+        ]
         assert ops, rel
         for tag, i1, i2, j1, j2 in ops:
             assert tag == "replace" and j2 - j1 == 1, (rel, ref_lines[i1:i2], stu_lines[j1:j2])
@@ -173,42 +205,68 @@ def test_non_graded_code_is_byte_identical(student_tree):
 @needs_git
 def test_blanked_functions_keep_signature_and_docstring(student_tree):
     for rel, blanks in blanks_by_file(EXERCISES).items():
-        trees = [ast.parse(open(os.path.join(root, rel)).read()) for root in (ROOT, student_tree)]
+        trees = [
+            ast.parse(Path(os.path.join(root, rel)).read_text()) for root in (ROOT, student_tree)
+        ]
         for target, name in blanks:
             if "[" in target:
                 continue  # a branch; covered by the runs below
-            ref, stu = ([n for n in ast.walk(t) if isinstance(n, ast.FunctionDef)
-                         and n.name == target.split(".")[-1]][0] for t in trees)
-            assert ast.dump(ref.args) == ast.dump(stu.args) and ast.get_docstring(ref) == ast.get_docstring(stu)
+            ref, stu = (
+                [
+                    n
+                    for n in ast.walk(t)
+                    if isinstance(n, ast.FunctionDef) and n.name == target.split(".")[-1]
+                ][0]
+                for t in trees
+            )
+            assert ast.dump(ref.args) == ast.dump(stu.args) and ast.get_docstring(
+                ref
+            ) == ast.get_docstring(stu)
             raise_stmt = stu.body[-1]
             assert len(stu.body) == 1 + (ast.get_docstring(stu) is not None)
-            assert isinstance(raise_stmt, ast.Raise) and raise_stmt.exc.func.id == "NotImplementedError"
+            assert (
+                isinstance(raise_stmt, ast.Raise)
+                and raise_stmt.exc.func.id == "NotImplementedError"
+            )
             assert raise_stmt.exc.args[0].value == f"exercise {name}: see docs/EXERCISES.md"
 
 
 # ----------------------------------------------------------------------------------------------
 # Running the tests: reference vs a student tree per exercise vs one with every exercise
 
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     if not _is_git_checkout():
         pytest.skip("make_student copies `git ls-files`")
     tmp = tmp_path_factory.mktemp("kit-runs")
-    jobs = {f"select:{name}": dict(cwd=ROOT, args=["--collect-only", "-k", ex["k"], *ex["tests"]])
-            for name, ex in EXERCISES.items()}
+    jobs = {
+        f"select:{name}": dict(cwd=ROOT, args=["--collect-only", "-k", ex["k"], *ex["tests"]])
+        for name, ex in EXERCISES.items()
+    }
     jobs["reference"] = dict(cwd=ROOT, args=TEST_FILES)
     build(str(tmp / "all"))
     jobs["student:all"] = dict(cwd=str(tmp / "all"), args=TEST_FILES)
     for name, ex in EXERCISES.items():  # one exercise blanked: its own test files are enough
         build(str(tmp / name), [name])
         jobs[f"student:{name}"] = dict(cwd=str(tmp / name), args=ex["tests"])
-    probes = [dict(cwd=str(tmp / "all"), module=spec.split(":")[0][:-3], target=spec.split(":")[1])
-              for ex in EXERCISES.values() for spec in ex["blank"] if "[" not in spec]
+    probes = [
+        dict(cwd=str(tmp / "all"), module=spec.split(":")[0][:-3], target=spec.split(":")[1])
+        for ex in EXERCISES.values()
+        for spec in ex["blank"]
+        if "[" not in spec
+    ]
     with open(tmp / "jobs.json", "w") as f:
         json.dump({"runs": jobs, "probes": probes}, f)
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OMP_WAIT_POLICY": "PASSIVE"}
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), str(tmp / "jobs.json"), str(tmp / "out.json")],
-                          cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), str(tmp / "jobs.json"), str(tmp / "out.json")],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with open(tmp / "out.json") as f:
         return json.load(f)
@@ -231,8 +289,9 @@ def test_each_exercise_fails_exactly_its_selection(runs, name):
     failed = runs["runs"][f"student:{name}"]["failed"]
     assert set(failed) == _selected(runs, name)
     for test_id, message in failed.items():
-        assert NOT_IMPLEMENTED.search(message) and NOT_IMPLEMENTED.search(message).group(1) == name, \
-            (test_id, message)
+        assert (
+            NOT_IMPLEMENTED.search(message) and NOT_IMPLEMENTED.search(message).group(1) == name
+        ), (test_id, message)
 
 
 def test_all_exercises_fail_exactly_the_union(runs):
@@ -242,11 +301,14 @@ def test_all_exercises_fail_exactly_the_union(runs):
 
 
 def test_each_blanked_function_raises_not_implemented(runs):
-    assert runs["probes"] and all(v == "NotImplementedError" for v in runs["probes"].values()), runs["probes"]
+    assert runs["probes"] and all(v == "NotImplementedError" for v in runs["probes"].values()), (
+        runs["probes"]
+    )
 
 
 # ----------------------------------------------------------------------------------------------
 # The subprocess
+
 
 class Recorder:
     """A pytest plugin keeping which tests a run selected, which passed and why each failed."""
@@ -266,10 +328,11 @@ class Recorder:
 
 
 def _call_with_nones(module, target):
-    """Call module.target with None for every required argument -> "returned" or the exception's name
-    (anything but NotImplementedError is reported as a failure)."""
+    """Call module.target with None for every required argument -> "returned" or the exception's
+    name (anything but NotImplementedError is reported as a failure)."""
     import importlib
     import inspect
+
     fn = importlib.import_module(module)
     for part in target.split("."):
         fn = getattr(fn, part)
@@ -292,6 +355,7 @@ def _run_all(jobs_path, out_path):
     import numpy  # noqa: F401  imported once here, kept across runs
     import torch  # noqa: F401
     from hypothesis import Phase, settings
+
     # save no examples anywhere, and do not shrink: a blanked function fails on every input
     settings.register_profile("student-kit", database=None, phases=[Phase.explicit, Phase.generate])
     settings.load_profile("student-kit")
@@ -303,7 +367,9 @@ def _run_all(jobs_path, out_path):
         if cwd != tree and tree is not None:
             prefix = os.path.realpath(tree) + os.sep
             for name in set(sys.modules) - before:
-                if os.path.realpath(getattr(sys.modules[name], "__file__", None) or "").startswith(prefix):
+                if os.path.realpath(getattr(sys.modules[name], "__file__", None) or "").startswith(
+                    prefix
+                ):
                     del sys.modules[name]
             sys.path[:] = path
         tree = cwd
@@ -315,14 +381,28 @@ def _run_all(jobs_path, out_path):
         enter(job["cwd"])
         os.chdir(job["cwd"])
         recorder, t0 = Recorder(), time.time()
-        pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark",
-                     f"--rootdir={job['cwd']}", *job["args"]], plugins=[recorder])
+        pytest.main(
+            [
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:hypothesispytest",
+                "-p",
+                "no:benchmark",
+                f"--rootdir={job['cwd']}",
+                *job["args"],
+            ],
+            plugins=[recorder],
+        )
         os.chdir(home)
         out["runs"][label] = {**vars(recorder), "seconds": round(time.time() - t0, 1)}
     for probe in jobs["probes"]:
         enter(probe["cwd"])
         sys.path.insert(0, probe["cwd"])
-        out["probes"][f"{probe['module']}.{probe['target']}"] = _call_with_nones(probe["module"], probe["target"])
+        out["probes"][f"{probe['module']}.{probe['target']}"] = _call_with_nones(
+            probe["module"], probe["target"]
+        )
     with open(out_path, "w") as f:
         json.dump(out, f)
 

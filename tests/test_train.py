@@ -1,16 +1,18 @@
-"""train.py: a tiny end-to-end run of every algorithm on CPU (warm start, RL steps, logs and checkpoints),
-its sampling and update rules, and every algorithm's advantage and RL step on batches without signal:
-finite, zero where no rollout scores differently."""
+"""train.py: a tiny end-to-end run of every algorithm on CPU (warm start, RL steps, logs and
+checkpoints), its sampling and update rules, and every algorithm's advantage and RL step on batches
+without signal: finite, zero where no rollout scores differently."""
 
 import json
 import os
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from tiny_runs import TINY, all_finite, same_weights, tiny
 
 import engine
 import rollouts
@@ -20,21 +22,41 @@ import warmstart
 from checkpoint import model_from_checkpoint
 from config import make_task
 from model import Tokenizer
-from tiny_runs import TINY, all_finite, same_weights, tiny
 from train import ADVANTAGES, resolve_config, train
 
 
 @pytest.mark.parametrize("algo", sorted(ADVANTAGES))
 def test_every_algorithm_runs_end_to_end(tmp_path, algo):
     out = train(tiny(tmp_path, f"algo={algo}"))
-    for name in ("config.yaml", "metrics.jsonl", "timing.jsonl", "samples.jsonl", "log.txt", "final.pt", "ckpt.pt"):
+    for name in (
+        "config.yaml",
+        "metrics.jsonl",
+        "timing.jsonl",
+        "samples.jsonl",
+        "log.txt",
+        "final.pt",
+        "ckpt.pt",
+    ):
         assert os.path.exists(os.path.join(out, name)), name
-    lines = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
+    lines = [
+        json.loads(line)
+        for line in Path(os.path.join(out, "metrics.jsonl")).read_text().splitlines()
+    ]
     train_lines = [r for r in lines if r["kind"] == "train"]
     assert [r["step"] for r in train_lines] == [1, 2, 3, 4]
     for r in train_lines:
-        for key in ("reward_scalar", "reward_per_component", "set_score", "adv_mean", "adv_std",
-                    "zero_std_groups", "entropy", "clip_frac", "kl", "grad_norm"):
+        for key in (
+            "reward_scalar",
+            "reward_per_component",
+            "set_score",
+            "adv_mean",
+            "adv_std",
+            "zero_std_groups",
+            "entropy",
+            "clip_frac",
+            "kl",
+            "grad_norm",
+        ):
             assert key in r
         assert all(map(lambda v: v == v, [r["loss"], r["grad_norm"], r["entropy"]]))  # no NaN
     model, tok, cfg, m = model_from_checkpoint(os.path.join(out, "final.pt"))
@@ -44,6 +66,7 @@ def test_every_algorithm_runs_end_to_end(tmp_path, algo):
 
 def _variants():
     from lab import experiment
+
     return experiment.VARIANTS
 
 
@@ -51,10 +74,15 @@ def _variants():
 def test_every_leaderboard_variant_runs_end_to_end(tmp_path, name):
     """experiment.VARIANTS: an algorithm with other settings (dr_grpo, dapo, ...) on tiny.yaml."""
     from lab import experiment
+
     algo, settings = _variants()[name]
     task = ["task=code"] if name in experiment.CODE_ONLY else []
     out = train(tiny(tmp_path, f"algo={algo}", *task, *[f"{k}={v}" for k, v in settings.items()]))
-    lines = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl")) if '"train"' in line]
+    lines = [
+        json.loads(line)
+        for line in Path(os.path.join(out, "metrics.jsonl")).read_text().splitlines()
+        if '"train"' in line
+    ]
     assert [r["step"] for r in lines] == [1, 2, 3, 4] and all(r["loss"] == r["loss"] for r in lines)
     if settings.get("dynamic_sampling"):
         assert all(1 <= r["sampling_rounds"] <= settings["dynamic_sampling"] for r in lines)
@@ -62,33 +90,61 @@ def test_every_leaderboard_variant_runs_end_to_end(tmp_path, name):
 
 def test_code_task_runs(tmp_path):
     out = train(tiny(tmp_path, "task=code", "algo=vpo"))
-    lines = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl")) if '"train"' in line]
-    assert len(lines) == 4 and all(len(r["reward_per_component"]) == 13 for r in lines)  # 13 hidden tests
+    lines = [
+        json.loads(line)
+        for line in Path(os.path.join(out, "metrics.jsonl")).read_text().splitlines()
+        if '"train"' in line
+    ]
+    # 13 hidden tests
+    assert len(lines) == 4 and all(len(r["reward_per_component"]) == 13 for r in lines)
     # a group whose rollouts all score the same gets zero advantage, so zero gradient, not NaN
     assert all(r["grad_norm"] == 0.0 for r in lines if r["zero_std_groups"] == 1.0)
 
 
 def test_kl_and_several_epochs(tmp_path):
     out = train(tiny(tmp_path, "kl_coef=0.01", "epochs_per_batch=2", "lr=0.01"))
-    lines = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl")) if '"train"' in line]
+    lines = [
+        json.loads(line)
+        for line in Path(os.path.join(out, "metrics.jsonl")).read_text().splitlines()
+        if '"train"' in line
+    ]
     assert any(r["kl"] > 0 for r in lines)  # the policy moved away from the frozen warm start
 
 
-@pytest.mark.parametrize("flags", [["scale_rewards=none"], ["scale_rewards=batch"], ["clip_high=0.28", "epochs_per_batch=2"], ["entropy_coef=0.05"],
-                                   ["scale_rewards=none", "loss_norm=constant"],
-                                   ["dynamic_sampling=3", "task=code", "algo=vpo"],
-                                   ["mutation_share=0.5", "task=code"], ["format_coef=0.5", "task=code", "algo=vpo"]])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["scale_rewards=none"],
+        ["scale_rewards=batch"],
+        ["clip_high=0.28", "epochs_per_batch=2"],
+        ["entropy_coef=0.05"],
+        ["scale_rewards=none", "loss_norm=constant"],
+        ["dynamic_sampling=3", "task=code", "algo=vpo"],
+        ["mutation_share=0.5", "task=code"],
+        ["format_coef=0.5", "task=code", "algo=vpo"],
+    ],
+)
 def test_grpo_fixes_and_mutation_prompts_run_end_to_end(tmp_path, flags):
     out = train(tiny(tmp_path, *flags))
-    lines = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl")) if '"train"' in line]
+    lines = [
+        json.loads(line)
+        for line in Path(os.path.join(out, "metrics.jsonl")).read_text().splitlines()
+        if '"train"' in line
+    ]
     assert len(lines) == 4
     if "entropy_coef=0.05" in flags:
         assert all(r["entropy_bonus"] > 0 for r in lines)
     if "dynamic_sampling=3" in flags:  # flat groups are kept only once the 3 rounds have run out
         for r in lines:
-            assert r["flat_groups_kept"] == round(r["zero_std_groups"] * 2) and 1 <= r["sampling_rounds"] <= 3
+            assert (
+                r["flat_groups_kept"] == round(r["zero_std_groups"] * 2)
+                and 1 <= r["sampling_rounds"] <= 3
+            )
             assert r["flat_groups_kept"] == 0 or r["sampling_rounds"] == 3
-    samples = [json.loads(line) for line in open(os.path.join(out, "samples.jsonl"))]
+    samples = [
+        json.loads(line)
+        for line in Path(os.path.join(out, "samples.jsonl")).read_text().splitlines()
+    ]
     assert samples
 
 
@@ -98,6 +154,7 @@ def _rl_step_with_flat_groups(tmp_path, monkeypatch, flat, *overrides):
     trained on)."""
     import rollouts
     import train as trainer
+
     cfg = tiny(tmp_path, *overrides)
     task, tok = trainer.make_task(cfg["task"]), trainer.Tokenizer()
     torch.manual_seed(0)
@@ -106,19 +163,32 @@ def _rl_step_with_flat_groups(tmp_path, monkeypatch, flat, *overrides):
 
     def score(task, problem, answers, m, as_written=False, memo=None):
         calls.append(problem)
-        return np.full((m, task.dim), 0.5, dtype=np.float32) if flat(problem) else \
-            np.random.default_rng(len(calls)).random((m, task.dim)).astype(np.float32)
+        return (
+            np.full((m, task.dim), 0.5, dtype=np.float32)
+            if flat(problem)
+            else np.random.default_rng(len(calls)).random((m, task.dim)).astype(np.float32)
+        )
+
     real_update = trainer.policy_update
 
     def policy_update(run, batch, adv, entropy_coef=0.0):
         trained.append(adv.clone())
         return real_update(run, batch, adv, entropy_coef)
+
     monkeypatch.setattr(rollouts, "score_answers", score)
     monkeypatch.setattr(trainer, "policy_update", policy_update)
-    run = trainer.Run(cfg, task, tok, model, torch.optim.AdamW(model.parameters()), trainer.distributed.Scorer(model),
-                      rng=random.Random(1), generator=torch.Generator().manual_seed(0))
+    run = trainer.Run(
+        cfg,
+        task,
+        tok,
+        model,
+        torch.optim.AdamW(model.parameters()),
+        trainer.distributed.Scorer(model),
+        rng=random.Random(1),
+        generator=torch.Generator().manual_seed(0),
+    )
     metrics, batch = trainer.rl_step(run)
-    return metrics, batch, calls[::cfg["group_size"]], trained[0]
+    return metrics, batch, calls[:: cfg["group_size"]], trained[0]
 
 
 def with_abcd(problem):  # about half of the persona problems
@@ -127,51 +197,72 @@ def with_abcd(problem):  # about half of the persona problems
 
 def test_dynamic_sampling_draws_again_until_p_groups_spread(tmp_path, monkeypatch):
     P = 4
-    metrics, batch, drawn, _ = _rl_step_with_flat_groups(tmp_path, monkeypatch, with_abcd, "algo=grpo",
-                                                         f"prompts_per_step={P}", "dynamic_sampling=5")
+    metrics, batch, drawn, _ = _rl_step_with_flat_groups(
+        tmp_path, monkeypatch, with_abcd, "algo=grpo", f"prompts_per_step={P}", "dynamic_sampling=5"
+    )
     rounds = len(drawn) // P
-    assert len(drawn) == rounds * P and metrics["sampling_rounds"] == rounds > 1  # this seed needs a redraw
+    # this seed needs a redraw
+    assert len(drawn) == rounds * P and metrics["sampling_rounds"] == rounds > 1
     spread = [i for i, p in enumerate(drawn) if not with_abcd(p)]
-    assert len([i for i in spread if i < (rounds - 1) * P]) < P <= len(spread)  # it stopped as soon as it could
+    # it stopped as soon as it could
+    assert len([i for i in spread if i < (rounds - 1) * P]) < P <= len(spread)
     assert batch["problems"] == [drawn[i] for i in spread[:P]] and metrics["flat_groups_kept"] == 0
-    assert metrics["zero_std_groups"] == 0 and batch["rewards"].shape[0] == P and batch["completion"].shape[0] == P * 4
+    assert (
+        metrics["zero_std_groups"] == 0
+        and batch["rewards"].shape[0] == P
+        and batch["completion"].shape[0] == P * 4
+    )
 
 
 def test_dynamic_sampling_gives_up_after_its_rounds_and_says_so(tmp_path, monkeypatch):
-    metrics, batch, drawn, adv = _rl_step_with_flat_groups(tmp_path, monkeypatch, lambda p: True, "algo=grpo",
-                                                           "dynamic_sampling=3")
-    assert len(drawn) == 3 * 2 and metrics["sampling_rounds"] == 3 and metrics["flat_groups_kept"] == 2
+    metrics, batch, drawn, adv = _rl_step_with_flat_groups(
+        tmp_path, monkeypatch, lambda p: True, "algo=grpo", "dynamic_sampling=3"
+    )
+    assert (
+        len(drawn) == 3 * 2 and metrics["sampling_rounds"] == 3 and metrics["flat_groups_kept"] == 2
+    )
     assert batch["problems"] == drawn[:2] and torch.all(adv == 0)
 
 
 def test_gdpo_with_dynamic_sampling_trains_on_advantages_of_batch_std_1(tmp_path, monkeypatch):
-    """GDPO divides by the std over the batch: the batch it trains on, not the groups drawn and dropped
-    (computed before the selection, the kept advantages had std 1.39 in one run)."""
-    metrics, batch, drawn, adv = _rl_step_with_flat_groups(tmp_path, monkeypatch, with_abcd, "algo=gdpo",
-                                                           "prompts_per_step=4", "dynamic_sampling=5")
-    assert metrics["sampling_rounds"] > 1 and len(drawn) > len(batch["problems"])  # some groups were dropped
+    """GDPO divides by the std over the batch: the batch it trains on, not the groups drawn and
+    dropped (computed before the selection, the kept advantages had std 1.39 in one run)."""
+    metrics, batch, drawn, adv = _rl_step_with_flat_groups(
+        tmp_path, monkeypatch, with_abcd, "algo=gdpo", "prompts_per_step=4", "dynamic_sampling=5"
+    )
+    # some groups were dropped
+    assert metrics["sampling_rounds"] > 1 and len(drawn) > len(batch["problems"])
     assert abs(float(adv.std(unbiased=False)) - 1) < 1e-5 and abs(float(adv.mean())) < 1e-6
 
 
 def test_dr_grpo_loss_divides_by_rollouts_times_the_longest_completion(tmp_path, monkeypatch):
     import train as trainer
     from rollouts import max_completion_tokens
+
     seen = []
     real = trainer.grpo.policy_loss
 
     def policy_loss(*args, normaliser=None, **kwargs):
         seen.append(normaliser)
         return real(*args, normaliser=normaliser, **kwargs)
+
     monkeypatch.setattr(trainer.grpo, "policy_loss", policy_loss)
     for norm, algo, m in [("constant", "grpo", 1), ("constant", "vpo", 3), ("tokens", "grpo", 1)]:
-        _rl_step_with_flat_groups(tmp_path, monkeypatch, lambda p: False, f"algo={algo}", f"loss_norm={norm}")
-        want = 2 * 4 * max_completion_tokens(trainer.make_task("persona"), m) if norm == "constant" else None
+        _rl_step_with_flat_groups(
+            tmp_path, monkeypatch, lambda p: False, f"algo={algo}", f"loss_norm={norm}"
+        )
+        want = (
+            2 * 4 * max_completion_tokens(trainer.make_task("persona"), m)
+            if norm == "constant"
+            else None
+        )
         assert seen[-1] == want and (want is None or want == 2 * 4 * (13 * m + 1))
 
 
 def test_dynamic_sampling_keeps_the_share_of_mutation_groups(tmp_path, monkeypatch):
     import rollouts
     import train as trainer
+
     cfg = tiny(tmp_path, "dynamic_sampling=3", "algo=grpo", "task=code", "mutation_share=0.5")
     task, tok = trainer.make_task("code"), trainer.Tokenizer()
     torch.manual_seed(0)
@@ -181,30 +272,62 @@ def test_dynamic_sampling_keeps_the_share_of_mutation_groups(tmp_path, monkeypat
     def spread_everywhere(task, problem, answers, m, as_written=False, memo=None):
         calls.append(problem)
         return np.random.default_rng(len(calls)).random((m, task.dim)).astype(np.float32)
+
     monkeypatch.setattr(rollouts, "score_answers", spread_everywhere)
-    run = trainer.Run(cfg, task, tok, model, torch.optim.AdamW(model.parameters()), trainer.distributed.Scorer(model),
-                      rng=random.Random(1), generator=torch.Generator().manual_seed(0))
+    run = trainer.Run(
+        cfg,
+        task,
+        tok,
+        model,
+        torch.optim.AdamW(model.parameters()),
+        trainer.distributed.Scorer(model),
+        rng=random.Random(1),
+        generator=torch.Generator().manual_seed(0),
+    )
     _, batch = trainer.rl_step(run)
     G = cfg["group_size"]
-    prompts = [tok.decode(row[mask]) for row, mask in zip(batch["prompt"][::G], batch["prompt_mask"][::G])]
+    prompts = [
+        tok.decode(row[mask]) for row, mask in zip(batch["prompt"][::G], batch["prompt_mask"][::G])
+    ]
     assert len(prompts) == cfg["prompts_per_step"]
-    assert sum(" from " in p for p in prompts) == round(0.5 * cfg["prompts_per_step"])  # parent-format prompts
+    # parent-format prompts
+    assert sum(" from " in p for p in prompts) == round(0.5 * cfg["prompts_per_step"])
 
 
 def test_parent_replay_adds_the_warm_starts_loss_on_parent_prompts(tmp_path):
-    """With every advantage zero and no KL the RL loss has no gradient, so an update moves the policy by
-    parent_replay x the demonstrations' cross-entropy alone: its gradient is that one, and the demos shown
-    carry parents."""
+    """With every advantage zero and no KL the RL loss has no gradient, so an update moves the
+    policy by parent_replay x the demonstrations' cross-entropy alone: its gradient is that one, and
+    the demos shown carry parents."""
     import train as trainer
-    cfg = tiny(tmp_path, "algo=grpo", "task=code", "parent_replay=0.5", "kl_coef=0",
-                "max_grad_norm=1e9")  # no clipping: the gradient is compared as it is
+
+    # no clipping: the gradient is compared as it is
+    cfg = tiny(
+        tmp_path, "algo=grpo", "task=code", "parent_replay=0.5", "kl_coef=0", "max_grad_norm=1e9"
+    )
     task, tok = trainer.make_task("code"), trainer.Tokenizer()
     torch.manual_seed(0)
     model = warmstart.build_model(cfg, tok, "cpu")
-    run = trainer.Run(cfg, task, tok, model, torch.optim.SGD(model.parameters(), lr=0.0),
-                      trainer.distributed.Scorer(model), rng=random.Random(1), generator=torch.Generator().manual_seed(0))
-    batch = trainer.sample_rollouts(model, tok, task, task.problems("train", 2, random.Random(0)), 1,
-                                    cfg["group_size"], cfg, run.generator, "cpu")
+    run = trainer.Run(
+        cfg,
+        task,
+        tok,
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.0),
+        trainer.distributed.Scorer(model),
+        rng=random.Random(1),
+        generator=torch.Generator().manual_seed(0),
+    )
+    batch = trainer.sample_rollouts(
+        model,
+        tok,
+        task,
+        task.problems("train", 2, random.Random(0)),
+        1,
+        cfg["group_size"],
+        cfg,
+        run.generator,
+        "cpu",
+    )
     adv = torch.zeros(len(batch["answers"]) * cfg["group_size"])
     state = run.rng.getstate()
     _, stats, _ = trainer.policy_update(run, batch, adv)
@@ -225,33 +348,58 @@ def test_format_coef_adds_the_format_advantage_to_the_algorithms(tmp_path, monke
     """With format_coef the update trains on the algorithm's advantage plus format_coef times the
     format advantage: flat (no change) when every answer scores, and added as is otherwise."""
     import train as trainer
+
     real = trainer.ADVANTAGES["grpo"][0]
     rewards_seen = []
-    monkeypatch.setitem(trainer.ADVANTAGES, "grpo", (lambda r, s, w, cfg: rewards_seen.append(r) or real(r, s, w, cfg),
-                                                     False))
+    monkeypatch.setitem(
+        trainer.ADVANTAGES,
+        "grpo",
+        (lambda r, s, w, cfg: rewards_seen.append(r) or real(r, s, w, cfg), False),
+    )
     adv = {}
     for coef in (0.0, 0.5):
-        _, _, _, adv[coef] = _rl_step_with_flat_groups(tmp_path / str(coef), monkeypatch, lambda p: False, "algo=grpo",
-                                                       f"format_coef={coef}")
+        _, _, _, adv[coef] = _rl_step_with_flat_groups(
+            tmp_path / str(coef), monkeypatch, lambda p: False, "algo=grpo", f"format_coef={coef}"
+        )
     r = rewards_seen[-1]
-    assert (r.sum(-1) > 0).all()  # random rewards: every answer scores, so the format term is flat: no change
+    # random rewards: every answer scores, so the format term is flat: no change
+    assert (r.sum(-1) > 0).all()
     assert torch.equal(adv[0.5], adv[0.0])
     monkeypatch.setattr(trainer.grpo, "format_advantages", lambda r: torch.ones(r.shape[:2]))
-    _, _, _, with_ones = _rl_step_with_flat_groups(tmp_path / "ones", monkeypatch, lambda p: False, "algo=grpo",
-                                                   "format_coef=0.5")
+    _, _, _, with_ones = _rl_step_with_flat_groups(
+        tmp_path / "ones", monkeypatch, lambda p: False, "algo=grpo", "format_coef=0.5"
+    )
     assert torch.allclose(with_ones, adv[0.0] + 0.5)
 
 
 def test_ctrl_c_in_one_run_says_how_to_resume_without_a_traceback(tmp_path):
     import signal
     import time
+
     root = os.path.dirname(os.path.dirname(TINY))
     out = tmp_path / "run"
-    command = [sys.executable, os.path.join(root, "train.py"), "--config", TINY, "--set", f"out_dir={out}",
-               f"warmstart_dir={tmp_path / 'ws'}", "steps=5000", "ckpt_every=2", "eval_every=0"]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=root,
-                            env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"),
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as at a terminal
+    command = [
+        sys.executable,
+        os.path.join(root, "train.py"),
+        "--config",
+        TINY,
+        "--set",
+        f"out_dir={out}",
+        f"warmstart_dir={tmp_path / 'ws'}",
+        "steps=5000",
+        "ckpt_every=2",
+        "eval_every=0",
+    ]
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=root,
+        env=dict(os.environ, OMP_WAIT_POLICY="PASSIVE"),
+        # as at a terminal
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.time() + 120
     while not (out / "ckpt.pt").exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
@@ -263,29 +411,46 @@ def test_ctrl_c_in_one_run_says_how_to_resume_without_a_traceback(tmp_path):
 
 
 def test_one_run_explains_itself(tmp_path, capsys):
-    """python train.py says where its warm start went, ends with its held-out best@k against the warm
-    start's, writes run.png, and its closing line counts the whole wall time, the warm start included."""
+    """python train.py says where its warm start went, ends with its held-out best@k against the
+    warm start's, writes run.png, and its closing line counts the whole wall time, the warm start
+    included."""
     import train as trainer
-    trainer.main(["--config", TINY, "--set", f"out_dir={tmp_path}/run", f"warmstart_dir={tmp_path}/ws",
-                  "eval_problems=2", "pool_n=4"])
+
+    trainer.main(
+        [
+            "--config",
+            TINY,
+            "--set",
+            f"out_dir={tmp_path}/run",
+            f"warmstart_dir={tmp_path}/ws",
+            "eval_problems=2",
+            "pool_n=4",
+        ]
+    )
     out = capsys.readouterr().out
     assert f"cached in {tmp_path}/ws/warmstart-persona-" in out
     assert "held-out, 2 problems" in out and "this run" in out and "its warm start" in out
     assert "pass@k is 0 at every k" in out  # persona: said, not printed as a table of zeros
     assert os.path.exists(tmp_path / "run" / "run.png")
-    assert out.strip().splitlines()[-1].startswith("done in ") and "warm start and this evaluation included" in out
-    assert "the warm start included" in open(tmp_path / "run" / "log.txt").read()
+    assert (
+        out.strip().splitlines()[-1].startswith("done in ")
+        and "warm start and this evaluation included" in out
+    )
+    assert "the warm start included" in Path(tmp_path / "run" / "log.txt").read_text()
 
 
 # ----------------------------------------------------------------------------------------------
 # Numerics: no NaN or inf reaches the weights
+
 
 def _advantage_fns():
     for name, entry in trainer.ADVANTAGES.items():
         yield name, entry[0] if isinstance(entry, tuple) else entry
 
 
-@pytest.mark.parametrize("case", ["all zero", "all equal", "some groups equal", "one answer nonzero"])
+@pytest.mark.parametrize(
+    "case", ["all zero", "all equal", "some groups equal", "one answer nonzero"]
+)
 def test_advantages_are_finite_and_zero_for_zero_variance_groups(case):
     P, G, M, D = 3, 4, 3, 4
     rewards = torch.zeros(P, G, M, D)
@@ -297,8 +462,13 @@ def test_advantages_are_finite_and_zero_for_zero_variance_groups(case):
     elif case == "one answer nonzero":
         rewards[0, 0, 0] = 1.0
     weights_ = vpo.sample_weights(P, 16, D, generator=torch.Generator().manual_seed(0))
-    flat = {"all zero": (0, 1, 2), "all equal": (0, 1, 2), "some groups equal": (0, 2),
-            "one answer nonzero": (1, 2)}[case]  # groups whose rollouts all score the same
+    # groups whose rollouts all score the same
+    flat = {
+        "all zero": (0, 1, 2),
+        "all equal": (0, 1, 2),
+        "some groups equal": (0, 2),
+        "one answer nonzero": (1, 2),
+    }[case]
     for name, fn in _advantage_fns():
         adv = fn(rewards, rewards.mean(-1), weights_, resolve_config())
         assert adv.shape == (P, G) and torch.isfinite(adv).all(), name
@@ -310,32 +480,58 @@ def _empty_generate(real):
         out = real(model, prompt, prompt_mask, num_samples, 1, eos_id, **kwargs)
         out["tokens"][:] = eos_id  # every completion is just <|eos|>: one empty answer
         return out
+
     return generate
 
 
-@pytest.mark.parametrize("task_name, mode", [("persona", "empty answers"), ("persona", "constant rewards"),
-                                             ("persona", "random policy"), ("code", "random policy")])
+@pytest.mark.parametrize(
+    "task_name, mode",
+    [
+        ("persona", "empty answers"),
+        ("persona", "constant rewards"),
+        ("persona", "random policy"),
+        ("code", "random policy"),
+    ],
+)
 def test_rl_step_keeps_weights_finite(monkeypatch, task_name, mode):
-    """Every algorithm, on batches whose groups carry no signal (or, from a random policy, little)."""
+    """Every algorithm, on batches whose groups carry no signal (or, from a random policy,
+    little)."""
     for algo, _ in _advantage_fns():
         cfg = resolve_config(TINY, ["quiet=true", f"algo={algo}", f"task={task_name}"])
         task, tok = make_task(task_name), Tokenizer()
         torch.manual_seed(0)
         model = warmstart.build_model(cfg, tok, "cpu")
-        opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"],
-                                betas=(0.9, 0.99))
+        opt = torch.optim.AdamW(
+            model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"], betas=(0.9, 0.99)
+        )
         before = {k: v.clone() for k, v in model.state_dict().items()}
         with monkeypatch.context() as patch:
             if mode == "empty answers":
                 patch.setattr(engine, "generate", _empty_generate(engine.generate))
             elif mode == "constant rewards":
-                patch.setattr(rollouts, "score_answers", lambda task, problem, answers, m, as_written=False, memo=None:
-                              np.full((m, task.dim), 0.5, dtype=np.float32))
-            run = trainer.Run(cfg, task, tok, model, opt, trainer.distributed.Scorer(model),
-                              rng=random.Random(0), generator=torch.Generator().manual_seed(0))
+                patch.setattr(
+                    rollouts,
+                    "score_answers",
+                    lambda task, problem, answers, m, as_written=False, memo=None: np.full(
+                        (m, task.dim), 0.5, dtype=np.float32
+                    ),
+                )
+            run = trainer.Run(
+                cfg,
+                task,
+                tok,
+                model,
+                opt,
+                trainer.distributed.Scorer(model),
+                rng=random.Random(0),
+                generator=torch.Generator().manual_seed(0),
+            )
             metrics, batch = trainer.rl_step(run)
         json.dumps(metrics, allow_nan=False)  # raises on NaN or inf
         assert all_finite(model.state_dict()), algo
         if mode != "random policy":  # no signal: zero advantages, zero gradient, weights unchanged
-            assert metrics["zero_std_groups"] == 1.0 and metrics["grad_norm"] == 0.0, (algo, metrics)
+            assert metrics["zero_std_groups"] == 1.0 and metrics["grad_norm"] == 0.0, (
+                algo,
+                metrics,
+            )
             assert same_weights(model.state_dict(), before), algo

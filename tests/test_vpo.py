@@ -1,22 +1,25 @@
 """vpo.py: the set score and the VPO advantage on exact small cases and invariances, the weightings
-(Dirichlet and Sobol samplers), the ablation scores (multi-RLVR, random weights) and leave-one-out."""
+(Dirichlet and Sobol samplers), the ablation scores (multi-RLVR, random weights) and
+leave-one-out."""
 
 import pytest
 import torch
+from checks import assert_close
 
 from grpo import grpo_advantages
 from vpo import multi_rlvr_scores, random_weight_scores, sample_weights, set_scores, vpo_advantages
-from checks import assert_close
 
 
 # ---------------------------------------------------------------- VPO
 def test_set_score_hand_computed():
     # one group, two rollouts of M=2 answers in D=2; two weightings (1,0) and (0,1)
-    rewards = torch.tensor([[[[1.0, 0.0], [0.0, 1.0]],      # specialists: max under (1,0)=1, under (0,1)=1
-                             [[0.6, 0.6], [0.6, 0.6]]]])    # a generalist twice: .6 and .6
+    # specialists: max under (1,0)=1, under (0,1)=1
+    # a generalist twice: .6 and .6
+    rewards = torch.tensor([[[[1.0, 0.0], [0.0, 1.0]], [[0.6, 0.6], [0.6, 0.6]]]])
     weights = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
     scores = set_scores(rewards, weights)
-    # the mean over weightings of the best answer: (1 + 1) / 2 = 1 and .6; the reductions swapped (the best
+    # the mean over weightings of the best answer: (1 + 1) / 2 = 1 and .6; the reductions swapped
+    # (the best
     # answer's mean over weightings) would give max(.5, .5) = .5 for the specialists
     assert_close(scores, torch.tensor([[1.0, 0.6]]), what="set_scores")
     adv = vpo_advantages(rewards, weights, eps=0.0)
@@ -74,11 +77,19 @@ def test_sample_weights_on_simplex_and_seeded(sampler):
 def test_sobol_lowers_the_noise_of_the_set_score():
     # same N, many repetitions: the quasi-MC estimate of E_w[max_m w.r] varies less
     rewards = torch.eye(4)[None, None, :3]  # one rollout with three one-hot answers in D=4
+
     def spread(sampler):
-        est = [set_scores(rewards, sample_weights(1, 16, 4, sampler=sampler,
-                                                  generator=torch.Generator().manual_seed(s))).item()
-               for s in range(200)]
+        est = [
+            set_scores(
+                rewards,
+                sample_weights(
+                    1, 16, 4, sampler=sampler, generator=torch.Generator().manual_seed(s)
+                ),
+            ).item()
+            for s in range(200)
+        ]
         return torch.tensor(est).std()
+
     assert spread("sobol") < spread("dirichlet")
 
 
@@ -112,6 +123,7 @@ def test_random_weight_scores():
 
 def test_leave_one_out_hand_computed():
     from vpo import leave_one_out_advantages
+
     # scores 1, 2, 6: others' means 4, 3.5, 1.5
     adv = leave_one_out_advantages(torch.tensor([[1.0, 2.0, 6.0]]))
     assert_close(adv, torch.tensor([[-3.0, -1.5, 4.5]]))

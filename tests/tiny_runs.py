@@ -1,8 +1,8 @@
 """Helpers for the tests that train configs/tiny.yaml (seconds on a CPU) with quiet=true and their
 directories under pytest's tmp_path (test_config.py, test_checkpoint.py, test_warmstart.py,
-test_train.py, test_reproduce.py). The runs that are compared byte for byte share one config, RUN, and
-one cached warm start (the session fixture `baseline` in conftest.py), so they differ only in how they
-were interrupted."""
+test_train.py, test_reproduce.py). The runs that are compared byte for byte share one config, RUN,
+and one cached warm start (the session fixture `baseline` in conftest.py), so they differ only in
+how they were interrupted."""
 
 import hashlib
 import os
@@ -20,12 +20,14 @@ from train import resolve_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "configs", "tiny.yaml")
-RUN = ["steps=12", "ckpt_every=3", "quiet=true"]  # evals at 0, 2, 4, ..., checkpoints at 3, 6, 9, 12
+# evals at 0, 2, 4, ..., checkpoints at 3, 6, 9, 12
+RUN = ["steps=12", "ckpt_every=3", "quiet=true"]
 
 
 def tiny(tmp_path, *overrides):
-    return resolve_config(TINY, [f"out_dir={tmp_path}/run", f"warmstart_dir={tmp_path}/ws", "quiet=true",
-                                 *overrides])
+    return resolve_config(
+        TINY, [f"out_dir={tmp_path}/run", f"warmstart_dir={tmp_path}/ws", "quiet=true", *overrides]
+    )
 
 
 def config(out_dir, ws, *overrides):
@@ -33,8 +35,17 @@ def config(out_dir, ws, *overrides):
 
 
 def cli(out_dir, ws, *overrides):
-    return [sys.executable, "train.py", "--config", TINY, "--set", f"out_dir={out_dir}", f"warmstart_dir={ws}",
-            *RUN, *overrides]
+    return [
+        sys.executable,
+        "train.py",
+        "--config",
+        TINY,
+        "--set",
+        f"out_dir={out_dir}",
+        f"warmstart_dir={ws}",
+        *RUN,
+        *overrides,
+    ]
 
 
 def read(path):
@@ -63,7 +74,11 @@ def snapshot(root):
         for name in filenames:
             path = os.path.join(dirpath, name)
             st = os.stat(path)
-            out[os.path.relpath(path, root)] = (st.st_size, st.st_mtime_ns, hashlib.sha1(read(path)).hexdigest())
+            out[os.path.relpath(path, root)] = (
+                st.st_size,
+                st.st_mtime_ns,
+                hashlib.sha1(read(path)).hexdigest(),
+            )
     return out
 
 
@@ -72,8 +87,8 @@ class Killed(BaseException):
 
 
 def sigkill_when(runs, timeout=120):
-    """runs: {process: ready()}. Poll them all (they start together, which saves interpreter start-up
-    time), and SIGKILL each one as soon as its ready() holds."""
+    """runs: {process: ready()}. Poll them all (they start together, which saves interpreter
+    start-up time), and SIGKILL each one as soon as its ready() holds."""
     deadline, waiting = time.time() + timeout, dict(runs)
     while waiting:
         for proc, ready in list(waiting.items()):
@@ -83,7 +98,9 @@ def sigkill_when(runs, timeout=120):
                 assert proc.returncode == -signal.SIGKILL
                 del waiting[proc]
             elif proc.poll() is not None:
-                pytest.fail(f"run exited ({proc.returncode}) before its kill point: {proc.stderr.read()}")
+                pytest.fail(
+                    f"run exited ({proc.returncode}) before its kill point: {proc.stderr.read()}"
+                )
         if time.time() > deadline:
             for proc in waiting:
                 proc.kill()
@@ -92,18 +109,30 @@ def sigkill_when(runs, timeout=120):
 
 
 def popen(args):
-    return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
 
 
 def refuses_in_one_line(runs, baseline, capsys, where, overrides, prepare, message):
-    """train.py with a bad setting or folder: exit 2, one line naming it, nothing in `runs` changed."""
+    """train.py with a bad setting or folder: exit 2, one line naming it, nothing in `runs`
+    changed."""
     out = runs / where
     if prepare:
         prepare(str(out / "ckpt.pt"))
     before = snapshot(runs)
     with pytest.raises(SystemExit) as exit_:
-        trainer.main(["--config", TINY, "--set", f"out_dir={out}", f"warmstart_dir={baseline['ws']}", *RUN,
-                      *overrides])
+        trainer.main(
+            [
+                "--config",
+                TINY,
+                "--set",
+                f"out_dir={out}",
+                f"warmstart_dir={baseline['ws']}",
+                *RUN,
+                *overrides,
+            ]
+        )
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and err.startswith("error: ") and message in err, err

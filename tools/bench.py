@@ -2,24 +2,27 @@
 (SFT) step, for a config of train.py: medians over repeated steps after a warm-up. A benchmark,
 not a test: nothing here asserts a speed.
 
-    python tools/bench.py                        # train.py's DEFAULTS: persona, cpu preset, 8 prompts x 8 samples
-    python tools/bench.py --checkpoint out/run/final.pt --set algo=vpo   # trained weights: real rollout lengths
-    python tools/bench.py --device cuda          # bf16 autocast unless --set dtype=...; --json FILE saves it all
-    python tools/bench.py --config configs/code.yaml --warm-start-steps 1500   # the warm start, per phase
-    python tools/bench.py --step-times out/headline/runs/*/timing.jsonl      # what finished runs took a step
+    python tools/bench.py                        # train.py's DEFAULTS: persona, cpu preset, 8
+    prompts x 8 samples python tools/bench.py --checkpoint out/run/final.pt --set algo=vpo   #
+    trained weights: real rollout lengths python tools/bench.py --device cuda          # bf16
+    autocast unless --set dtype=...; --json FILE saves it all python tools/bench.py --config
+    configs/code.yaml --warm-start-steps 1500   # the warm start, per phase python tools/bench.py
+    --step-times out/headline/runs/*/timing.jsonl      # what finished runs took a step
 
 Measured: engine.generate for P prompts x G samples (tokens/s counts sampled tokens, eos included);
-train.rl_step exactly as training runs it (sampling and rewards, advantages, update); one warmstart.sft_step;
-peak memory, ru_maxrss after sampling and RL steps (and max_memory_allocated on CUDA).
-Random weights rarely sample <|eos|>, so without --checkpoint rollouts run to max_new_tokens. On a
-shared machine the CPU time of this process is the steadier number; the load average is printed.
-The TRL comparison and the profile are in commit 031b1a2 (tools/bench.py there).
+train.rl_step exactly as training runs it (sampling and rewards, advantages, update); one
+warmstart.sft_step; peak memory, ru_maxrss after sampling and RL steps (and max_memory_allocated on
+CUDA). Random weights rarely sample <|eos|>, so without --checkpoint rollouts run to max_new_tokens.
+On a shared machine the CPU time of this process is the steadier number; the load average is
+printed. The TRL comparison and the profile are in commit 031b1a2 (tools/bench.py there).
 Deliberately left out: timing under torchrun, per-kernel profiles (torch.profiler's job), search.py.
 """
 
 import os
+from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: OpenMP's busy-waiting slows shared CPUs
+# before torch: OpenMP's busy-waiting slows shared CPUs
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
 import copy
@@ -34,7 +37,8 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the project's modules
+# the project's modules
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import config  # noqa: E402
 import engine  # noqa: E402
@@ -44,6 +48,7 @@ from checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
 from config import make_task  # noqa: E402
 from model import Tokenizer, pad_left  # noqa: E402
 from rollouts import rollout_prompt  # noqa: E402
+
 
 def load():
     return [round(x, 2) for x in os.getloadavg()]
@@ -65,43 +70,88 @@ def timed(fn, device, warmup, repeats):
 
 
 def measure(cfg, device, warmup, repeats, checkpoint=None):
-    """Every figure (sampling alone, an RL step, an SFT step); weights `checkpoint`'s, else random, seeded."""
+    """Every figure (sampling alone, an RL step, an SFT step); weights `checkpoint`'s, else random,
+    seeded."""
     torch.manual_seed(0)
     tok, task = Tokenizer(cfg["tokenizer"]), make_task(cfg["task"], **cfg["task_options"])
-    model = model_from_checkpoint(checkpoint, device)[0] if checkpoint else warmstart.build_model(cfg, tok, device)
+    model = (
+        model_from_checkpoint(checkpoint, device)[0]
+        if checkpoint
+        else warmstart.build_model(cfg, tok, device)
+    )
     m = train.answers_per_rollout(cfg)
     problems = task.problems("train", cfg["prompts_per_step"], random.Random(0))
-    prompt, prompt_mask = pad_left([tok.encode(rollout_prompt(task, p, m)) for p in problems], tok.eos, device)
+    prompt, prompt_mask = pad_left(
+        [tok.encode(rollout_prompt(task, p, m)) for p in problems], tok.eos, device
+    )
     generator = torch.Generator(device=device).manual_seed(0)
     r = {"params": model.num_params(), "load_before": load()}
-    wall, cpu, out, _ = timed(lambda: engine.generate(model.eval(), prompt, prompt_mask, cfg["group_size"],
-                                                      m * task.max_answer_tokens + 1, tok.eos,
-                                                      temperature=cfg["temperature"], generator=generator),
-                              device, warmup, repeats)
-    r.update(sample_s=wall, sample_cpu_s=cpu, sample_tok_per_s=int(out["mask"].sum()) / wall,
-             prompt_tokens=prompt.size(1), completion_tokens=out["tokens"].size(1))
-    run, steps = train.make_run(cfg, task, tok, copy.deepcopy(model), device), []  # its steps train the copy
-    wall, cpu, _, walls = timed(lambda: steps.append(train.rl_step(run)[0]), device, warmup, repeats)
+    wall, cpu, out, _ = timed(
+        lambda: engine.generate(
+            model.eval(),
+            prompt,
+            prompt_mask,
+            cfg["group_size"],
+            m * task.max_answer_tokens + 1,
+            tok.eos,
+            temperature=cfg["temperature"],
+            generator=generator,
+        ),
+        device,
+        warmup,
+        repeats,
+    )
+    r.update(
+        sample_s=wall,
+        sample_cpu_s=cpu,
+        sample_tok_per_s=int(out["mask"].sum()) / wall,
+        prompt_tokens=prompt.size(1),
+        completion_tokens=out["tokens"].size(1),
+    )
+    # its steps train the copy
+    run, steps = train.make_run(cfg, task, tok, copy.deepcopy(model), device), []
+    wall, cpu, _, walls = timed(
+        lambda: steps.append(train.rl_step(run)[0]), device, warmup, repeats
+    )
     steps = steps[warmup:]
-    r.update(step_s=wall, step_cpu_s=cpu, step_tok_per_s=sum(s["tokens"] for s in steps) / sum(walls),
-             step_sample_s=statistics.median(s["sample_s"] for s in steps),  # rl_step's own clock
-             step_rest_s=statistics.median(s["step_s"] - s["sample_s"] for s in steps),
-             peak_rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)  # KiB on Linux
+    r.update(
+        step_s=wall,
+        step_cpu_s=cpu,
+        step_tok_per_s=sum(s["tokens"] for s in steps) / sum(walls),
+        step_sample_s=statistics.median(s["sample_s"] for s in steps),  # rl_step's own clock
+        step_rest_s=statistics.median(s["step_s"] - s["sample_s"] for s in steps),
+        # KiB on Linux
+        peak_rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+    )
     if device == "cuda":
         r["peak_cuda_gib"] = torch.cuda.max_memory_allocated() / 2**30
     opt, rng, counted = warmstart.sft_optimizer(model.train(), cfg), random.Random(1000), []
-    wall, cpu, _, walls = timed(lambda: counted.append(warmstart.sft_step(model, opt, task, tok, cfg, rng, device)[1]),
-                                device, warmup, repeats)  # tokens/s over all steps: formats alternate per batch
-    return dict(r, sft_s=wall, sft_cpu_s=cpu, sft_tok_per_s=sum(counted[warmup:]) / sum(walls), load_after=load())
+    wall, cpu, _, walls = timed(
+        lambda: counted.append(warmstart.sft_step(model, opt, task, tok, cfg, rng, device)[1]),
+        # tokens/s over all steps: formats alternate per batch
+        device,
+        warmup,
+        repeats,
+    )
+    return dict(
+        r,
+        sft_s=wall,
+        sft_cpu_s=cpu,
+        sft_tok_per_s=sum(counted[warmup:]) / sum(walls),
+        load_after=load(),
+    )
 
 
 def time_warm_start(cfg, device, steps):
-    """warmstart.warm_start as a run builds it (fresh weights, a throwaway cache), for `steps` steps:
-    the seconds of each step in its single-answer phase and in its mixed phase, and a checksum of the
-    weights it ends with (equal checksums: two versions of the code trained the same warm start)."""
-    seconds, phase, real_step = {True: [], False: []}, [], warmstart.sft_step  # single_only -> step seconds
+    """warmstart.warm_start as a run builds it (fresh weights, a throwaway cache), for `steps`
+    steps: the seconds of each step in its single-answer phase and in its mixed phase, and a
+    checksum of the weights it ends with (equal checksums: two versions of the code trained the same
+    warm start)."""
+    # single_only -> step seconds
+    seconds, phase, real_step = {True: [], False: []}, [], warmstart.sft_step
 
-    def settle():  # CUDA steps run ahead of the GPU as in warm_start: the wait is booked where a phase ends
+    # CUDA steps run ahead of the GPU as in warm_start: the wait is booked where a phase ends
+    def settle():
         if device == "cuda" and phase:
             t0 = time.perf_counter()
             torch.cuda.synchronize()
@@ -116,75 +166,128 @@ def time_warm_start(cfg, device, steps):
         seconds[single].append(time.perf_counter() - t0)
         phase.append(single)
         return out
+
     warmstart.sft_step = timed_step  # warm_start looks the name up at each step
     try:
         with tempfile.TemporaryDirectory() as cache:
             t0 = time.time()
-            model, _ = warmstart.warm_start({**cfg, "sft_steps": steps, "warmstart_from": "", "warmstart_dir": cache},
-                                            make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"]),
-                                            device, lambda msg: None)
+            model, _ = warmstart.warm_start(
+                {**cfg, "sft_steps": steps, "warmstart_from": "", "warmstart_dir": cache},
+                make_task(cfg["task"], **cfg["task_options"]),
+                Tokenizer(cfg["tokenizer"]),
+                device,
+                lambda msg: None,
+            )
             settle()
             total = time.time() - t0
     finally:
         warmstart.sft_step = real_step
     mean_ms = {single: 1000 * statistics.mean(s) if s else None for single, s in seconds.items()}
-    return {"warm_start_steps": steps, "warm_start_s": total, "single_steps": len(seconds[True]),
-            "single_ms": mean_ms[True], "mixed_steps": len(seconds[False]), "mixed_ms": mean_ms[False],
-            "checksum": sum(float(p.detach().double().sum()) for p in model.parameters())}
+    return {
+        "warm_start_steps": steps,
+        "warm_start_s": total,
+        "single_steps": len(seconds[True]),
+        "single_ms": mean_ms[True],
+        "mixed_steps": len(seconds[False]),
+        "mixed_ms": mean_ms[False],
+        "checksum": sum(float(p.detach().double().sum()) for p in model.parameters()),
+    }
 
 
 def step_times(path):
-    """A run's timing.jsonl -> one line: its steps done and median seconds a step (finished or cut short)."""
-    rows = [json.loads(line) for line in open(path)] if os.path.exists(path) else []
+    """A run's timing.jsonl -> one line: its steps done and median seconds a step (finished or cut
+    short)."""
+    rows = (
+        [json.loads(line) for line in Path(path).read_text().splitlines()]
+        if os.path.exists(path)
+        else []
+    )
     name = os.path.basename(os.path.dirname(path)) or path
     if not rows:
         return f"{name}: no steps timed"
-    return (f"{name}: {len(rows)} steps, median {statistics.median(r['step_s'] for r in rows):.3f} s a step "
-            f"(sampling {statistics.median(r['sample_s'] for r in rows):.3f} s)")
+    return (
+        f"{name}: {len(rows)} steps, median {statistics.median(r['step_s'] for r in rows):.3f} s "
+        f"a step (sampling {statistics.median(r['sample_s'] for r in rows):.3f} s)"
+    )
 
 
-ROWS = [("sampling: tokens/s", "sample_tok_per_s", 0), ("sampling: s", "sample_s", 3),
-        ("RL step: s (train.rl_step)", "step_s", 3), ("RL step: CPU s", "step_cpu_s", 3),
-        ("  of which sampling + rewards, s", "step_sample_s", 3),
-        ("  of which advantages + update, s", "step_rest_s", 3),
-        ("SFT step: tokens/s", "sft_tok_per_s", 0), ("SFT step: s", "sft_s", 3),
-        ("peak RSS (sampling + RL steps), GiB", "peak_rss_gib", 2), ("peak CUDA allocated, GiB", "peak_cuda_gib", 2)]
+ROWS = [
+    ("sampling: tokens/s", "sample_tok_per_s", 0),
+    ("sampling: s", "sample_s", 3),
+    ("RL step: s (train.rl_step)", "step_s", 3),
+    ("RL step: CPU s", "step_cpu_s", 3),
+    ("  of which sampling + rewards, s", "step_sample_s", 3),
+    ("  of which advantages + update, s", "step_rest_s", 3),
+    ("SFT step: tokens/s", "sft_tok_per_s", 0),
+    ("SFT step: s", "sft_s", 3),
+    ("peak RSS (sampling + RL steps), GiB", "peak_rss_gib", 2),
+    ("peak CUDA allocated, GiB", "peak_cuda_gib", 2),
+]
 
 
 def table(r):
     width = max(len(label) for label, _, _ in ROWS) + 2
-    return "\n".join(label.ljust(width) + f"{r[key]:,.{digits}f}".rjust(12)
-                     for label, key, digits in ROWS if r.get(key) is not None)
+    return "\n".join(
+        label.ljust(width) + f"{r[key]:,.{digits}f}".rjust(12)
+        for label, key, digits in ROWS
+        if r.get(key) is not None
+    )
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
     parser.add_argument("--config", help="YAML file of overrides to train.py's DEFAULTS")
-    parser.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE", help="override config keys")
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override config keys",
+    )
     parser.add_argument("--device", default="cpu", help="cpu | cuda | mps | auto (default cpu)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed steps; medians are reported (default 5)")
-    parser.add_argument("--checkpoint", help="load these weights (a train.py checkpoint) instead of random ones")
-    parser.add_argument("--warm-start-steps", type=int, metavar="N", help="instead: time the config's warm start "
-                        "for N steps as a run builds it, per phase (single-answer, then mixed formats)")
-    parser.add_argument("--step-times", nargs="+", metavar="TIMING_JSONL", help="instead: each run's steps and "
-                        "median seconds a step, from its timing.jsonl")
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="timed steps; medians are reported (default 5)"
+    )
+    parser.add_argument(
+        "--checkpoint", help="load these weights (a train.py checkpoint) instead of random ones"
+    )
+    parser.add_argument(
+        "--warm-start-steps",
+        type=int,
+        metavar="N",
+        help="instead: time the config's warm start "
+        "for N steps as a run builds it, per phase (single-answer, then mixed formats)",
+    )
+    parser.add_argument(
+        "--step-times",
+        nargs="+",
+        metavar="TIMING_JSONL",
+        help="instead: each run's steps and median seconds a step, from its timing.jsonl",
+    )
     parser.add_argument("--json", help="write every figure to this JSON file")
     return parser.parse_args(argv)
 
 
 def bench_config(args):
-    """The command line -> (train.py config, device); a config or device that cannot work exits with one line."""
+    """The command line -> (train.py config, device); a config or device that cannot work exits with
+    one line."""
     overrides = list(args.set)
     try:
         device = config.pick_device(args.device)
         if device == "cuda" and not any(o.startswith("dtype=") for o in overrides):
             overrides.append("dtype=bfloat16")  # autocast on CUDA, as a CUDA training run would use
-        saved = load_checkpoint(args.checkpoint)["config"] if args.checkpoint else None  # sizes match the weights
+        # sizes match the weights
+        saved = load_checkpoint(args.checkpoint)["config"] if args.checkpoint else None
         base = {k: saved.get(k, v) for k, v in train.DEFAULTS.items()} if saved else None
         return train.resolve_config(args.config, overrides, base=base), device
     except (train.ConfigError, FileNotFoundError, RuntimeError) as e:
-        hint = f" (this torch is {torch.__version__}; run with --device cpu)" if "CUDA is not available" in str(e) else ""
+        hint = (
+            f" (this torch is {torch.__version__}; run with --device cpu)"
+            if "CUDA is not available" in str(e)
+            else ""
+        )
         print(f"error: {e}{hint}", file=sys.stderr)
         sys.exit(2)
 
@@ -196,25 +299,39 @@ def main(argv=None):
         return
     cfg, device = bench_config(args)
     torch.set_num_threads(cfg["threads"] or torch.get_num_threads())  # --set threads=N
-    machine = {"device": device, "threads": torch.get_num_threads(), "torch": torch.__version__,
-               "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
-               "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
-               "gpu": torch.cuda.get_device_name() if device == "cuda" else None}
+    machine = {
+        "device": device,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "cpu": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "gpu": torch.cuda.get_device_name() if device == "cuda" else None,
+    }
     m, task = train.answers_per_rollout(cfg), make_task(cfg["task"], **cfg["task_options"])
-    print(f"bench: task={cfg['task']} algo={cfg['algo']} model={cfg['model']} P={cfg['prompts_per_step']} "
-          f"G={cfg['group_size']} m={m} max_new_tokens={m * task.max_answer_tokens + 1} kl_coef={cfg['kl_coef']} "
-          f"dtype={cfg['dtype']}\nmachine: {machine}; load average at start {load()}")
+    print(
+        f"bench: task={cfg['task']} algo={cfg['algo']} model={cfg['model']} "
+        f"P={cfg['prompts_per_step']} "
+        f"G={cfg['group_size']} m={m} max_new_tokens={m * task.max_answer_tokens + 1} "
+        f"kl_coef={cfg['kl_coef']} "
+        f"dtype={cfg['dtype']}\nmachine: {machine}; load average at start {load()}"
+    )
     if args.warm_start_steps:
         r = time_warm_start(cfg, device, args.warm_start_steps)
-        print(f"warm start, {r['warm_start_steps']} steps: {r['warm_start_s']:.1f} s; single-answer phase "
-              f"{r['single_steps']} steps, {r['single_ms'] or 0:.1f} ms a step; mixed phase {r['mixed_steps']} "
-              f"steps, {r['mixed_ms'] or 0:.1f} ms a step; weights checksum {r['checksum']:.10f}")
+        print(
+            f"warm start, {r['warm_start_steps']} steps: {r['warm_start_s']:.1f} s; single-answer "
+            f"phase {r['single_steps']} steps, {r['single_ms'] or 0:.1f} ms a step; mixed phase "
+            f"{r['mixed_steps']} steps, {r['mixed_ms'] or 0:.1f} ms a step; weights checksum "
+            f"{r['checksum']:.10f}"
+        )
         saved = {"warm_start": r}
     else:
         r = measure(cfg, device, args.warmup, args.repeats, args.checkpoint)
-        print(f"\nmodel: {r['params'] / 1e6:.2f}M parameters; prompts {r['prompt_tokens']} tokens, completions "
-              f"{r['completion_tokens']} tokens wide; medians of {args.repeats} after {args.warmup} warm-up\n"
-              f"{table(r)}\nload: {r['load_before']} -> {r['load_after']}")
+        print(
+            f"\nmodel: {r['params'] / 1e6:.2f}M parameters; prompts {r['prompt_tokens']} tokens, "
+            f"completions {r['completion_tokens']} tokens wide; medians of {args.repeats} after "
+            f"{args.warmup} warm-up\n{table(r)}\nload: {r['load_before']} -> {r['load_after']}"
+        )
         saved = {"warmup": args.warmup, "repeats": args.repeats, "results": r}
     if args.json:
         with open(args.json, "w") as f:

@@ -5,16 +5,20 @@ to OUT/gpu_check.json; exits 1 if any check failed. Needs a CUDA device; a few m
     python tools/gpu_check.py --out out/gpu_check
     python tools/gpu_check.py --device cpu     # a dry run of the script itself: CPU against CPU
 
-1. score: engine.score on CUDA against the same weights on the CPU, float32 with TF32 off: log-probs,
+1. score: engine.score on CUDA against the same weights on the CPU, float32 with TF32 off:
+log-probs,
    entropies and gradients; under bf16 autocast how far they move (bounded loosely).
-2. generate: engine.generate against model.generate on CUDA, same seed, TF32 off: the same tokens (as
+2. generate: engine.generate against model.generate on CUDA, same seed, TF32 off: the same tokens
+(as
    tests/test_engine.py checks on the CPU); TF32 on too: the same tokens again on a rerun.
 3. graph: the captured decode step (engine.generate_static) against engine.generate, TF32 off: the
    same tokens, and uncaptured too (which of the two a difference comes from); all three timed.
 4. sft: the warm start's update captured (warmstart.CapturedSFT) against warmstart.sft_step eagerly,
    TF32 off, from the same weights: the same losses and weights up to float rounding; both timed.
-5. train: train.py end to end on CUDA (configs/tiny.yaml): persona and code in float32, and the README's
-   GPU path (bf16, gpu preset, torch.compile); each must finish, log its device, leave a final.pt the CPU loads.
+5. train: train.py end to end on CUDA (configs/tiny.yaml): persona and code in float32, and the
+README's
+   GPU path (bf16, gpu preset, torch.compile); each must finish, log its device, leave a final.pt
+   the CPU loads.
 6. bench: tools/bench.py --device cuda at train.py's defaults, the gpu preset, and cuda_graph=false.
 Left out: multi-GPU torchrun (NCCL) and any learning-quality claim; tests/ runs separately.
 """
@@ -28,6 +32,7 @@ import random
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -39,7 +44,7 @@ import train  # noqa: E402
 import warmstart  # noqa: E402
 from checkpoint import model_from_checkpoint  # noqa: E402
 from config import make_task  # noqa: E402
-from model import GPT, GPTConfig, PRESETS, Tokenizer, pad_left, pad_right  # noqa: E402
+from model import GPT, PRESETS, GPTConfig, Tokenizer, pad_left, pad_right  # noqa: E402
 from rollouts import max_completion_tokens  # noqa: E402
 
 tok = Tokenizer()
@@ -55,14 +60,22 @@ def model_pair(preset, seed=0):
 
 
 def score_batch(seed=1):
-    """8 prompts x 4 samples of mixed lengths, as RL scores them (a prompt's samples in consecutive rows)."""
+    """8 prompts x 4 samples of mixed lengths, as RL scores them (a prompt's samples in consecutive
+    rows)."""
     g = torch.Generator().manual_seed(seed)
-    prompts = [[tok.bos] + torch.randint(0, 256, (int(n),), generator=g).tolist() + [tok.answer]
-               for n in torch.randint(3, 30, (8,), generator=g)]
+    prompts = [
+        [tok.bos] + torch.randint(0, 256, (int(n),), generator=g).tolist() + [tok.answer]
+        for n in torch.randint(3, 30, (8,), generator=g)
+    ]
     p, pm = pad_left(prompts, tok.eos)
     p, pm = p.repeat_interleave(4, 0), pm.repeat_interleave(4, 0)
-    c, cm = pad_right([torch.randint(0, 256, (int(n),), generator=g).tolist()
-                       for n in torch.randint(1, 60, (32,), generator=g)], tok.eos)
+    c, cm = pad_right(
+        [
+            torch.randint(0, 256, (int(n),), generator=g).tolist()
+            for n in torch.randint(1, 60, (32,), generator=g)
+        ],
+        tok.eos,
+    )
     return p, pm, c, cm
 
 
@@ -98,8 +111,12 @@ def timed(fn, times):
 
 def score_diffs(reference, other):
     (lr, er, gr), (lo, eo, go) = reference, other
-    return {"max_logprob_diff": float((lr - lo).abs().max()), "mean_logprob_diff": float((lr - lo).abs().mean()),
-            "max_entropy_diff": float((er - eo).abs().max()), "grad_rel_diff": float((gr - go).norm() / gr.norm())}
+    return {
+        "max_logprob_diff": float((lr - lo).abs().max()),
+        "mean_logprob_diff": float((lr - lo).abs().mean()),
+        "max_entropy_diff": float((er - eo).abs().max()),
+        "grad_rel_diff": float((gr - go).norm() / gr.norm()),
+    }
 
 
 def check_score(results):
@@ -109,52 +126,87 @@ def check_score(results):
         batch = score_batch()
         reference = scored(cpu, batch)
         d = score_diffs(reference, scored(gpu, batch))
-        record(results, f"score float32 {preset} preset: CUDA = CPU",
-               d["max_logprob_diff"] < 1e-4 and d["max_entropy_diff"] < 1e-4 and d["grad_rel_diff"] < 1e-4, **d)
+        record(
+            results,
+            f"score float32 {preset} preset: CUDA = CPU",
+            d["max_logprob_diff"] < 1e-4
+            and d["max_entropy_diff"] < 1e-4
+            and d["grad_rel_diff"] < 1e-4,
+            **d,
+        )
         d = score_diffs(reference, scored(gpu, batch, bf16=True))
         # loose: a bug (a wrong mask, a cast in the wrong place) moves log-probs by whole nats
-        record(results, f"score bf16 autocast {preset} preset: near float32",
-               d["mean_logprob_diff"] < 0.05 and d["grad_rel_diff"] < 0.1, **d)
+        record(
+            results,
+            f"score bf16 autocast {preset} preset: near float32",
+            d["mean_logprob_diff"] < 0.05 and d["grad_rel_diff"] < 0.1,
+            **d,
+        )
     set_tf32(True)
 
 
 def check_generate(results):
-    """With TF32 on (as train.py runs on CUDA) the two samplers compute logits through different matmul
-    shapes, a little apart, and a uniform that close to a CDF step picks the neighbouring token: reported."""
+    """With TF32 on (as train.py runs on CUDA) the two samplers compute logits through different
+    matmul shapes, a little apart, and a uniform that close to a CDF step picks the neighbouring
+    token: reported."""
     gpu = model_pair("cpu")[1].eval()
-    p, pm = pad_left([[tok.bos, 10, 11, tok.answer], [tok.bos, 1, 2, 3, 4, 5, tok.answer]], tok.eos, DEVICE)
+    p, pm = pad_left(
+        [[tok.bos, 10, 11, tok.answer], [tok.bos, 1, 2, 3, 4, 5, tok.answer]], tok.eos, DEVICE
+    )
     for tf32 in (False, True):
         set_tf32(tf32)
         for sampling in (dict(), dict(temperature=0.7, top_k=20), dict(top_p=0.9)):
-            plain, fast, again = (sampler(gpu, p, pm, 8, 40, tok.eos, generator=seeded(), **sampling)
-                                  for sampler in (GPT.generate, engine.generate, engine.generate))
+            plain, fast, again = (
+                sampler(gpu, p, pm, 8, 40, tok.eos, generator=seeded(), **sampling)
+                for sampler in (GPT.generate, engine.generate, engine.generate)
+            )
             agree = float((fast["tokens"] == plain["tokens"]).float().mean())
             rerun = torch.equal(fast["tokens"], again["tokens"])
-            record(results, f"generate on CUDA, TF32 {'on' if tf32 else 'off'}, {sampling or 'temperature 1'}: "
-                   + ("rerun = run" if tf32 else "fast = plain, rerun = run"),
-                   rerun and (tf32 or agree == 1.0), token_agreement=agree, rerun_equal=rerun)
+            record(
+                results,
+                f"generate on CUDA, TF32 {'on' if tf32 else 'off'}, {sampling or 'temperature 1'}: "
+                + ("rerun = run" if tf32 else "fast = plain, rerun = run"),
+                rerun and (tf32 or agree == 1.0),
+                token_agreement=agree,
+                rerun_equal=rerun,
+            )
 
 
 def check_graph(results):
     set_tf32(False)
     for preset, (P, G, new) in {"cpu": (8, 8, 48), "nano": (16, 8, 112)}.items():
         gpu = model_pair(preset)[1].eval()
-        p, pm = pad_left([[tok.bos, *range(10, 18 + i % 4), tok.answer] for i in range(P)], tok.eos, DEVICE)
-        samplers = {"generate": engine.generate, "generate_static": engine.generate_static,
-                    "generate_static eager": functools.partial(engine.generate_static, capture=False)}
+        p, pm = pad_left(
+            [[tok.bos, *range(10, 18 + i % 4), tok.answer] for i in range(P)], tok.eos, DEVICE
+        )
+        samplers = {
+            "generate": engine.generate,
+            "generate_static": engine.generate_static,
+            "generate_static eager": functools.partial(engine.generate_static, capture=False),
+        }
         tokens, seconds = {}, {}  # the uncaptured step tells a capture bug from a step bug
         for name, sampler in samplers.items():
             draw = functools.partial(sampler, gpu, p, pm, G, new, tok.eos)
             tokens[name] = draw(generator=seeded())["tokens"]
-            seconds[name] = timed(lambda: draw(generator=seeded()), 5)
-        agree, agree_eager = (float((tokens["generate"] == tokens[k]).float().mean())
-                              for k in ("generate_static", "generate_static eager"))
-        record(results, f"generate_static captured ({preset} preset, {P}x{G} samples of {new}): the same tokens",
-               agree == 1.0, token_agreement=agree, token_agreement_uncaptured=agree_eager, **seconds)
+            seconds[name] = timed(lambda draw=draw: draw(generator=seeded()), 5)
+        agree, agree_eager = (
+            float((tokens["generate"] == tokens[k]).float().mean())
+            for k in ("generate_static", "generate_static eager")
+        )
+        record(
+            results,
+            f"generate_static captured ({preset} preset, {P}x{G} samples of {new}): the same "
+            "tokens",
+            agree == 1.0,
+            token_agreement=agree,
+            token_agreement_uncaptured=agree_eager,
+            **seconds,
+        )
 
 
 def check_sft(results, steps=40):
-    """Float rounding, not equality: the padded shapes and the capturable AdamW round differently."""
+    """Float rounding, not equality: the padded shapes and the capturable AdamW round
+    differently."""
     set_tf32(False)
     cfg = train.resolve_config("configs/code.yaml")
     task = make_task(cfg["task"], **cfg["task_options"])
@@ -166,54 +218,113 @@ def check_sft(results, steps=40):
     for name, model in models.items():
         opt = warmstart.sft_optimizer(model, cfg, capturable=capture and name == "captured")
         if name == "captured":
-            graph = warmstart.CapturedSFT(model, opt, cfg["sft_batch"], cfg["block_size"] - width, width, tok.eos,
-                                          capture=capture)
+            graph = warmstart.CapturedSFT(
+                model,
+                opt,
+                cfg["sft_batch"],
+                cfg["block_size"] - width,
+                width,
+                tok.eos,
+                capture=capture,
+            )
         rng, losses[name] = random.Random(1000), []
 
-        def step():  # the formats alternate, single answers first
-            loss, _ = warmstart.sft_step(model, opt, task, tok, cfg, rng, DEVICE,
-                                         single_only=len(losses[name]) % 2 == 0, graph=graph)
+        # the formats alternate, single answers first
+        def step(model=model, opt=opt, rng=rng, name=name, graph=graph):
+            loss, _ = warmstart.sft_step(
+                model,
+                opt,
+                task,
+                tok,
+                cfg,
+                rng,
+                DEVICE,
+                single_only=len(losses[name]) % 2 == 0,
+                graph=graph,
+            )
             losses[name].append(loss.detach().clone())
+
         for _ in range(10):  # the warm-up and the capture
             step()
         seconds[name + " s a step"] = timed(step, steps - 10)
     eager, captured = (torch.stack(losses[k]).cpu() for k in models)
     loss_rel = float(((eager - captured).abs() / eager.abs()).max())
-    weight_diff = max(float((a - b).detach().abs().max())
-                      for a, b in zip(models["eager"].parameters(), models["captured"].parameters()))
-    record(results, f"warm-start update captured (code, {steps} steps): the eager losses and weights",
-           loss_rel < 1e-3 and weight_diff < 1e-4 and graph.updates == steps,
-           loss_rel_diff=loss_rel, weight_max_diff=weight_diff, **seconds)
+    weight_diff = max(
+        float((a - b).detach().abs().max())
+        for a, b in zip(models["eager"].parameters(), models["captured"].parameters())
+    )
+    record(
+        results,
+        f"warm-start update captured (code, {steps} steps): the eager losses and weights",
+        loss_rel < 1e-3 and weight_diff < 1e-4 and graph.updates == steps,
+        loss_rel_diff=loss_rel,
+        weight_max_diff=weight_diff,
+        **seconds,
+    )
 
 
 def run_script(*args):
-    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=900
+    )
 
 
 def check_train(results, out):
-    runs = {"persona float32": ["task=persona"], "code float32": ["task=code"],
-            "persona bf16 gpu preset compile": ["task=persona", "dtype=bfloat16", "model=gpu", "compile=true"]}
+    runs = {
+        "persona float32": ["task=persona"],
+        "code float32": ["task=code"],
+        "persona bf16 gpu preset compile": [
+            "task=persona",
+            "dtype=bfloat16",
+            "model=gpu",
+            "compile=true",
+        ],
+    }
     for name, extra in runs.items():
         run_dir = os.path.join(out, "runs", name.replace(" ", "_"))
         t0 = time.time()
-        proc = run_script("train.py", "--config", "configs/tiny.yaml", "--set", f"out_dir={run_dir}",
-                          f"warmstart_dir={out}/warmstart", f"device={DEVICE}", *extra)
+        proc = run_script(
+            "train.py",
+            "--config",
+            "configs/tiny.yaml",
+            "--set",
+            f"out_dir={run_dir}",
+            f"warmstart_dir={out}/warmstart",
+            f"device={DEVICE}",
+            *extra,
+        )
         seconds, log_path = time.time() - t0, os.path.join(run_dir, "log.txt")
-        log = open(log_path).read() if os.path.exists(log_path) else ""
-        loads = proc.returncode == 0 and all(q.device.type == "cpu" and torch.isfinite(q).all() for q in
-                                             model_from_checkpoint(os.path.join(run_dir, "final.pt"))[0].parameters())
-        record(results, f"train.py {name} on CUDA: finishes, final.pt loads on the CPU",
-               proc.returncode == 0 and f"device {DEVICE}" in log and loads, seconds=round(seconds, 1),
-               last_log_line=(log.strip().splitlines() or [""])[-1], stderr_tail=proc.stderr[-1500:])
+        log = Path(log_path).read_text() if os.path.exists(log_path) else ""
+        loads = proc.returncode == 0 and all(
+            q.device.type == "cpu" and torch.isfinite(q).all()
+            for q in model_from_checkpoint(os.path.join(run_dir, "final.pt"))[0].parameters()
+        )
+        record(
+            results,
+            f"train.py {name} on CUDA: finishes, final.pt loads on the CPU",
+            proc.returncode == 0 and f"device {DEVICE}" in log and loads,
+            seconds=round(seconds, 1),
+            last_log_line=(log.strip().splitlines() or [""])[-1],
+            stderr_tail=proc.stderr[-1500:],
+        )
 
 
 def check_bench(results, out):
-    for name, extra in {"defaults": [], "gpu preset bf16": ["--set", "model=gpu"],
-                        "no cuda_graph": ["--set", "cuda_graph=false"]}.items():
+    for name, extra in {
+        "defaults": [],
+        "gpu preset bf16": ["--set", "model=gpu"],
+        "no cuda_graph": ["--set", "cuda_graph=false"],
+    }.items():
         path = os.path.join(out, f"bench_{name.replace(' ', '_')}.json")
-        proc = run_script(os.path.join("tools", "bench.py"), "--device", DEVICE, "--json", path, *extra)
-        record(results, f"tools/bench.py --device cuda ({name}) runs", proc.returncode == 0,
-               output_tail=proc.stdout[-2500:] + proc.stderr[-1500:])
+        proc = run_script(
+            os.path.join("tools", "bench.py"), "--device", DEVICE, "--json", path, *extra
+        )
+        record(
+            results,
+            f"tools/bench.py --device cuda ({name}) runs",
+            proc.returncode == 0,
+            output_tail=proc.stdout[-2500:] + proc.stderr[-1500:],
+        )
 
 
 def record(results, name, ok, **details):
@@ -228,10 +339,17 @@ def record(results, name, ok, **details):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
-    parser.add_argument("--out", default="out/gpu_check", help="folder for the runs and gpu_check.json")
+    parser.add_argument(
+        "--out", default="out/gpu_check", help="folder for the runs and gpu_check.json"
+    )
     parser.add_argument("--device", default="cuda", help="cuda (default); cpu dry-runs the script")
-    parser.add_argument("--skip", nargs="*", default=[], metavar="CHECK",
-                        choices=["score", "generate", "graph", "sft", "train", "bench"])
+    parser.add_argument(
+        "--skip",
+        nargs="*",
+        default=[],
+        metavar="CHECK",
+        choices=["score", "generate", "graph", "sft", "train", "bench"],
+    )
     args = parser.parse_args()
     global DEVICE
     DEVICE = args.device
@@ -240,9 +358,17 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     device_name = torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
     print(f"torch {torch.__version__}, {device_name}, CUDA {torch.version.cuda}", flush=True)
-    results, checks = [], {"score": check_score, "generate": check_generate, "graph": check_graph, "sft": check_sft,
-                           "train": functools.partial(check_train, out=args.out),
-                           "bench": functools.partial(check_bench, out=args.out)}
+    results, checks = (
+        [],
+        {
+            "score": check_score,
+            "generate": check_generate,
+            "graph": check_graph,
+            "sft": check_sft,
+            "train": functools.partial(check_train, out=args.out),
+            "bench": functools.partial(check_bench, out=args.out),
+        },
+    )
     for check_name, check in checks.items():
         if check_name in args.skip:
             continue
@@ -250,8 +376,14 @@ def main():
             check(results)
         except Exception as e:  # one broken check must not hide the others' results
             record(results, f"{check_name}: raised", False, error=f"{type(e).__name__}: {e}")
-    summary = {"torch": torch.__version__, "device": device_name, "cuda": torch.version.cuda,
-               "passed": sum(r["ok"] for r in results), "failed": sum(not r["ok"] for r in results), "checks": results}
+    summary = {
+        "torch": torch.__version__,
+        "device": device_name,
+        "cuda": torch.version.cuda,
+        "passed": sum(r["ok"] for r in results),
+        "failed": sum(not r["ok"] for r in results),
+        "checks": results,
+    }
     with open(os.path.join(args.out, "gpu_check.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(f"{summary['passed']} passed, {summary['failed']} failed -> {args.out}/gpu_check.json")

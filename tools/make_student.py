@@ -33,22 +33,40 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #   pytest <tests> -k "<k>"
 # which selects exactly the tests that fail when only this exercise is blanked.
 EXERCISES = {
-    "grpo": dict(blank=["grpo.py:grpo_advantages"], tests=["tests/test_grpo.py", "tests/test_vpo.py"],
-                 k="test_grpo_ or test_vpo_ or test_set_score_hand or format_term_weighs"),
-    "vpo": dict(blank=["vpo.py:set_scores", "vpo.py:vpo_advantages"], tests=["tests/test_vpo.py"],
-                k="set_score or test_vpo_ or duplicates_do_not_change_vpo"),
-    "weights": dict(blank=["vpo.py:sample_weights"], tests=["tests/test_grpo.py", "tests/test_vpo.py"],
-                    k="sample_weights or test_vpo_ or duplicates_do_not_change_vpo or sobol or dirichlet_alpha"
-                      " or entropy_bonus_is_scaled"),
-    "sobol": dict(blank=["vpo.py:sample_weights[if sampler == 'sobol']"], tests=["tests/test_vpo.py"],
-                  k="sobol or sample_weights_rejects"),
-    "at_k": dict(blank=["metrics.py:pass_at_k", "metrics.py:max_at_k"],
-                 tests=["tests/test_metrics.py", "tests/test_search.py"],
-                 k="(pass_at_k or max_at_k or best_at_k or pool_metrics) and not mismatched_weights"),
-    "pool": dict(blank=["metrics.py:reward_space_diversity", "metrics.py:pareto_fraction"],
-                 tests=["tests/test_metrics.py", "tests/test_search.py"],
-                 k="reward_space_diversity or pareto_fraction or pool_metrics"),
-    "loo": dict(blank=["vpo.py:leave_one_out_advantages"], tests=["tests/test_vpo.py"], k="leave_one_out"),
+    "grpo": dict(
+        blank=["grpo.py:grpo_advantages"],
+        tests=["tests/test_grpo.py", "tests/test_vpo.py"],
+        k="test_grpo_ or test_vpo_ or test_set_score_hand or format_term_weighs",
+    ),
+    "vpo": dict(
+        blank=["vpo.py:set_scores", "vpo.py:vpo_advantages"],
+        tests=["tests/test_vpo.py"],
+        k="set_score or test_vpo_ or duplicates_do_not_change_vpo",
+    ),
+    "weights": dict(
+        blank=["vpo.py:sample_weights"],
+        tests=["tests/test_grpo.py", "tests/test_vpo.py"],
+        k="sample_weights or test_vpo_ or duplicates_do_not_change_vpo or sobol or dirichlet_alpha"
+        " or entropy_bonus_is_scaled",
+    ),
+    "sobol": dict(
+        blank=["vpo.py:sample_weights[if sampler == 'sobol']"],
+        tests=["tests/test_vpo.py"],
+        k="sobol or sample_weights_rejects",
+    ),
+    "at_k": dict(
+        blank=["metrics.py:pass_at_k", "metrics.py:max_at_k"],
+        tests=["tests/test_metrics.py", "tests/test_search.py"],
+        k="(pass_at_k or max_at_k or best_at_k or pool_metrics) and not mismatched_weights",
+    ),
+    "pool": dict(
+        blank=["metrics.py:reward_space_diversity", "metrics.py:pareto_fraction"],
+        tests=["tests/test_metrics.py", "tests/test_search.py"],
+        k="reward_space_diversity or pareto_fraction or pool_metrics",
+    ),
+    "loo": dict(
+        blank=["vpo.py:leave_one_out_advantages"], tests=["tests/test_vpo.py"], k="leave_one_out"
+    ),
 }
 INSTRUCTOR_ONLY = ("tools/make_student.py", "tests/test_tools_make_student.py")
 
@@ -65,12 +83,17 @@ def stub_line(name):
 # ----------------------------------------------------------------------------------------------
 # Finding a body and replacing its lines
 
+
 def _lookup(tree, qualname, where):
     """'Class.method' -> the FunctionDef, searching each level's direct children only."""
     node = tree
     for part in qualname.split("."):
-        found = [n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                 and n.name == part]
+        found = [
+            n
+            for n in node.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and n.name == part
+        ]
         if not found:
             raise LookupError(f"{where}: no function or class '{part}' (looking for {qualname})")
         node = found[-1]  # the last definition wins, as at runtime
@@ -92,24 +115,34 @@ def body_span(tree, lines, target):
         cond = branch.removesuffix("]").removeprefix("if ").strip()
         ifs = [n for n in ast.walk(node) if isinstance(n, ast.If) and ast.unparse(n.test) == cond]
         if len(ifs) != 1:
-            raise LookupError(f"{target}: expected one `if {cond}:` in {qualname}, found {len(ifs)}")
+            raise LookupError(
+                f"{target}: expected one `if {cond}:` in {qualname}, found {len(ifs)}"
+            )
         header, stmts = ifs[0].test.end_lineno, ifs[0].body
     else:
         header, stmts = node.lineno, node.body
         first = stmts[0]
-        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        if (
+            isinstance(first, ast.Expr)
+            and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)
+        ):
             header, stmts = first.end_lineno, stmts[1:]  # keep the docstring
         if not stmts:
             raise LookupError(f"{target}: the function has nothing but a docstring to blank")
     first, last = stmts[0].lineno, stmts[-1].end_lineno
     if first <= header:
-        raise LookupError(f"{target}: the body starts on the line of its header; put it on its own line")
-    while first - 1 > header and (lines[first - 2].strip() == "" or lines[first - 2].lstrip().startswith("#")):
+        raise LookupError(
+            f"{target}: the body starts on the line of its header; put it on its own line"
+        )
+    while first - 1 > header and (
+        lines[first - 2].strip() == "" or lines[first - 2].lstrip().startswith("#")
+    ):
         first -= 1
     while lines[first - 1].strip() == "":  # blank lines after the header or docstring stay
         first += 1
     statement = lines[stmts[0].lineno - 1]
-    return first, last, statement[:len(statement) - len(statement.lstrip())]
+    return first, last, statement[: len(statement) - len(statement.lstrip())]
 
 
 def blank_source(text, blanks):
@@ -118,7 +151,8 @@ def blank_source(text, blanks):
     Returns (new_text, spans) where spans lists (first, last, line) per replaced body: 1-based lines
     of the original, and the one line that replaced them. Everything outside the spans is unchanged.
     """
-    lines = io.StringIO(text, newline="").readlines()  # splits exactly where Python's tokenizer does
+    # splits exactly where Python's tokenizer does
+    lines = io.StringIO(text, newline="").readlines()
     tree = ast.parse(text)
     spans = sorted((*body_span(tree, lines, target), name) for target, name in blanks)
     kept = []
@@ -130,26 +164,36 @@ def blank_source(text, blanks):
         kept.append(span)
     out, spans_out, pos = [], [], 1
     for first, last, indent, name in kept:
-        out += lines[pos - 1:first - 1]
-        newline = lines[last - 1][len(lines[last - 1].rstrip("\r\n")):]  # "" at the end of a file without one
+        out += lines[pos - 1 : first - 1]
+        # "" at the end of a file without one
+        newline = lines[last - 1][len(lines[last - 1].rstrip("\r\n")) :]
         stub = indent + stub_line(name) + newline
         out.append(stub)
         spans_out.append((first, last, stub))
         pos = last + 1
-    out += lines[pos - 1:]
+    out += lines[pos - 1 :]
     return "".join(out), spans_out
 
 
 # ----------------------------------------------------------------------------------------------
 # The whole tree
 
+
 def tracked_files(root=ROOT):
     try:
-        out = subprocess.run(["git", "-C", root, "ls-files", "-z"], capture_output=True, check=True).stdout
+        out = subprocess.run(
+            ["git", "-C", root, "ls-files", "-z"], capture_output=True, check=True
+        ).stdout
     except (OSError, subprocess.CalledProcessError) as e:
         raise SystemExit(f"error: {root} must be a git checkout with git installed ({e})") from None
-    return [p for p in out.decode().split("\0") if p and p not in INSTRUCTOR_ONLY
-            and os.path.isfile(os.path.join(root, p))]  # a tracked file deleted in the work tree is skipped
+    return [
+        p
+        for p in out.decode().split("\0")
+        if p
+        and p not in INSTRUCTOR_ONLY
+        # a tracked file deleted in the work tree is skipped
+        and os.path.isfile(os.path.join(root, p))
+    ]
 
 
 def blanks_by_file(names):
@@ -163,8 +207,9 @@ def blanks_by_file(names):
 
 
 def build(out_dir, names=None, root=ROOT):
-    """Write the student tree for the given exercises (default all) into out_dir; return {file: spans}."""
-    names = list(EXERCISES) if not names else names
+    """Write the student tree for the given exercises (default all) into out_dir; return {file:
+    spans}."""
+    names = names or list(EXERCISES)
     unknown = [n for n in names if n not in EXERCISES]
     if unknown:
         raise SystemExit(f"error: unknown exercise(s) {unknown}; choose from {list(EXERCISES)}")
@@ -197,10 +242,19 @@ def build(out_dir, names=None, root=ROOT):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.strip().split("\n\n")[0])
-    parser.add_argument("out_dir", nargs="?", help="where to write the student tree (must be empty or new)")
-    parser.add_argument("--exercise", nargs="+", choices=list(EXERCISES), metavar="NAME",
-                        help=f"exercises to blank (default: all of {', '.join(EXERCISES)})")
-    parser.add_argument("--list", action="store_true", help="print each exercise's targets and grading command")
+    parser.add_argument(
+        "out_dir", nargs="?", help="where to write the student tree (must be empty or new)"
+    )
+    parser.add_argument(
+        "--exercise",
+        nargs="+",
+        choices=list(EXERCISES),
+        metavar="NAME",
+        help=f"exercises to blank (default: all of {', '.join(EXERCISES)})",
+    )
+    parser.add_argument(
+        "--list", action="store_true", help="print each exercise's targets and grading command"
+    )
     args = parser.parse_args(argv)
     if args.list:
         for name, ex in EXERCISES.items():
