@@ -1,26 +1,20 @@
 """
-The maze task (the VPO paper's grid world): walk from S to the exit E within a step budget, picking
-up gold (one corner), diamonds (the opposite corner) and the bonus cell B (the centre), off lava.
-The reward vector [completion, gold, diamond, avoid_lava] in [0,1]^4 is zero unless the route
-reaches the exit; g = (gold share)^2, d likewise, a = (1 - lava share)^2, each x1.5 (clipped to 1)
-once B is visited ("convex_bonus"). The fixed scalarisation is the mean (or `reward_weights`).
-
-A problem is a seed: `generate(seed)` builds the 9x9 maze or rejects the seed (None). The budget is
-the longer corner route + 7, and a kept maze has no route within it through both corners, gold
-first or diamond first (the authors check one order): you can never have both, a route must
-choose. A stray tile of each can still fit (squared, it is worth little). Demonstrations know the
-route families (gold, diamond, bonus, straight) but walk them imperfectly: shortest legs to the
-landmark, not a sweep of every tile. `pareto_front` is the exact optimum; `draw_routes` the picture.
-
-Deliberately left out: other grid sizes in the generator, moving hazards, partial credit for not
-arriving, any use of `parents` (the search's mutation prompt).
+The maze task (the VPO paper's grid world): walk from S to the exit E within a step budget, past
+gold (one corner), diamonds (the opposite one), the bonus B (the centre), off lava. The reward
+[completion, gold, diamond, avoid_lava] in [0,1]^4 is zero unless the route arrives; g = (gold
+share)^2, d likewise, a = (1 - lava share)^2, each x1.5 (clipped to 1) once B is visited. A problem
+is a seed; `generate` keeps a maze only if no route within the budget (the longer corner route + 7)
+passes both corners, gold first or diamond first (the authors check one order): a route must
+choose (a stray tile of each may fit; squared, it is worth little). Demonstrations know the route
+families but walk them imperfectly; `pareto_front` is the exact optimum, `draw_routes` the picture.
+Deliberately left out: other grid sizes, partial credit for not arriving, `parents` (search.py's).
 """
 
 import functools
 import random
-from collections import Counter, deque
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass
-from itertools import islice
+from itertools import groupby, islice
 
 import numpy as np
 
@@ -45,17 +39,8 @@ class Maze:
     def find(self, chars):
         return cells(self.rows, chars)
 
-    @functools.cached_property
-    def start(self):
-        return self.find("S")[0]
-
-    @functools.cached_property
-    def exit(self):
-        return self.find("E")[0]
-
-    @functools.cached_property
-    def totals(self):
-        return [len(self.find(x)) for x in "GDL"]
+    start = functools.cached_property(lambda self: self.find("S")[0])
+    exit = functools.cached_property(lambda self: self.find("E")[0])
 
 
 def cells(rows, chars):
@@ -89,7 +74,8 @@ def zone(rows, corner):
     return [x for x in near if x != CENTRE]
 
 
-# ---- the generator ---------------------------------------------------------------------------
+OPEN = ["." * SIZE] * SIZE  # AROUND: each cell's neighbours, walls or not (the frontier's)
+AROUND = {x: sorted({step(OPEN, x, m) for m in MOVES} - {x}) for x in cells(OPEN, ".")}
 
 
 def _prim(rng):
@@ -97,45 +83,35 @@ def _prim(rng):
     grid = [["#"] * SIZE for _ in range(SIZE)]
     r, c = rng.randrange(SIZE), rng.randrange(SIZE)
     grid[r][c] = "."
-    frontier = _around((r, c))
+    frontier = list(AROUND[r, c])
     while frontier:
         r, c = frontier.pop(rng.randrange(len(frontier)))
-        if grid[r][c] == "#" and sum(grid[a][b] == "." for a, b in _around((r, c))) == 1:
+        if grid[r][c] == "#" and sum(grid[a][b] == "." for a, b in AROUND[r, c]) == 1:
             grid[r][c] = "."
-            frontier += [(a, b) for a, b in _around((r, c)) if grid[a][b] == "#"]
-    walls = [w for w in cells(grid, "#") if sum(grid[a][b] == "." for a, b in _around(w)) >= 2]
+            frontier += [(a, b) for a, b in AROUND[r, c] if grid[a][b] == "#"]
+    walls = [w for w in cells(grid, "#") if sum(grid[a][b] == "." for a, b in AROUND[w]) >= 2]
     rng.shuffle(walls)  # loops: a maze with a single path would leave no route to choose
     for r, c in walls[: rng.randint(18, 28)]:
         grid[r][c] = "."
     return grid
 
 
-def _around(cell):
-    r, c = cell
-    return [(r + a, c + b) for a, b in MOVES.values() if 0 <= r + a < SIZE and 0 <= c + b < SIZE]
-
-
 @functools.lru_cache(maxsize=2**16)  # mazes recur across problems(), prompts and rewards
 def generate(seed):
     """The maze of a seed, or None where the seed is rejected (the caller tries another)."""
     rng = random.Random(seed)
-    grid, far = _prim(rng), SIZE - 1
-    start, end = rng.choice([((0, 0), (far, far)), ((0, far), (far, 0))])
-    corners = [(0, far - start[1]), (far, far - end[1])]
+    grid, n = _prim(rng), SIZE - 1
+    start, end = rng.choice([((0, 0), (n, n)), ((0, n), (n, 0))])
+    corners = [(0, n - start[1]), (n, n - end[1])]
     rng.shuffle(corners)
     gold, diamond = corners
-    for r, c in (start, end, gold, diamond, CENTRE):
-        grid[r][c] = "."
-    grid[start[0]][start[1]], grid[end[0]][end[1]] = "S", "E"
-    d = {x: distances(grid, x) for x in (start, gold, diamond)}
-
-    def dist(a, b):
-        return d[a].get(b, FAR)
-
-    via = [dist(start, x) + dist(x, end) for x in (gold, diamond)]
-    budget = max(via) + 7
-    both = min(dist(start, x) + dist(x, y) + dist(y, end) for x, y in (corners, corners[::-1]))
-    if budget >= FAR or budget > MAX_BUDGET or both <= budget or CENTRE not in d[start]:
+    for (r, c), char in zip((start, end, gold, diamond, CENTRE), "SE..B"):
+        grid[r][c] = char
+    pairs = {(x, y): n for x in (start, gold, diamond) for y, n in distances(grid, x).items()}
+    d = defaultdict(lambda: FAR, pairs)  # FAR: cut off
+    budget = max(d[start, x] + d[x, end] for x in corners) + 7
+    both = min(d[start, x] + d[x, y] + d[y, end] for x, y in (corners, corners[::-1]))
+    if budget > MAX_BUDGET or both <= budget or d[start, CENTRE] >= FAR:
         return None
     zones = [zone(grid, x) for x in corners]
     if min(len(z) for z in zones) < 3:
@@ -143,7 +119,6 @@ def generate(seed):
     for z, char in zip(zones, "GD"):
         for r, c in rng.sample(z, rng.randint(3, min(5, len(z)))):
             grid[r][c] = char
-    grid[CENTRE[0]][CENTRE[1]] = "B"
     free = [(r, c) for r, c in cells(grid, ".") if 2 <= r <= 6 and 2 <= c <= 6]
     lava = rng.sample(free, min(rng.randint(3, 5), len(free)))
     for r, c in lava:
@@ -155,15 +130,10 @@ def generate(seed):
 
 def maze_of(problem):
     """A problem (a seed, or a hand-built Maze) -> its Maze."""
-    if isinstance(problem, Maze):
-        return problem
-    maze = generate(int(problem))
+    maze = problem if isinstance(problem, Maze) else generate(int(problem))
     if maze is None:
         raise ValueError(f"seed {problem} makes no maze (the generator rejects it)")
     return maze
-
-
-# ---- routes and rewards ----------------------------------------------------------------------
 
 
 def walk(maze, answer):
@@ -179,29 +149,19 @@ def walk(maze, answer):
     return path, False
 
 
-def walk_key(maze, answer):
-    """The walk an answer makes: the letters of the moves that moved the agent (no bumps)."""
-    path, _ = walk(maze, answer)
-    letter = {delta: x for x, delta in MOVES.items()}
-    pairs = zip([maze.start] + path, path)
-    return "".join(letter[(b[0] - a[0], b[1] - a[1])] for a, b in pairs if a != b)
-
-
 def score(maze, gold, diamonds, lava, bonus):
     """Counts collected on an arriving route -> [completion, gold, diamond, avoid_lava]."""
-    totals = maze.totals
+    totals = [len(maze.find(x)) for x in "GDL"]
     shares = [n / t if t else 0.0 for n, t in zip((gold, diamonds), totals)]
     shares.append(1 - lava / totals[2] if totals[2] else 1.0)
-    boost = 1.5 if bonus else 1.0
-    return np.array([1.0] + [min(1.0, s * s * boost) for s in shares], dtype=np.float32)
+    return np.array([1.0] + [min(1.0, s * s * (1.5 if bonus else 1)) for s in shares], np.float32)
 
 
 def route_reward(maze, answer):
-    """Any answer -> its (4,) reward vector; zeros unless the route reaches the exit."""
+    """Any answer -> its (4,) reward vector: zeros unless it arrives; a tile counts once."""
     path, reached = walk(maze, answer)
     if not reached:
         return np.zeros(4, dtype=np.float32)
-    # a tile counts once however often it is entered
     tiles = [maze.rows[r][c] for r, c in set(path)]
     return score(maze, *(tiles.count(x) for x in "GDL"), "B" in tiles)
 
@@ -209,13 +169,12 @@ def route_reward(maze, answer):
 def achievable(maze):
     """Every reward vector some arriving route within the budget earns: exact, a BFS over (cell,
     items collected) layer by layer in numpy (items are at most 16 tiles)."""
-    items = maze.find("GDLB")
-    cells = maze.find(".SEGDLB")
-    index = {cell: i for i, cell in enumerate(cells)}
-    nxt = np.array([[index[step(maze.rows, x, m)] for x in cells] for m in MOVES])
-    bit = np.array([1 << items.index(x) if x in items else 0 for x in cells], dtype=np.int64)
+    items, places = maze.find("GDLB"), maze.find(".SEGDLB")
+    index = {cell: i for i, cell in enumerate(places)}
+    nxt = np.array([[index[step(maze.rows, x, m)] for x in places] for m in MOVES])
+    bit = np.array([1 << items.index(x) if x in items else 0 for x in places], dtype=np.int64)
     width, goal = 1 << len(items), index[maze.exit]
-    seen = np.zeros(len(cells) * width, dtype=bool)
+    seen = np.zeros(len(places) * width, dtype=bool)
     layer, finals = np.array([index[maze.start] * width], dtype=np.int64), set()
     seen[layer] = True
     for _ in range(maze.budget):
@@ -226,35 +185,26 @@ def achievable(maze):
         finals.update((states[arrived] % width).tolist())
         layer = states[~arrived & ~seen[states]]
         seen[layer] = True
-    kinds = [maze.rows[r][c] for r, c in items]
-    counted = [
-        [sum(f >> i & 1 for i, k in enumerate(kinds) if k == x) for x in "GDLB"] for f in finals
-    ]
-    return np.unique(np.array([score(maze, *c) for c in counted]).reshape(-1, 4), axis=0)
+    groups = [sum(1 << i for i, (r, c) in enumerate(items) if maze.rows[r][c] == x) for x in "GDLB"]
+    vectors = [score(maze, *(bin(f & g).count("1") for g in groups)) for f in finals]
+    return np.unique(np.array(vectors).reshape(-1, 4), axis=0)
 
 
 def pareto_front(problem):
-    """The undominated achievable reward vectors (P, 4): every weighting's best route and every
-    best set of routes can be chosen from them."""
+    """The undominated achievable reward vectors (P, 4): every weighting's best routes are here."""
     v = achievable(maze_of(problem))
     dominated = [((v >= x).all(1) & (v > x).any(1)).any() for x in v]
     return v[~np.array(dominated, dtype=bool)]
 
 
-# ---- demonstrations --------------------------------------------------------------------------
-
-
 def _leg(maze, cell, target, rng, blocked):
     """The letters of a shortest path cell -> target, ties broken at random; None if none."""
-    dist = distances(maze.rows, target, blocked=set(blocked) - {cell})
-    if cell not in dist:
-        return None
-    letters = []
-    while cell != target:
+    dist, letters = distances(maze.rows, target, blocked=set(blocked) - {cell}), []
+    while cell in dist and cell != target:
         options = [x for x in MOVES if dist.get(step(maze.rows, cell, x), FAR) == dist[cell] - 1]
         letters.append(rng.choice(options))
         cell = step(maze.rows, cell, letters[-1])
-    return letters
+    return letters if cell == target else None
 
 
 def _route(maze, waypoints, rng, avoid):
@@ -262,13 +212,12 @@ def _route(maze, waypoints, rng, avoid):
     leg is impossible or the route passes the exit early."""
     cell, letters = maze.start, []
     for target in list(waypoints) + [maze.exit]:
-        if isinstance(target, int):
+        if isinstance(target, int):  # a wander: that many random moves
             leg = [rng.choice("UDLR") for _ in range(target)]
-        else:
-            blocked = set(avoid) | ({maze.exit} if target != maze.exit else set())
-            leg = _leg(maze, cell, target, rng, blocked)
-            if leg is None:
-                return None
+        else:  # the exit may end only the last leg
+            leg = _leg(maze, cell, target, rng, set(avoid) | {maze.exit} - {target})
+        if leg is None:
+            return None
         for x in leg:
             cell = step(maze.rows, cell, x)
             if cell == maze.exit and target != maze.exit:
@@ -277,41 +226,33 @@ def _route(maze, waypoints, rng, avoid):
     return "".join(letters)
 
 
-def _noisy(maze, family, waypoints, rng):
-    """The family's waypoints with one flaw: a detour, a few random moves or a corner missed."""
-    kind = rng.choice(["detour", "wander", "short"])
-    if kind == "short" and family in ("gold", "diamond"):
-        return [rng.choice(zone(maze.rows, waypoints[0]))]
-    extra = rng.choice(maze.find(".GDLB")) if kind == "detour" else rng.randint(2, 4)
-    at = rng.randint(0, len(waypoints))
-    return waypoints[:at] + [extra] + waypoints[at:]
-
-
 def demonstrate(maze, rng, noise):
-    """A route of a family drawn at random, walked imperfectly; it always arrives within the budget
-    (the last resort, the straight lava-free route, fits in every maze the generator keeps)."""
+    """A route of a family drawn at random, with probability `noise` one flaw (a detour, a few
+    random moves, a corner missed). It always arrives within the budget: the last resort, the
+    straight lava-free route, fits in every maze the generator keeps."""
     family = rng.choice(["gold", "diamond", "bonus", "straight"])
-    landmark = {"gold": maze.gold_corner, "diamond": maze.diamond_corner, "bonus": CENTRE}
-    waypoints = [landmark[family]] if landmark.get(family) is not None else []
-    avoid = maze.find("L") if rng.random() < 0.5 else []
-    plans = [_noisy(maze, family, waypoints, rng)] if rng.random() < noise else []
-    for plan, keep_off in [(p, avoid) for p in plans + [waypoints]] + [([], maze.find("L"))]:
+    corner = {"gold": maze.gold_corner, "diamond": maze.diamond_corner}.get(family)
+    plan = [corner or CENTRE] if family != "straight" else []
+    plans, lava, at = [plan], maze.find("L"), rng.randint(0, len(plan))
+    if rng.random() < noise:
+        flaw = rng.choice([rng.choice(maze.find(".GDLB")), rng.randint(2, 4)])  # an int: a wander
+        flawed = plan[:at] + [flaw] + plan[at:]
+        missed = [rng.choice(zone(maze.rows, corner))] if corner else flawed
+        plans.insert(0, rng.choice([flawed, missed]))
+    avoid = lava if rng.random() < 0.5 else []
+    for plan, keep_off in [(p, avoid) for p in plans] + [([], lava)]:
         route = _route(maze, plan, rng, keep_off)
         if route is not None and len(route) <= maze.budget and walk(maze, route)[1]:
             return route
     raise AssertionError("unreachable: the generator keeps a lava-free route within the budget")
 
 
-# ---- what routes a pool takes, and its picture ----------------------------------------------
-
-
 def route_families(problem, answers):
     """The conflict as a number: the share of answers whose walk reaches the exit, enters the gold
     corner's zone, the diamond corner's zone, the bonus cell (walks that stop short count too)."""
     maze, shares = maze_of(problem), dict.fromkeys(["exit", "gold", "diamond", "bonus"], 0.0)
-    zones = [
-        set(zone(maze.rows, x)) if x else set() for x in (maze.gold_corner, maze.diamond_corner)
-    ]
+    corners = (maze.gold_corner, maze.diamond_corner)
+    zones = [set(zone(maze.rows, x)) if x else set() for x in corners]
     for answer in answers:
         path, reached = walk(maze, answer)
         bonus = any(maze.rows[r][c] == "B" for r, c in path)
@@ -320,28 +261,25 @@ def route_families(problem, answers):
     return shares
 
 
-COLOURS = ["green", "black", "gold", "deepskyblue", "red", "purple"]  # of S, E, G, D, L, B
-
-
 def draw_routes(ax, problem, answers):
     """The maze and the distinct walks of `answers` on a matplotlib axis: a line per walk, as wide
     as the number of answers taking it; walks that never reach the exit faint and dashed."""
     maze = maze_of(problem)
-    walls = np.array([[x == "#" for x in row] for row in maze.rows], dtype=float)
-    ax.imshow(walls, cmap="Greys", vmin=0, vmax=1.4)
-    walks = Counter(walk_key(maze, a) for a in answers)
-    for i, (key, count) in enumerate(walks.most_common()):
-        path, reached = walk(maze, key)
+    ax.imshow([[float(x == "#") for x in row] for row in maze.rows], cmap="Greys", vmax=1.4)
+    walks = Counter()
+    for answer in answers:  # one walk: the cells visited, a bump's repeat dropped
+        path, reached = walk(maze, answer)
+        walks[tuple(x for x, _ in groupby([maze.start] + path)), reached] += 1
+    for i, ((path, reached), count) in enumerate(walks.most_common()):
         shift = 0.06 * (i % 5 - 2)  # side by side: routes that share a corridor stay visible
-        rows, cols = np.array([maze.start] + path).T + shift
+        rows, cols = np.array(path).T + shift
         width = 1 + 5 * count / max(walks.values())
         style = dict(alpha=0.7, linestyle="-") if reached else dict(alpha=0.3, linestyle="--")
         ax.plot(cols, rows, color=f"C{i % 10}", linewidth=width, **style)
-    for char, marker, colour in zip("SEGDLB", "^XoDs*", COLOURS):  # on top of the routes
+    colours = ["green", "black", "gold", "deepskyblue", "red", "purple"]
+    for char, marker, colour in zip("SEGDLB", "^XoDs*", colours):  # on top of the routes
         for r, c in maze.find(char):
-            ax.plot(
-                c, r, marker=marker, color=colour, markersize=8, mec="white", ls="none", zorder=3
-            )
+            ax.plot(c, r, marker=marker, color=colour, ms=8, mec="white", ls="none", zorder=3)
     ax.set(xticks=[], yticks=[])
 
 
@@ -363,9 +301,6 @@ def route_figure(path, problems, pools_by_method):
     return path
 
 
-# ---- the task --------------------------------------------------------------------------------
-
-
 class MazeTask:
     """The interface every task offers (rewards.PersonaTask): a problem is a generator seed."""
 
@@ -381,15 +316,13 @@ class MazeTask:
         out = []
         while len(out) < n:
             seed = rng.randrange(2**31)
-            side = heldout(str(seed), self.heldout_fraction) == (split == "heldout")
-            if side and generate(seed) is not None:
+            if heldout(str(seed), self.heldout_fraction) == (split == "heldout") and generate(seed):
                 out.append(seed)
         return out
 
     def prompt(self, problem, parents=None, goal=None):
         """'maze 26 S..#...../...': the budget, then the rows joined by '/' (97 characters)."""
-        maze = maze_of(problem)
-        text = f"maze {maze.budget} " + "/".join(maze.rows)
+        text = f"maze {maze_of(problem).budget} " + "/".join(maze_of(problem).rows)
         return text + (format_goal(goal) if goal is not None else "")
 
     def valid(self, problem, answer):
@@ -403,16 +336,13 @@ class MazeTask:
     def scalarize(self, r):
         return weighted_sum(r, self.reward_weights)
 
-    def answer_key(self, answer, problem=None):
-        """The moves that count (letters only, at most MAX_BUDGET); given the problem, the walk
-        itself (walk_key), so routes that are the same walk are one answer."""
-        if not isinstance(answer, str):
-            return ""
-        if problem is None:
-            return "".join(x for x in answer if x in MOVES)[:MAX_BUDGET]
-        return walk_key(maze_of(problem), answer)
+    def answer_key(self, answer):
+        """The moves that count: U/D/L/R only, at most MAX_BUDGET (answer_key sees no maze, so it
+        cannot tell two spellings of one walk apart, e.g. a bump added)."""
+        return (
+            "".join(x for x in answer if x in MOVES)[:MAX_BUDGET] if isinstance(answer, str) else ""
+        )
 
     def demonstration(self, problem, m, rng, parents=None):
         """m routes, each from a family drawn independently (a set may repeat a family)."""
-        maze = maze_of(problem)
-        return [demonstrate(maze, rng, self.noise) for _ in range(m)]
+        return [demonstrate(maze_of(problem), rng, self.noise) for _ in range(m)]

@@ -161,7 +161,7 @@ def test_valid_scalarize_and_answer_key():
     np.testing.assert_allclose(task.scalarize(torch.tensor(r)).numpy(), [0.7])
     np.testing.assert_allclose(MazeTask().scalarize(r), [0.625])
     assert task.answer_key("R-R R") == "RRR" and task.answer_key(None) == ""
-    assert task.answer_key("RRDRRDDLL", GRID) == task.answer_key("RRRRDD", GRID) == "RRRRDD"
+    assert task.answer_key("R" * 50) == "R" * maze.MAX_BUDGET
 
 
 # ---- demonstrations and the optimum -------------------------------------------------------------
@@ -185,7 +185,7 @@ def test_demonstrations_vary_and_the_optimum_is_above_every_one():
         for r in (task.reward(seed, a) for a in demos):
             assert ((front >= r - 1e-6).all(1)).any()  # some optimal vector is at least as good
             gaps.append(front.mean(1).max() - r.mean())
-        assert len({maze.walk_key(maze.generate(seed), a) for a in demos}) >= 5
+        assert len({tuple(maze.walk(maze.generate(seed), a)[0]) for a in demos}) >= 5
     assert np.mean(gaps) > 0.05  # room for RL: the demonstrations are not already optimal
 
 
@@ -220,7 +220,7 @@ def test_any_answer_gets_a_finite_reward_in_the_unit_box(answer):
         assert r.shape == (4,) and r.dtype == np.float32
         assert np.isfinite(r).all() and (r >= 0).all() and (r <= 1).all()
         assert isinstance(task.valid(problem, answer), bool)
-        task.answer_key(answer, problem)
+        task.answer_key(answer)
     assert task.reward(GRID, "R" * 10**6).sum() == 0
 
 
