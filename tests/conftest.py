@@ -8,6 +8,32 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+DEFINITION = (
+    "definition: pins the paper's exact formula (e.g. vpo.set_scores' max over answers); an "
+    "intended change to that formula is expected to fail it"
+)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", DEFINITION)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """After failures, say which of them an intended change to a formula is expected to cause."""
+    failed = terminalreporter.stats.get("failed", [])
+    pinned = [r.nodeid.split("::")[-1] for r in failed if "definition" in r.keywords]
+    if pinned:
+        terminalreporter.write_line(
+            f"{len(pinned)} of {len(failed)} failure(s) pin the paper's formula (marked "
+            f"definition: {', '.join(pinned)}): an intended change to it is expected to fail "
+            "them; "
+            + (
+                f"the other {len(failed) - len(pinned)} are not expected"
+                if len(failed) > len(pinned)
+                else "nothing else failed"
+            )
+        )
+
 
 @pytest.fixture(scope="session")
 def baseline(tmp_path_factory):

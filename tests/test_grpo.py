@@ -38,6 +38,14 @@ def test_grpo_degenerate_group_is_zero_not_nan():
     assert (adv[:2] == 0).all() and (adv[2] != 0).all()
 
 
+def test_grpo_near_equal_group_is_zero():
+    # std 4.8e-7 < eps: without the guard (std < eps -> 0) the division by std + eps gives
+    # [-0.20, 0.48, -0.20], a push from float noise; exactly equal scores cannot catch that
+    adv = grpo_advantages(torch.tensor([[0.5, 0.5 + 1e-6, 0.5], [0.0, 1.0, 0.0]]))
+    assert_close(adv[0], torch.zeros(3), what="a group whose std is below eps")
+    assert (adv[1] != 0).all()
+
+
 def test_grpo_groups_are_independent():
     a = torch.tensor([[1.0, 2.0, 4.0], [10.0, 0.0, 5.0]])
     both = grpo_advantages(a)

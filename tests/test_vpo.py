@@ -9,8 +9,12 @@ from checks import assert_close
 from grpo import grpo_advantages
 from vpo import multi_rlvr_scores, random_weight_scores, sample_weights, set_scores, vpo_advantages
 
-
 # ---------------------------------------------------------------- VPO
+# Marked definition: the tests that pin the paper's set score (the mean over weightings of the best
+# answer). An intended change to set_scores fails these and should fail nothing else here.
+
+
+@pytest.mark.definition
 def test_set_score_hand_computed():
     # one group, two rollouts of M=2 answers in D=2; two weightings (1,0) and (0,1)
     # specialists: max under (1,0)=1, under (0,1)=1
@@ -26,6 +30,7 @@ def test_set_score_hand_computed():
     assert_close(adv, torch.tensor([[1.0, -1.0]]), what="vpo_advantages")
 
 
+@pytest.mark.definition
 def test_vpo_with_one_dimension_is_grpo_on_the_max():
     torch.manual_seed(0)
     rewards = torch.rand(3, 5, 4, 1)
@@ -34,6 +39,7 @@ def test_vpo_with_one_dimension_is_grpo_on_the_max():
     assert_close(vpo_advantages(rewards, weights), expected, atol=1e-6)
 
 
+@pytest.mark.definition
 def test_duplicates_do_not_change_vpo():
     torch.manual_seed(1)
     rewards = torch.rand(2, 4, 3, 5)
