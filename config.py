@@ -11,9 +11,8 @@ import math
 import torch
 import yaml
 
-from codetask import CodeTask
 from model import PRESETS
-from rewards import PersonaTask
+from tasks import TASKS, make_task
 from vpo import WEIGHT_SAMPLERS
 
 
@@ -104,8 +103,6 @@ def resolve(defaults, algos, path=None, overrides=(), base=None):
         key, text = item.split("=", 1)
         updates.append((key.strip(), parse_value(text)))
     for key, value in updates:
-        if key in RENAMED:
-            raise ConfigError(f"config key '{key}' is now {RENAMED[key]}")
         if key not in defaults:
             hint = difflib.get_close_matches(key, defaults, n=1)
             raise ConfigError(
@@ -122,10 +119,6 @@ def resolve(defaults, algos, path=None, overrides=(), base=None):
 def resolve_evaluation(overrides=()):
     """EVALUATION <- key=value overrides of its keys, checked as every config key is."""
     return resolve(EVALUATION, None, overrides=overrides)
-
-
-# keys that changed name: a one-line pointer to the new one instead of an unknown-key error
-RENAMED = {"std_norm": "scale_rewards (true: group, false: none)"}
 
 
 def pick_device(name):
@@ -179,7 +172,7 @@ def validate(cfg, algos):
         if isinstance(value, float):
             need(math.isfinite(value), f"{key} must be a finite number, got {value}")
     need(cfg["algo"] in algos, f"algo must be one of {sorted(algos)}, got '{cfg['algo']}'")
-    need(cfg["task"] in ("persona", "persona_collinear", "code"), f"unknown task '{cfg['task']}'")
+    need(cfg["task"] in TASKS, f"task must be one of {', '.join(TASKS)}, got '{cfg['task']}'")
     need(cfg["model"] in PRESETS, f"model must be one of {sorted(PRESETS)}, got '{cfg['model']}'")
     for key in ("lr", "sft_lr", "alpha", "clip", "max_grad_norm"):
         need(cfg[key] > 0, f"{key} must be > 0, got {cfg[key]}")
@@ -263,14 +256,3 @@ def validate(cfg, algos):
         make_task(cfg["task"], **cfg["task_options"])
     except (TypeError, ValueError) as e:
         raise ConfigError(f"task_options for task '{cfg['task']}': {e}") from None
-
-
-def make_task(name, **options):
-    """Build a task from its config name; options are that task's constructor arguments."""
-    if name == "persona":
-        return PersonaTask(**options)
-    if name == "persona_collinear":
-        return PersonaTask(**{"overlap": 0.9, **options})
-    if name == "code":
-        return CodeTask(**options)
-    raise ValueError(f"unknown task '{name}' (choose persona, persona_collinear or code)")

@@ -283,6 +283,24 @@ class GPT(nn.Module):
 # ---- Helpers shared with engine.py ---------------------------------------------------------------
 
 
+def build_model(cfg, tok, device):
+    """A freshly initialised GPT of cfg's size preset, on `device`."""
+    mcfg = GPTConfig(
+        vocab_size=tok.vocab_size, block_size=cfg["block_size"], **PRESETS[cfg["model"]]
+    )
+    return GPT(mcfg).to(device)
+
+
+def autocast(cfg, device):
+    """bf16 autocast if cfg asks for it, else a context that changes nothing (one `with` for
+    both)."""
+    if cfg["dtype"] == "bfloat16":
+        return torch.autocast(
+            device_type="cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16
+        )
+    return torch.autocast(device_type="cpu", enabled=False)
+
+
 def token_logprobs(logits, tokens):
     """logits (B, T, V), tokens (B, T) -> log-prob of each token (B, T) and the entropy (B, T)."""
     logp = F.log_softmax(logits.float(), dim=-1)

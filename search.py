@@ -22,18 +22,12 @@ import random
 import sys
 import time
 
-import matplotlib
+import numpy as np
+import torch
+from matplotlib.figure import Figure  # no pyplot: files only, on any machine, no display
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")  # files only: works on a headless machine
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
-from config import EVALUATION, make_task, resolve_evaluation  # noqa: E402
-
-# noqa: E402
+from config import EVALUATION, resolve_evaluation
 from metrics import (
     best_at_k_curve,
     pareto_fraction,
@@ -41,8 +35,10 @@ from metrics import (
     reward_space_diversity,
     scalarized_best_at_k,
 )
-from rollouts import sample_rollouts  # noqa: E402
-from vpo import sample_weights, set_scores  # noqa: E402
+from rollouts import sample_rollouts
+from runfiles import load_checkpoint, model_from_checkpoint
+from tasks import make_task
+from vpo import sample_weights, set_scores
 
 
 def k_grid(n):
@@ -54,6 +50,22 @@ def k_grid(n):
 
 
 # ---- Pools of answers and the metrics over them --------------------------------------------------
+
+
+def heldout_look(model, tok, task, m, cfg, device, seed=12345):
+    """Training's quick held-out look: two rollouts on each of `eval_problems` held-out problems,
+    the same problems and draws every time -> mean scalar, best in a rollout, share valid."""
+    problems = task.problems("heldout", cfg["eval_problems"], random.Random(seed))
+    model.eval()
+    generator = torch.Generator(device=device).manual_seed(seed)
+    batch = sample_rollouts(model, tok, task, problems, m, 2, cfg, generator, device)
+    valid = batch["rewards"].sum(-1) > 0  # (P, 2, m)
+    scalar = task.scalarize(batch["rewards"])
+    return {
+        "heldout_scalar": float(scalar[valid].mean()) if valid.any() else 0.0,
+        "heldout_best_in_rollout": float(scalar.max(-1).values.mean()),
+        "heldout_valid": float(valid.float().mean()),
+    }
 
 
 def sample_pools(
@@ -496,7 +508,8 @@ def run_figure(path, cfg, logged, rows):
     path."""
     steps = [r for r in logged if r.get("kind") == "train"]
     evals = [r for r in logged if r.get("kind") == "eval"]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    fig = Figure(figsize=(13, 3.6))
+    axes = fig.subplots(1, 3)
     axes[0].plot(
         [r["step"] for r in steps],
         [r["reward_scalar"] for r in steps],
@@ -540,7 +553,6 @@ def run_figure(path, cfg, logged, rows):
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
     return path
 
 

@@ -16,7 +16,7 @@ What we simplified, and why:
 - The "old" log-probs are those recorded while sampling (exactly the policy's at temperature 1
   without top-k/top-p; otherwise the ratio is off-policy by design).
 - Problems are generated each step from a seeded RNG rather than read from a dataset.
-Machinery a student can skip: config.py, warmstart.py, checkpoint.py, distributed.py, engine.py.
+Machinery a student can skip: config.py, warmstart.py, runfiles.py, distributed.py, engine.py.
 """
 
 import os
@@ -30,20 +30,22 @@ import sys
 import time
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 import baselines
-import checkpoint
 import config
 import distributed
 import engine
 import grpo
+import runfiles
 import search
 import vpo
-from config import EVALUATION, ConfigError, make_task
-from model import GPT, Tokenizer
-from rollouts import max_completion_tokens, sample_rollouts
-from warmstart import autocast, padded_demos, replay_loss, warm_start
+from config import EVALUATION, ConfigError
+from model import GPT, Tokenizer, autocast
+from rollouts import max_completion_tokens, rollout_prompt, sample_rollouts
+from tasks import make_task
+from warmstart import padded_demos, replay_loss, warm_start
 
 # ---- Hyperparameters: every run's, unless its configs/<task>.yaml or --set key=value changes one
 # (never adds).
@@ -235,14 +237,11 @@ def rl_step(run):
     loss, stats, grad_norm = policy_update(
         run, batch, adv.reshape(-1).to(run.device), cfg["entropy_coef"] * scale
     )
-    metrics = checkpoint.step_metrics(
-        run, batch, rewards, scalar, weights, adv, cfg["algo"] in SET_ALGOS
-    )
     metrics = {
         "loss": loss,
         **stats,
         "grad_norm": grad_norm,
-        **metrics,
+        **step_metrics(run, batch, rewards, scalar, weights, adv),
         **sampling,
         "adv_scale": scale,
         "tokens": batch["num_tokens"],
@@ -338,9 +337,93 @@ def policy_update(run, batch, adv, entropy_coef=0.0):
                 total + cfg["parent_replay"] * replay,
                 {**stats, "replay_loss": replay.item()},
             )
-        # backward, clip, step; stops at a non-finite number
-        grad_norm = checkpoint.guarded_step(run, total)
-    return loss.item(), stats, grad_norm
+        # the gradient step; a non-finite number stops the run before it reaches a checkpoint
+        if not torch.isfinite(total):
+            stop_non_finite(f"non-finite loss ({total.item()})", cfg)
+        run.opt.zero_grad(set_to_none=True)
+        total.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg["max_grad_norm"])
+        if not torch.isfinite(grad_norm):
+            stop_non_finite("non-finite gradient norm", cfg)
+        run.opt.step()
+        if not torch.stack([torch.isfinite(p).all() for p in run.model.parameters()]).all():
+            stop_non_finite("non-finite weights after the optimizer step", cfg)
+    return loss.item(), stats, float(grad_norm)
+
+
+def stop_non_finite(what, cfg):
+    raise FloatingPointError(f"{what} (lr={cfg['lr']}); stopping, the last checkpoint is kept")
+
+
+# ---- What a step logs (CleanRL-style: the numbers that explain a run) ----------------------------
+
+
+def step_metrics(run, batch, rewards, scalar, weights, adv):
+    """Rewards, the set score, advantage stats, entropy, distinct answers. The set score is taken
+    under 32 fixed weightings, so runs compare; logging draws nothing from the training stream."""
+    task, G = run.task, run.cfg["group_size"]
+    valid = rewards.sum(-1) > 0  # (P, G, m) answers that parsed and were not repeats
+    fixed = vpo.sample_weights(1, 32, task.dim, generator=torch.Generator().manual_seed(0))
+    fixed = fixed.expand(len(batch["answers"]), -1, -1)
+    own = vpo.set_scores(rewards, weights).mean()
+    distinct = [len({task.answer_key(row[0]) for row in group}) / G for group in batch["answers"]]
+    per_component = rewards.reshape(-1, task.dim)[valid.reshape(-1)].mean(0)
+    mask = batch["completion_mask"].float()
+    return {
+        "reward_scalar": float(scalar[valid].mean()) if valid.any() else 0.0,
+        "reward_per_component": [round(float(x), 4) for x in per_component]
+        if valid.any()
+        else [0.0] * task.dim,
+        "set_score": float(vpo.set_scores(rewards, fixed).mean()),
+        **({"set_score_train": float(own)} if run.cfg["algo"] in SET_ALGOS else {}),
+        "valid_answers": float(valid.float().mean()),
+        "adv_mean": float(adv.mean()),
+        "adv_std": float(adv.std()),
+        "zero_std_groups": float((adv.abs().sum(1) == 0).float().mean()),
+        "entropy": float((batch["entropy"] * mask).sum() / mask.sum()),
+        "distinct_first_answers": float(np.mean(distinct)),
+    }
+
+
+def log_step(files, run, step, metrics, batch):
+    """metrics.jsonl, timing.jsonl, the console line and, every 25 steps, a few rollouts."""
+    cfg, m = run.cfg, metrics
+    timing = {"step": step, "sample_s": m.pop("sample_s"), "step_s": m.pop("step_s")}
+    timing["tokens_per_s"] = m["tokens"] / timing["step_s"]
+    if cfg["peak_tflops"] > 0:  # ~2N FLOPs per sampled token, 6N per trained token
+        flops = (2 + 6 * cfg["epochs_per_batch"]) * run.model.num_params() * m["tokens"]
+        timing["mfu"] = flops / timing["step_s"] / (cfg["peak_tflops"] * 1e12)
+    files.write("metrics.jsonl", {"kind": "train", "step": step, **m})
+    files.write("timing.jsonl", timing)
+    files.log(
+        f"step {step}/{cfg['steps']} | reward {m['reward_scalar']:.3f} set {m['set_score']:.3f} "
+        f"| adv std {m['adv_std']:.2f} zero-std {m['zero_std_groups']:.2f} "
+        f"| ent {m['entropy']:.3f} distinct {m['distinct_first_answers']:.2f} "
+        f"| clip {m['clip_frac']:.3f} kl {m['kl']:.4f} gnorm {m['grad_norm']:.2f} "
+        f"| {timing['tokens_per_s']:.0f} tok/s"
+        + (f" mfu {timing['mfu']:.1%}" if "mfu" in timing else "")
+        + f" | ETA {files.eta(step, cfg['steps']):.0f}s"
+    )
+    if step % 25 == 0 or step == cfg["steps"]:
+        prompt = rollout_prompt(run.task, batch["problems"][0], run.m)
+        answers, rewards = batch["answers"][0][:4], batch["rewards"][0, :4].tolist()
+        files.write(
+            "samples.jsonl",
+            {"step": step, "prompt": prompt, "answers": answers, "rewards": rewards},
+        )
+
+
+def evaluate_heldout(run, files, step):
+    """search.heldout_look on rank 0 (the same problems and draws every time) -> metrics.jsonl."""
+    if run.rank:
+        return {"heldout_scalar": float("nan")}
+    ev = search.heldout_look(run.model, run.tok, run.task, run.m, run.cfg, run.device)
+    files.write("metrics.jsonl", {"kind": "eval", "step": step, **ev})
+    files.log(
+        f"eval @ {step}: held-out scalar {ev['heldout_scalar']:.3f}, best-in-rollout "
+        f"{ev['heldout_best_in_rollout']:.3f}, valid {ev['heldout_valid']:.2f}"
+    )
+    return ev
 
 
 # ---- The training loop ---------------------------------------------------------------------------
@@ -353,9 +436,8 @@ def make_run(cfg, task, tok, model, device, rank=0, world=1):
         model.parameters(),
         lr=cfg["lr"],
         weight_decay=cfg["weight_decay"],
-        # fused: one kernel on GPUs
         betas=(0.9, 0.99),
-        fused=device.startswith("cuda"),
+        fused=device.startswith("cuda"),  # one kernel on GPUs
     )
     scorer = distributed.scorer(model, world, cfg["compile"])
     # the warm start
@@ -376,12 +458,41 @@ def make_run(cfg, task, tok, model, device, rank=0, world=1):
     )
 
 
+def run_state(run, step):
+    """Everything a resumed run needs to continue as if it had never stopped."""
+    return {
+        "model": run.model.state_dict(),
+        "model_config": vars(run.model.cfg),
+        "config": run.cfg,
+        "m": run.m,
+        "step": step,
+        "optimizer": run.opt.state_dict(),
+        "rng": run.rng.getstate(),
+        "generator": run.generator.get_state(),
+        "torch_rng": torch.get_rng_state(),
+    }
+
+
+def restore(run, files):
+    """Load the run folder's resume checkpoint (if any) into `run` -> the first step to train."""
+    state = files.resume
+    if not state:
+        return files.start_steps(1)
+    run.model.load_state_dict(state["model"])
+    run.opt.load_state_dict(state["optimizer"])
+    run.rng.setstate(state["rng"])
+    run.generator.set_state(state["generator"])
+    torch.set_rng_state(state["torch_rng"])
+    files.log(f"resumed from step {state['step']}")
+    return files.start_steps(state["step"] + 1)
+
+
 def train(cfg):
-    """Warm start, then cfg["steps"] RL steps -> the run's folder (checkpoint.RunFiles: folder,
+    """Warm start, then cfg["steps"] RL steps -> the run's folder (runfiles.RunFiles: folder,
     resuming, logs)."""
     t_begin = time.time()  # the closing line counts the warm start too
     device, rank, world = distributed.start_process(cfg)
-    files = checkpoint.RunFiles(cfg, lead=rank == 0)
+    files = runfiles.RunFiles(cfg, lead=rank == 0)
     task, tok = make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"])
     files.log(
         f"task {cfg['task']} (D={task.dim}), algo {cfg['algo']} (m={answers_per_rollout(cfg)}), "
@@ -393,19 +504,19 @@ def train(cfg):
     files.log(f"model: {model.num_params() / 1e6:.2f}M parameters")
     run = make_run(cfg, task, tok, model, device, rank, world)
     if not files.resume:
-        checkpoint.evaluate_heldout(run, files, 0)
-    for step in range(files.restore(run), cfg["steps"] + 1):
+        evaluate_heldout(run, files, 0)
+    for step in range(restore(run, files), cfg["steps"] + 1):
         metrics, batch = rl_step(run)
-        files.log_step(run, step, metrics, batch)
+        log_step(files, run, step, metrics, batch)
         if cfg["eval_every"] and step % cfg["eval_every"] == 0 and step != cfg["steps"]:
-            checkpoint.evaluate_heldout(run, files, step)
+            evaluate_heldout(run, files, step)
         if cfg["ckpt_every"] and step % cfg["ckpt_every"] == 0:
-            files.save("ckpt.pt", checkpoint.run_state(run, step))
-    last_eval = checkpoint.evaluate_heldout(run, files, cfg["steps"])
+            files.save("ckpt.pt", run_state(run, step))
+    last_eval = evaluate_heldout(run, files, cfg["steps"])
     if world > 1:
         in_sync, checksum = distributed.replicas_in_sync(model, world, device)
         files.log(f"ranks in sync: {in_sync} (parameter checksum {checksum:.6f})")
-    files.save("final.pt", {**checkpoint.run_state(run, cfg["steps"]), "warm_start": warm_path})
+    files.save("final.pt", {**run_state(run, cfg["steps"]), "warm_start": warm_path})
     files.log(
         f"trained in {time.time() - t_begin:.0f}s, the warm start included: held-out scalar "
         f"{last_eval['heldout_scalar']:.3f}"

@@ -17,29 +17,11 @@ import time
 
 import torch
 
-import checkpoint
 import engine
-from config import make_task
-from model import GPT, PRESETS, GPTConfig, pad_left, pad_right
+import runfiles
+from model import autocast, build_model, pad_left, pad_right
 from rollouts import max_completion_tokens, rollout_prompt, rollout_text
-
-
-def build_model(cfg, tok, device):
-    """A freshly initialised GPT of cfg's size preset, on `device`."""
-    mcfg = GPTConfig(
-        vocab_size=tok.vocab_size, block_size=cfg["block_size"], **PRESETS[cfg["model"]]
-    )
-    return GPT(mcfg).to(device)
-
-
-def autocast(cfg, device):
-    """bf16 autocast if cfg asks for it, else a context that changes nothing (one `with` for
-    both)."""
-    if cfg["dtype"] == "bfloat16":
-        return torch.autocast(
-            device_type="cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16
-        )
-    return torch.autocast(device_type="cpu", enabled=False)
+from tasks import make_task
 
 
 def sft_optimizer(model, cfg, capturable=False):
@@ -248,7 +230,7 @@ def warm_start(cfg, task, tok, device, log):
     torch.manual_seed(cfg["seed"])
     model = build_model(cfg, tok, device)
     if cfg["warmstart_from"] or os.path.exists(path):  # a missing warmstart_from fails loudly here
-        model.load_state_dict(checkpoint.load_checkpoint(path)["model"])
+        model.load_state_dict(runfiles.load_checkpoint(path)["model"])
         log(f"warm start: loaded cached {path}")
         return model, path
     rng = random.Random(cfg["seed"] + 1000)
@@ -289,7 +271,7 @@ def warm_start(cfg, task, tok, device, log):
             "nothing was cached"
         )
     os.makedirs(cfg["warmstart_dir"], exist_ok=True)
-    checkpoint.atomic_save(
+    runfiles.atomic_save(
         {"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg}, path
     )
     log(

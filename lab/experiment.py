@@ -44,7 +44,7 @@ import torch
 
 import search
 import train
-from config import ConfigError, make_task, parse_value, pick_device
+from config import ConfigError, parse_value, pick_device
 from lab import report, tables
 from lab.report import read_record, training_summary, update_record
 
@@ -73,6 +73,7 @@ from lab.workers import (
     steps_logged,
     warm_start_job,
 )
+from tasks import make_task
 from warmstart import warmstart_path
 
 TASKS = ["persona", "code", "persona_collinear"]  # each trains with configs/<task>.yaml

@@ -19,9 +19,10 @@ import random
 import yaml
 
 import train
-from checkpoint import EVAL_KEYS, RESULT_NEUTRAL_KEYS
-from config import ConfigError, make_task
+from config import ConfigError
 from lab import report
+from runfiles import EVAL_KEYS, RESULT_NEUTRAL_KEYS
+from tasks import make_task
 
 # the settings a stored pool was made with
 POOL_KEYS = ("pool_n", "pool_problems", "heldout_weightings")

@@ -27,10 +27,11 @@ import torch
 import search
 import train
 import warmstart
-from checkpoint import model_from_checkpoint
-from config import make_task, pick_device
+from config import pick_device
 from lab import oracle
 from model import Tokenizer
+from runfiles import model_from_checkpoint
+from tasks import make_task
 
 # ---- The jobs, each run in a worker process (a training run's job is train.train itself) ----
 

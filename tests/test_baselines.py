@@ -279,7 +279,7 @@ def test_max_at_k_batch_scale_divides_by_the_groups_pooled_sigma():
 def test_reward_weights_set_the_fixed_scalarisation_and_are_checked():
     import numpy as np
 
-    from config import make_task
+    from tasks import make_task
     from train import ConfigError, resolve_config
 
     r = torch.tensor([[1.0, 0.0, 0.5, 0.5]])

@@ -12,7 +12,7 @@ from tiny_runs import config as run_config
 
 import config
 import train as trainer
-from config import make_task
+from tasks import make_task
 from train import ADVANTAGES, DEFAULTS, ConfigError, resolve_config, train
 
 
@@ -87,7 +87,7 @@ def test_overrides_parse_types():
         ("alpha=0", "alpha must be > 0"),
         ("sft_single_first=1.5", "sft_single_first must be in [0, 1]"),
         ("algo=ppo", "algo must be one of"),
-        ("task=chess", "unknown task 'chess'"),
+        ("task=chess", "task must be one of"),
         ("task_options={bogus: 1}", "task_options for task 'persona'"),
         ("weight_sampler=sobol", None),
         ("loss_norm=mean", "loss_norm must be tokens or constant, got 'mean'"),

@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 from tiny_runs import Killed, cli, config, popen, read, same_weights, sigkill_when, weights
 
-import checkpoint
-from checkpoint import load_checkpoint
+import runfiles
+from runfiles import load_checkpoint
 from train import ConfigError, train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -162,7 +162,7 @@ def test_sigkill_mid_run_and_during_warm_start_then_resume(baseline, tmp_path):
 
 def _kill_at(point):
     """An atomic_save replacement that dies at one point, as a SIGKILL there would."""
-    real, calls = checkpoint.atomic_save, []
+    real, calls = runfiles.atomic_save, []
 
     def save(obj, path):
         calls.append(path)
@@ -189,7 +189,7 @@ def test_simulated_kills_at_exact_points_resume_exactly(baseline, tmp_path, monk
         ("before final.pt", 12),
     ]:
         with monkeypatch.context() as patch:
-            patch.setattr(checkpoint, "atomic_save", _kill_at(point))
+            patch.setattr(runfiles, "atomic_save", _kill_at(point))
             try:
                 train({**cfg, "resume": point != "before the first checkpoint"})
                 pytest.fail(f"the run was not killed {point}")

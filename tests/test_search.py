@@ -340,7 +340,7 @@ def test_the_evaluation_settings_have_one_home(monkeypatch):
     import config
     import search
     import train
-    from checkpoint import EVAL_KEYS
+    from runfiles import EVAL_KEYS
 
     assert train.EVAL_KEYS == EVAL_KEYS == tuple(config.EVALUATION) and set(EVAL_KEYS) <= set(
         train.DEFAULTS

@@ -18,10 +18,9 @@ import engine
 import rollouts
 import train as trainer
 import vpo
-import warmstart
-from checkpoint import model_from_checkpoint
-from config import make_task
-from model import Tokenizer
+from model import Tokenizer, build_model
+from runfiles import model_from_checkpoint
+from tasks import make_task
 from train import ADVANTAGES, resolve_config, train
 
 
@@ -158,7 +157,7 @@ def _rl_step_with_flat_groups(tmp_path, monkeypatch, flat, *overrides):
     cfg = tiny(tmp_path, *overrides)
     task, tok = trainer.make_task(cfg["task"]), trainer.Tokenizer()
     torch.manual_seed(0)
-    model = warmstart.build_model(cfg, tok, "cpu")
+    model = build_model(cfg, tok, "cpu")
     calls, trained = [], []
 
     def score(task, problem, answers, m, as_written=False, memo=None):
@@ -266,7 +265,7 @@ def test_dynamic_sampling_keeps_the_share_of_mutation_groups(tmp_path, monkeypat
     cfg = tiny(tmp_path, "dynamic_sampling=3", "algo=grpo", "task=code", "mutation_share=0.5")
     task, tok = trainer.make_task("code"), trainer.Tokenizer()
     torch.manual_seed(0)
-    model = warmstart.build_model(cfg, tok, "cpu")
+    model = build_model(cfg, tok, "cpu")
     calls = []
 
     def spread_everywhere(task, problem, answers, m, as_written=False, memo=None):
@@ -306,7 +305,7 @@ def test_parent_replay_adds_the_warm_starts_loss_on_parent_prompts(tmp_path):
     )
     task, tok = trainer.make_task("code"), trainer.Tokenizer()
     torch.manual_seed(0)
-    model = warmstart.build_model(cfg, tok, "cpu")
+    model = build_model(cfg, tok, "cpu")
     run = trainer.Run(
         cfg,
         task,
@@ -500,7 +499,7 @@ def test_rl_step_keeps_weights_finite(monkeypatch, task_name, mode):
         cfg = resolve_config(TINY, ["quiet=true", f"algo={algo}", f"task={task_name}"])
         task, tok = make_task(task_name), Tokenizer()
         torch.manual_seed(0)
-        model = warmstart.build_model(cfg, tok, "cpu")
+        model = build_model(cfg, tok, "cpu")
         opt = torch.optim.AdamW(
             model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"], betas=(0.9, 0.99)
         )

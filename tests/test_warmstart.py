@@ -18,9 +18,9 @@ from tiny_runs import RUN, TINY, tiny
 import train
 import train as trainer
 import warmstart
-from config import make_task
-from model import Tokenizer
+from model import Tokenizer, build_model
 from rollouts import max_completion_tokens
+from tasks import make_task
 from train import resolve_config
 
 CODE = ["task=code", "model=nano", "sft_batch=4", "block_size=224"]
@@ -30,7 +30,7 @@ def setup(overrides=()):
     cfg = train.resolve_config(overrides=CODE + list(overrides))
     task, tok = make_task("code", **cfg["task_options"]), Tokenizer(cfg["tokenizer"])
     torch.manual_seed(0)
-    return cfg, task, tok, warmstart.build_model(cfg, tok, "cpu")
+    return cfg, task, tok, build_model(cfg, tok, "cpu")
 
 
 def run_steps(model, cfg, task, tok, graph_shape, steps=6):
@@ -67,7 +67,7 @@ def test_fixed_shape_update_computes_what_sft_step_computes():
     assert fixed == pytest.approx(plain, rel=1e-5)
     for a, b in zip(model.parameters(), twin.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)  # padded sums round apart
-    fresh = warmstart.build_model(cfg, tok, "cpu")
+    fresh = build_model(cfg, tok, "cpu")
     # it trained
     assert not any(torch.equal(a, b) for a, b in zip(model.parameters(), fresh.parameters()))
 
@@ -116,8 +116,8 @@ def test_warm_start_depends_on_its_seed_not_on_the_process_history(tmp_path):
     """A worker of the headline experiment runs several jobs in turn: whatever it drew before must
     not change the warm start it trains (it once did: the initial weights came from the global
     RNG)."""
-    from config import make_task
     from model import Tokenizer
+    from tasks import make_task
     from warmstart import warm_start
 
     tok, task = Tokenizer(), make_task("persona")
@@ -174,8 +174,8 @@ def test_single_answer_curriculum_batches():
     """The warm start's first phase shows only the plain 1-answer format; later phases mix in m."""
     import random
 
-    from config import make_task
     from model import Tokenizer
+    from tasks import make_task
     from warmstart import padded_demos
 
     tok, task = Tokenizer(), make_task("code")

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import train as trainer
-from checkpoint import load_checkpoint
+from runfiles import load_checkpoint
 from train import resolve_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -44,10 +44,10 @@ import config  # noqa: E402
 import engine  # noqa: E402
 import train  # noqa: E402
 import warmstart  # noqa: E402
-from checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
-from config import make_task  # noqa: E402
-from model import Tokenizer, pad_left  # noqa: E402
+from model import Tokenizer, build_model, pad_left  # noqa: E402
 from rollouts import rollout_prompt  # noqa: E402
+from runfiles import load_checkpoint, model_from_checkpoint  # noqa: E402
+from tasks import make_task  # noqa: E402
 
 
 def load():
@@ -77,7 +77,7 @@ def measure(cfg, device, warmup, repeats, checkpoint=None):
     model = (
         model_from_checkpoint(checkpoint, device)[0]
         if checkpoint
-        else warmstart.build_model(cfg, tok, device)
+        else build_model(cfg, tok, device)
     )
     m = train.answers_per_rollout(cfg)
     problems = task.problems("train", cfg["prompts_per_step"], random.Random(0))

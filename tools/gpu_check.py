@@ -42,10 +42,10 @@ sys.path.insert(0, ROOT)
 import engine  # noqa: E402
 import train  # noqa: E402
 import warmstart  # noqa: E402
-from checkpoint import model_from_checkpoint  # noqa: E402
-from config import make_task  # noqa: E402
-from model import GPT, PRESETS, GPTConfig, Tokenizer, pad_left, pad_right  # noqa: E402
+from model import GPT, PRESETS, GPTConfig, Tokenizer, build_model, pad_left, pad_right  # noqa: E402
 from rollouts import max_completion_tokens  # noqa: E402
+from runfiles import model_from_checkpoint  # noqa: E402
+from tasks import make_task  # noqa: E402
 
 tok = Tokenizer()
 DEVICE = "cuda"  # --device cpu dry-runs every check against the CPU itself
@@ -211,7 +211,7 @@ def check_sft(results, steps=40):
     cfg = train.resolve_config("configs/code.yaml")
     task = make_task(cfg["task"], **cfg["task_options"])
     torch.manual_seed(0)
-    models = {"eager": warmstart.build_model(cfg, tok, DEVICE).train()}
+    models = {"eager": build_model(cfg, tok, DEVICE).train()}
     models["captured"] = copy.deepcopy(models["eager"])
     capture, width = DEVICE == "cuda", max_completion_tokens(task, cfg["answers_per_rollout"])
     losses, seconds, graph = {}, {}, None

@@ -1,8 +1,8 @@
-"""checkpoint.py: the per-step logs (what a training log says must compare across runs, and logging
-draws nothing from the training stream), out_dir and checkpoint errors end to end (exit 2, one line
-on stderr, nothing in out_dir modified), checkpoints that are missing, corrupt, foreign or would run
-code, atomic saves, and the guarded step: a non-finite loss or weight stops a run before it reaches
-a checkpoint."""
+"""runfiles.py, and the training step's guards that keep its files sound: the per-step logs (what a
+training log says must compare across runs, and logging draws nothing from the training stream),
+out_dir and checkpoint errors end to end (exit 2, one line on stderr, nothing in out_dir modified),
+checkpoints that are missing, corrupt, foreign or would run code, atomic saves, and the guarded
+step: a non-finite loss or weight stops a run before it reaches a checkpoint."""
 
 import os
 import subprocess
@@ -14,12 +14,12 @@ import pytest
 import torch
 from tiny_runs import RUN, TINY, Killed, all_finite, config, read, refuses_in_one_line, tiny
 
-import checkpoint
 import grpo
+import runfiles
 import train as trainer
 import vpo
-from checkpoint import load_checkpoint, model_from_checkpoint
-from config import make_task
+from runfiles import load_checkpoint, model_from_checkpoint
+from tasks import make_task
 from train import ConfigError, train
 
 
@@ -33,10 +33,10 @@ def _step(weights, set_algo=True):
         "completion_mask": torch.ones(8, 5),
         "entropy": torch.ones(8, 5),
     }
-    run = types.SimpleNamespace(task=task, cfg={"group_size": 4})
-    return checkpoint.step_metrics(
-        run, batch, rewards, rewards.mean(-1), weights, torch.zeros(2, 4), set_algo
+    run = types.SimpleNamespace(
+        task=task, cfg={"group_size": 4, "algo": "vpo" if set_algo else "grpo"}
     )
+    return trainer.step_metrics(run, batch, rewards, rewards.mean(-1), weights, torch.zeros(2, 4))
 
 
 def test_the_logged_set_score_is_the_same_for_every_weight_sampler_and_count():
@@ -57,10 +57,8 @@ def test_the_logged_set_score_is_the_same_for_every_weight_sampler_and_count():
 def test_logging_draws_nothing_from_the_training_stream(tmp_path, monkeypatch):
     """Removing a metric must not change the run: step_metrics may not touch the training
     generator."""
-    import checkpoint
-
     out = train(tiny(tmp_path, "algo=grpo", f"out_dir={tmp_path}/a"))
-    real = checkpoint.step_metrics
+    real = trainer.step_metrics
 
     def step_metrics(run, *args):
         state = run.generator.get_state()
@@ -68,7 +66,7 @@ def test_logging_draws_nothing_from_the_training_stream(tmp_path, monkeypatch):
         assert torch.equal(state, run.generator.get_state())
         return metrics
 
-    monkeypatch.setattr(checkpoint, "step_metrics", step_metrics)
+    monkeypatch.setattr(trainer, "step_metrics", step_metrics)
     again = train(tiny(tmp_path, "algo=grpo", f"out_dir={tmp_path}/b"))
     assert (
         Path(os.path.join(out, "metrics.jsonl")).read_text()
@@ -175,7 +173,7 @@ def test_bad_configuration_one_line_exit_2(
 
 def test_atomic_save_never_leaves_a_torn_file(tmp_path, monkeypatch):
     path = str(tmp_path / "ckpt.pt")
-    checkpoint.atomic_save({"model": {"w": torch.ones(2)}, "model_config": {}, "config": {}}, path)
+    runfiles.atomic_save({"model": {"w": torch.ones(2)}, "model_config": {}, "config": {}}, path)
     good = read(path)
 
     def dies_mid_write(obj, f, *args, **kwargs):
@@ -184,7 +182,7 @@ def test_atomic_save_never_leaves_a_torn_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch, "save", dies_mid_write)
     with pytest.raises(Killed):
-        checkpoint.atomic_save({"model": {"w": torch.zeros(2)}}, path)
+        runfiles.atomic_save({"model": {"w": torch.zeros(2)}}, path)
     assert read(path) == good and os.listdir(tmp_path) == ["ckpt.pt"]
     assert torch.equal(load_checkpoint(path)["model"]["w"], torch.ones(2))
 

@@ -1,23 +1,20 @@
 """
-Checkpoints and run folders: atomic saves, safe loads (weights_only: a shared checkpoint runs no
-code), exact resumes, a run's logs, and the optimizer step that stops before a non-finite number is
-saved. A student can skip this file. Left out: sharded or asynchronous checkpoints, keeping more
-than the last one.
+A run's folder and its checkpoints: the folder checked before anything is trained (never clobber
+a result), config.yaml, the log and the jsonl files, atomic checkpoint saves, safe loads
+(weights_only: a shared checkpoint runs no code) and the checks a resume needs. What goes into the
+files is train.py's business. A student can skip this file. Left out: sharded or asynchronous checkpoints,
+keeping more than the last one.
 """
 
 import json
 import os
-import random
 import time
 
-import numpy as np
 import torch
 import yaml
 
-import vpo
 from config import EVALUATION, ConfigError
 from model import GPT, GPTConfig, Tokenizer
-from rollouts import rollout_prompt, sample_rollouts
 
 # keys that never change what a run computes (cuda_graph: the same tokens by a faster path)
 RESULT_NEUTRAL_KEYS = (
@@ -180,109 +177,6 @@ def resume_point(cfg, out_dir):
     return resume
 
 
-def run_state(run, step):
-    """Everything a resumed run needs to continue as if it had never stopped (`run` is a
-    train.Run)."""
-    return {
-        "model": run.model.state_dict(),
-        "model_config": vars(run.model.cfg),
-        "config": run.cfg,
-        "m": run.m,
-        "step": step,
-        "optimizer": run.opt.state_dict(),
-        "rng": run.rng.getstate(),
-        "generator": run.generator.get_state(),
-        "torch_rng": torch.get_rng_state(),
-    }
-
-
-def guarded_step(run, loss):
-    """backward, clip, optimizer step; stop at the first non-finite number, before it reaches a
-    checkpoint."""
-
-    def stop(what):
-        raise FloatingPointError(
-            f"{what} (lr={run.cfg['lr']}); stopping, the last checkpoint is kept"
-        )
-
-    if not torch.isfinite(loss):
-        stop(f"non-finite loss ({loss.item()})")
-    run.opt.zero_grad(set_to_none=True)
-    loss.backward()
-    grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.cfg["max_grad_norm"])
-    if not torch.isfinite(grad_norm):
-        stop("non-finite gradient norm")
-    run.opt.step()
-    if not torch.stack([torch.isfinite(p).all() for p in run.model.parameters()]).all():  # one sync
-        stop("non-finite weights after the optimizer step")
-    return float(grad_norm)
-
-
-def step_metrics(run, batch, rewards, scalar, weights, adv, set_algo):
-    """What explains a step (CleanRL-style); set_score under 32 fixed weightings, so runs
-    compare."""
-    task, P, G = run.task, len(batch["answers"]), run.cfg["group_size"]
-    valid = rewards.sum(-1) > 0  # (P, G, m) answers that parsed and were not repeats
-    # their own generator: logging never draws from the training stream
-    fixed = vpo.sample_weights(1, 32, task.dim, generator=torch.Generator().manual_seed(0)).expand(
-        P, -1, -1
-    )
-    own = {"set_score_train": float(vpo.set_scores(rewards, weights).mean())} if set_algo else {}
-    distinct = np.mean(
-        [len({task.answer_key(row[0]) for row in group}) / G for group in batch["answers"]]
-    )
-    mask = batch["completion_mask"].float()
-    return {
-        "reward_scalar": float(scalar[valid].mean()) if valid.any() else 0.0,
-        "reward_per_component": [
-            round(float(x), 4) for x in rewards.reshape(-1, task.dim)[valid.reshape(-1)].mean(0)
-        ]
-        if valid.any()
-        else [0.0] * task.dim,
-        "set_score": float(vpo.set_scores(rewards, fixed).mean()),
-        **own,
-        "valid_answers": float(valid.float().mean()),
-        "adv_mean": float(adv.mean()),
-        "adv_std": float(adv.std()),
-        "zero_std_groups": float((adv.abs().sum(1) == 0).float().mean()),
-        "entropy": float((batch["entropy"] * mask).sum() / mask.sum()),
-        "distinct_first_answers": float(distinct),
-    }
-
-
-def evaluate_heldout(run, files, step, seed=12345):
-    """A quick held-out look (two rollouts per problem, the same every time) to metrics.jsonl; rank
-    0 only."""
-    if run.rank:
-        return {"heldout_scalar": float("nan")}
-    problems = run.task.problems("heldout", run.cfg["eval_problems"], random.Random(seed))
-    run.model.eval()
-    batch = sample_rollouts(
-        run.model,
-        run.tok,
-        run.task,
-        problems,
-        run.m,
-        2,
-        run.cfg,
-        torch.Generator(device=run.device).manual_seed(seed),
-        run.device,
-    )
-    valid = batch["rewards"].sum(-1) > 0  # (P, 2, m)
-    scalar = run.task.scalarize(batch["rewards"])
-    ev = {
-        "heldout_scalar": float(scalar[valid].mean()) if valid.any() else 0.0,
-        "heldout_best_in_rollout": float(scalar.max(-1).values.mean()),
-        "heldout_valid": float(valid.float().mean()),
-    }
-    files.write("metrics.jsonl", {"kind": "eval", "step": step, **ev})
-    files.log(
-        f"eval @ {step}: held-out scalar {ev['heldout_scalar']:.3f}, best-in-rollout "
-        f"{ev['heldout_best_in_rollout']:.3f}, valid {ev['heldout_valid']:.2f}"
-    )
-    return ev
-
-
 class RunFiles:
     """A run's folder: config.yaml, log.txt, metrics.jsonl (only what the seed determines),
     timing.jsonl, samples.jsonl and the checkpoints; resume cuts metrics.jsonl back to the
@@ -309,18 +203,14 @@ class RunFiles:
             self.files[name] = open(path, self.mode)  # noqa: SIM115
         return self.files[name]
 
-    def restore(self, run):
-        """Load the resume checkpoint (if any) into `run` -> the first step still to train."""
-        if self.resume:
-            run.model.load_state_dict(self.resume["model"])
-            run.opt.load_state_dict(self.resume["optimizer"])
-            run.rng.setstate(self.resume["rng"])
-            run.generator.set_state(self.resume["generator"])
-            torch.set_rng_state(self.resume["torch_rng"])
-            self.log(f"resumed from step {self.resume['step']}")
-            self.first_step = self.resume["step"] + 1
-        self.t_start = time.time()  # the ETA counts from here
-        return self.first_step
+    def start_steps(self, first):
+        """The first step this process trains; the ETA counts from now."""
+        self.t_start, self.first_step = time.time(), first
+        return first
+
+    def eta(self, step, steps):
+        """Seconds left, at this process's pace so far."""
+        return (time.time() - self.t_start) / (step - self.first_step + 1) * (steps - step)
 
     def log(self, msg):
         print(msg, file=self.log_file, flush=True)
@@ -331,45 +221,6 @@ class RunFiles:
         f = self._open(name)
         f.write(json.dumps(record) + "\n")
         f.flush()
-
-    def log_step(self, run, step, metrics, batch):
-        """One RL step's metrics, timing, log line, and every 25 steps a few rollouts
-        (samples.jsonl)."""
-        cfg = run.cfg
-        timing = {
-            "step": step,
-            "sample_s": metrics.pop("sample_s"),
-            "step_s": metrics.pop("step_s"),
-        }
-        timing["tokens_per_s"] = metrics["tokens"] / timing["step_s"]
-        # ~2N FLOPs per sampled token, 6N per trained token (attention ignored)
-        if cfg["peak_tflops"] > 0:
-            flops = (2 + 6 * cfg["epochs_per_batch"]) * run.model.num_params() * metrics["tokens"]
-            timing["mfu"] = flops / timing["step_s"] / (cfg["peak_tflops"] * 1e12)
-        self.write("metrics.jsonl", {"kind": "train", "step": step, **metrics})
-        self.write("timing.jsonl", timing)
-        eta = (time.time() - self.t_start) / (step - self.first_step + 1) * (cfg["steps"] - step)
-        self.log(
-            f"step {step}/{cfg['steps']} | reward {metrics['reward_scalar']:.3f} set "
-            f"{metrics['set_score']:.3f} "
-            f"| adv std {metrics['adv_std']:.2f} zero-std {metrics['zero_std_groups']:.2f} "
-            f"| ent {metrics['entropy']:.3f} distinct {metrics['distinct_first_answers']:.2f} "
-            f"| clip {metrics['clip_frac']:.3f} kl {metrics['kl']:.4f} gnorm "
-            f"{metrics['grad_norm']:.2f} "
-            f"| {timing['tokens_per_s']:.0f} tok/s"
-            + (f" mfu {timing['mfu']:.1%}" if "mfu" in timing else "")
-            + f" | ETA {eta:.0f}s"
-        )
-        if step % 25 == 0 or step == cfg["steps"]:
-            self.write(
-                "samples.jsonl",
-                {
-                    "step": step,
-                    "prompt": rollout_prompt(run.task, batch["problems"][0], run.m),
-                    "answers": batch["answers"][0][:4],
-                    "rewards": batch["rewards"][0, :4].tolist(),
-                },
-            )
 
     def save(self, name, state):
         """A checkpoint that remembers how much of metrics.jsonl it accounts for."""
