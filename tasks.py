@@ -4,6 +4,7 @@ its class (rewards.py shows the interface), add a line to TASKS.
 """
 
 from codetask import CodeTask
+from maze import MazeTask
 from rewards import PersonaTask
 
 # name -> (class, the options that make this task of it)
@@ -12,6 +13,8 @@ TASKS = {
     # the control: personas that like each other's letters, nearly collinear rewards
     "persona_collinear": (PersonaTask, {"overlap": 0.9}),
     "code": (CodeTask, {}),
+    # the VPO paper's own task: a route must choose the gold or the diamond corner
+    "maze": (MazeTask, {}),
 }
 
 

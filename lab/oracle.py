@@ -38,6 +38,7 @@ import math
 import numpy as np
 
 import lang
+import maze
 
 
 def greedy_path(scores, k, block=1 << 21):
@@ -261,10 +262,34 @@ def code_oracle(
     }
 
 
+def maze_oracle(task, problem, ks, weights, m=3, exact_limit=50_000):
+    """The best achievable values on one maze, exact: every objective's best routes lie on the
+    Pareto front of the reward vectors some arriving route earns (maze.pareto_front). A policy that
+    always writes the best route under the fixed scalarization has best@k = best@1 at every k;
+    w-best@k and the set score pick the best k (or m) routes of the front for the weightings."""
+    front = maze.pareto_front(problem)  # (F, 4)
+    best1 = float(task.scalarize(front).max())
+    Q = np.asarray(weights, dtype=float) @ front.T  # (N weightings, F routes)
+    w_best = {k: best_subset(Q, k, exact_limit)[0] for k in ks}
+    set_value = best_subset(Q, m, exact_limit)[0]
+    return {
+        "hypotheses": len(front),  # here: the routes on the front
+        "best_at_1": best1,
+        "pass_at_k": {k: float((front == 1).all(1).any()) for k in ks},
+        "best_at_k": {k: best1 for k in ks},
+        "best_at_k_upper": {k: best1 for k in ks},
+        "w_best_at_k": w_best,
+        "set_score": set_value,
+        "set_score_upper": set_value,
+    }
+
+
 def mean_oracle(task, problems, ks, weights, m=3):
-    """code_oracle on every problem, averaged over the problems (best_at_k and pass_at_k: lists in
-    the order of ks); "hypotheses" keeps each problem's count of plausible programs."""
-    per_problem = [code_oracle(task, p, ks, weights, m=m) for p in problems]
+    """code_oracle (maze_oracle on the maze) on every problem, averaged over the problems
+    (best_at_k and pass_at_k: lists in the order of ks); "hypotheses" keeps each problem's count of
+    plausible programs (of Pareto-optimal routes on the maze)."""
+    one = maze_oracle if isinstance(task, maze.MazeTask) else code_oracle
+    per_problem = [one(task, p, ks, weights, m=m) for p in problems]
 
     def mean(key):
         return float(np.mean([o[key] for o in per_problem]))
@@ -275,5 +300,14 @@ def mean_oracle(task, problems, ks, weights, m=3):
         "set_score_upper": mean("set_score_upper"),
         "best_at_k": [float(np.mean([o["best_at_k"][k] for o in per_problem])) for k in ks],
         "pass_at_k": [float(np.mean([o["pass_at_k"][k] for o in per_problem])) for k in ks],
+        **(
+            {
+                "w_best_at_k": [
+                    float(np.mean([o["w_best_at_k"][k] for o in per_problem])) for k in ks
+                ]
+            }
+            if "w_best_at_k" in per_problem[0]
+            else {}
+        ),
         "hypotheses": [o["hypotheses"] for o in per_problem],
     }

@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 
+import maze
 from codetask import CodeTask
 from lab import oracle
 from lab.oracle import (
@@ -21,6 +22,7 @@ from lab.oracle import (
     reward_tensor,
     set_score_ceiling,
 )
+from maze import MazeTask
 
 
 def subset_value(scores, subset) -> float:
@@ -172,3 +174,28 @@ def test_code_oracle_scales_to_thousands_of_programs():
         < out["set_score"]
         <= out["set_score_upper"]
     )
+
+
+def test_maze_oracle_is_at_least_every_demonstration_and_grows_with_k():
+    """No demonstration (nor a set of three) beats the maze's optimum; w-best@k grows with k up to
+    the best route of each weighting; a route that passes both corners is impossible, so pass@k is
+    0."""
+    task, rng = MazeTask(), random.Random(3)
+    weights = np.random.default_rng(4).dirichlet(np.ones(4), size=16)
+    for problem in task.problems("heldout", 6, rng):
+        out = oracle.maze_oracle(task, problem, [1, 2, 4], weights, m=3)
+        demos = np.array([task.reward(problem, a) for a in task.demonstration(problem, 8, rng)])
+        assert out["best_at_1"] >= task.scalarize(demos).max() - 1e-6
+        for k in (1, 2, 4):
+            best_k_demos = max(
+                (weights @ demos[list(c)].T).max(1).mean()
+                for c in itertools.combinations(range(8), k)
+            )
+            assert out["w_best_at_k"][k] >= best_k_demos - 1e-6
+        assert out["w_best_at_k"][1] <= out["w_best_at_k"][2] <= out["w_best_at_k"][4]
+        assert (
+            out["w_best_at_k"][4] <= (weights @ maze.pareto_front(problem).T).max(1).mean() + 1e-9
+        )
+        three = oracle.maze_oracle(task, problem, [3], weights, m=3)
+        assert out["set_score"] == pytest.approx(three["w_best_at_k"][3])
+        assert out["pass_at_k"] == {1: 0.0, 2: 0.0, 4: 0.0}
