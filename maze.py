@@ -326,8 +326,8 @@ class MazeTask:
         return text + (format_goal(goal) if goal is not None else "")
 
     def valid(self, problem, answer):
-        """1..budget move letters (U, D, L, R)."""
-        ok = isinstance(answer, str) and 1 <= len(answer) <= maze_of(problem).budget
+        """1..MAX_BUDGET move letters (U, D, L, R); moves past the maze's budget are not taken."""
+        ok = isinstance(answer, str) and 1 <= len(answer) <= MAX_BUDGET
         return ok and all(x in MOVES for x in answer)
 
     def reward(self, problem, answer):

@@ -155,7 +155,8 @@ def test_the_prompt_is_the_budget_and_the_rows():
 def test_valid_scalarize_and_answer_key():
     task = MazeTask(reward_weights=[0.4, 0.2, 0.2, 0.2])
     assert task.valid(GRID, "RRRRDD") and not task.valid(GRID, "") and not task.valid(GRID, "R x")
-    assert not task.valid(GRID, "R" * 11) and not task.valid(GRID, None)
+    assert task.valid(GRID, "R" * 11) and not task.valid(GRID, "R" * (maze.MAX_BUDGET + 1))
+    assert not task.valid(GRID, None)
     r = np.array([[1, 1, 0, 0.5]], dtype=np.float32)
     np.testing.assert_allclose(task.scalarize(r), [0.7])
     np.testing.assert_allclose(task.scalarize(torch.tensor(r)).numpy(), [0.7])
