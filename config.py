@@ -13,7 +13,6 @@ import yaml
 
 from model import PRESETS
 from tasks import TASKS, make_task
-from vpo import WEIGHT_SAMPLERS
 
 
 class ConfigError(ValueError):
@@ -92,9 +91,10 @@ def read_yaml(path):
     return loaded
 
 
-def resolve(defaults, algos, path=None, overrides=(), base=None):
+def resolve(defaults, algos, path=None, overrides=(), base=None, samplers=()):
     """defaults (or base) <- YAML file <- key=value overrides, checked; `algos`: train.py's
-    algorithm names."""
+    algorithm names, `samplers`: vpo.WEIGHT_SAMPLERS (passed in: a warm start's code, which
+    imports this file, never depends on vpo.py)."""
     cfg = dict(base or defaults)
     updates = list(read_yaml(path).items()) if path else []
     for item in overrides:
@@ -112,7 +112,7 @@ def resolve(defaults, algos, path=None, overrides=(), base=None):
     if algos is None:  # the evaluation settings alone (search.py's --set)
         validate_evaluation(cfg)
     else:
-        validate(cfg, algos)
+        validate(cfg, algos, samplers)
     return cfg
 
 
@@ -161,7 +161,7 @@ def validate_evaluation(cfg):
         raise ConfigError("evo_top_p must be in (0, 1]")
 
 
-def validate(cfg, algos):
+def validate(cfg, algos, samplers):
     """Out-of-range values fail here, before anything is written or trained."""
 
     def need(cond, msg):
@@ -212,8 +212,8 @@ def validate(cfg, algos):
         f"answers_per_rollout (m) must be >= 1, got {cfg['answers_per_rollout']}",
     )
     need(
-        cfg["weight_sampler"] in WEIGHT_SAMPLERS,
-        f"weight_sampler must be one of {', '.join(WEIGHT_SAMPLERS)} "
+        cfg["weight_sampler"] in samplers,
+        f"weight_sampler must be one of {', '.join(samplers)} "
         f"(vpo.WEIGHT_SAMPLERS, beside vpo.sample_weights), got '{cfg['weight_sampler']}'",
     )
     need(

@@ -1,11 +1,14 @@
 """
 A run's folder and its checkpoints: the folder checked before anything is trained (never clobber
 a result), config.yaml, the log and the jsonl files, atomic checkpoint saves, safe loads
-(weights_only: a shared checkpoint runs no code) and the checks a resume needs. What goes into the
-files is train.py's business. A student can skip this file. Left out: sharded or asynchronous checkpoints,
-keeping more than the last one.
+(weights_only: a shared checkpoint runs no code), the checks a resume needs, and the fingerprint of
+the code behind a result (source.json: a hash per reference file; the lab reuses a result only while
+the working tree's is the same). What goes into the files is train.py's business. A student can
+skip this file. Left out: sharded or asynchronous checkpoints, keeping more than the last one.
 """
 
+import ast
+import hashlib
 import json
 import os
 import time
@@ -31,6 +34,74 @@ RESULT_NEUTRAL_KEYS = (
 EVAL_KEYS = tuple(EVALUATION)
 # a resumed run may also train for more steps, and be measured otherwise
 RUN_ONLY_KEYS = RESULT_NEUTRAL_KEYS + EVAL_KEYS + ("steps",)
+HERE = os.path.dirname(os.path.abspath(__file__))  # the reference files
+SOURCE_FILE = "source.json"  # a run folder's fingerprint of the code that trained it
+
+
+# ---- The code behind a result: a short hash per reference file ----
+
+
+def code_without_prose(source):
+    """Python source -> its syntax tree without docstrings (ast.dump drops comments and layout):
+    rewording or reformatting changes no fingerprint."""
+    tree = ast.parse(source)
+    documented = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    for node in ast.walk(tree):
+        if isinstance(node, documented) and ast.get_docstring(node, clean=False) is not None:
+            node.body = node.body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+_PARSED = {}  # (file, mtime, size) -> (its imports, its hash): a file is parsed once per version
+
+
+def parsed(name):
+    """A reference file -> (the file names it imports, a short hash of its code without prose)."""
+    stat = os.stat(os.path.join(HERE, name))
+    key = (name, stat.st_mtime_ns, stat.st_size)
+    if key not in _PARSED:
+        with open(os.path.join(HERE, name)) as f:
+            source = f.read()
+        imports = []
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                imports += [f"{alias.name.split('.')[0]}.py" for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imports.append(f"{node.module.split('.')[0]}.py")
+        code = code_without_prose(source).encode()
+        _PARSED[key] = imports, hashlib.sha1(code).hexdigest()[:10]
+    return _PARSED[key]
+
+
+def project_imports(module):
+    """The reference files `module` imports, directly or through others, itself included -> sorted
+    file names (only this folder's files count: torch and the lab are not followed)."""
+    found, todo = set(), [f"{module}.py"]
+    while todo:
+        name = todo.pop()
+        if name not in found and os.path.exists(os.path.join(HERE, name)):
+            found.add(name)
+            todo += parsed(name)[0]
+    return sorted(found)
+
+
+def source_fingerprint(files):
+    """{file name: a short hash of its code without prose} of reference files."""
+    return {name: parsed(name)[1] for name in files}
+
+
+def changed_files(made_by, now):
+    """The files whose code differs between two fingerprints (a file in one only among them)."""
+    return sorted(f for f in made_by.keys() | now.keys() if made_by.get(f) != now.get(f))
+
+
+def read_source(run_dir):
+    """The fingerprint a run folder recorded; None for a run made before runs recorded one."""
+    try:
+        with open(os.path.join(run_dir, SOURCE_FILE)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
 
 
 def atomic_save(obj, path):
@@ -131,9 +202,9 @@ def write_config(cfg, out_dir):
     os.replace(tmp, os.path.join(out_dir, "config.yaml"))
 
 
-def resume_point(cfg, out_dir):
-    """The checkpoint to resume from, once out_dir is checked to hold this run (None: start
-    afresh)."""
+def resume_point(cfg, out_dir, source):
+    """The checkpoint to resume from, once out_dir is checked to hold this run, trained by this
+    code (`source`), so far (None: start afresh)."""
     ckpt_path, config_path = os.path.join(out_dir, "ckpt.pt"), os.path.join(out_dir, "config.yaml")
     resume = None
     if os.path.exists(ckpt_path):
@@ -167,6 +238,13 @@ def resume_point(cfg, out_dir):
         raise ConfigError(
             f"cannot resume {out_dir}: config differs from the saved run in {changed}"
         )
+    # a run from before runs recorded their code is resumed as before
+    edited = changed_files(read_source(out_dir) or source, source)
+    if edited:
+        raise ConfigError(
+            f"cannot resume {out_dir}: {', '.join(edited)} changed since it started; "
+            "overwrite=true trains it again"
+        )
     logged = os.path.join(out_dir, "metrics.jsonl")
     if resume and (
         not os.path.exists(logged) or os.path.getsize(logged) < resume["metrics_offset"]
@@ -178,17 +256,21 @@ def resume_point(cfg, out_dir):
 
 
 class RunFiles:
-    """A run's folder: config.yaml, log.txt, metrics.jsonl (only what the seed determines),
-    timing.jsonl, samples.jsonl and the checkpoints; resume cuts metrics.jsonl back to the
-    checkpoint. Rank 0 writes."""
+    """A run's folder: config.yaml, source.json, log.txt, metrics.jsonl (only what the seed
+    determines), timing.jsonl, samples.jsonl and the checkpoints; resume cuts metrics.jsonl back to
+    the checkpoint. Rank 0 writes."""
 
     def __init__(self, cfg, lead=True):
         self.lead, self.quiet = lead, cfg["quiet"]
         self.out_dir = prepare_out_dir(cfg) if lead else run_dir(cfg)
-        self.resume = resume_point(cfg, self.out_dir) if cfg["resume"] else None
+        # a run's code: train.py and every reference file it imports
+        source = source_fingerprint(project_imports("train"))
+        self.resume = resume_point(cfg, self.out_dir, source) if cfg["resume"] else None
         self.mode = "a" if self.resume else "w"
         if lead:
             write_config(cfg, self.out_dir)
+            with open(os.path.join(self.out_dir, SOURCE_FILE), "w") as f:
+                json.dump(source, f, indent=0, sort_keys=True)
         if lead and self.resume:
             with open(os.path.join(self.out_dir, "metrics.jsonl"), "r+") as f:
                 f.truncate(self.resume["metrics_offset"])

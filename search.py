@@ -448,9 +448,14 @@ def solved_curve(results, budget):
     return (curve / max(1, len(results))).tolist()
 
 
-def print_pools(rows):
-    """A table per metric, a row per checkpoint; pass@k only where some answer passed."""
+def print_pools(rows, problems, seed, split="heldout"):
+    """A table per metric, a row per checkpoint; pass@k only where some answer passed. The first
+    line says which problems: a table of other problems has other numbers."""
     ks = rows[0][1]["ks"]
+    print(
+        f"{split}, {problems} problems drawn with seed {seed}, {ks[-1]} answers each (k counts "
+        f"answers; python search.py --problems {problems} --seed {seed} draws the same)"
+    )
     print(
         f"{'checkpoint':40s} "
         + " ".join(f"best@{k:<3d}" for k in ks)
@@ -477,6 +482,11 @@ def print_pools(rows):
         )
 
 
+def warm_label(m):
+    """The warm start's row: a set method's is asked for its m answers a rollout, as it starts."""
+    return "its warm start" + (f", {m} answers a rollout" if m > 1 else "")
+
+
 def report_run(run_dir, seed=12345):
     """What `python train.py` shows at its end: held-out best@k and w-best@k against the warm
     start's, printed and in <run_dir>/run.png (the same problems in every run, so figures
@@ -494,10 +504,10 @@ def report_run(run_dir, seed=12345):
                 0
             ],
         )
-        for name, path in (("this run", final), ("its warm start", saved["warm_start"]))
+        for name, path in (("this run", final), (warm_label(m), saved["warm_start"]))
     ]
-    print(f"\nheld-out, {len(problems)} problems, {n} answers each (k counts answers):")
-    print_pools(rows)
+    print()
+    print_pools(rows, len(problems), seed)
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         logged = [json.loads(line) for line in f]
     return run_figure(os.path.join(run_dir, "run.png"), cfg, logged, rows)
@@ -625,7 +635,7 @@ def main():
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    print_pools(rows)
+    print_pools(rows, args.problems, args.seed, args.split)
     if searches:
         print(
             f"\n{'checkpoint':40s} search solved  sampling solved  invalid children  better "

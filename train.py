@@ -45,7 +45,7 @@ from config import EVALUATION, ConfigError
 from model import GPT, Tokenizer, autocast
 from rollouts import max_completion_tokens, rollout_prompt, sample_rollouts
 from tasks import make_task
-from warmstart import padded_demos, replay_loss, warm_start
+from warmstart import padded_demos, replay_loss, warm_start, warmstart_path
 
 # ---- Hyperparameters: every run's, unless its configs/<task>.yaml or --set key=value changes one
 # (never adds).
@@ -181,7 +181,7 @@ def answers_per_rollout(cfg):
 def resolve_config(path=None, overrides=(), base=None):
     """DEFAULTS <- YAML file <- key=value overrides, checked (config.py); ConfigError in one
     line."""
-    return config.resolve(DEFAULTS, ADVANTAGES, path, overrides, base)
+    return config.resolve(DEFAULTS, ADVANTAGES, path, overrides, base, vpo.WEIGHT_SAMPLERS)
 
 
 # ---- One RL step ---------------------------------------------------------------------------------
@@ -499,6 +499,7 @@ def train(cfg):
         f"device {device}, threads {torch.get_num_threads()}, out_dir {files.out_dir}"
     )
     # rank 0 trains and caches the warm start; the others load it
+    cached = os.path.exists(cfg["warmstart_from"] or warmstart_path(cfg))
     with distributed.lead_first(rank, world):
         model, warm_path = warm_start(cfg, task, tok, device, files.log)
     files.log(f"model: {model.num_params() / 1e6:.2f}M parameters")
@@ -517,8 +518,9 @@ def train(cfg):
         in_sync, checksum = distributed.replicas_in_sync(model, world, device)
         files.log(f"ranks in sync: {in_sync} (parameter checksum {checksum:.6f})")
     files.save("final.pt", {**run_state(run, cfg["steps"]), "warm_start": warm_path})
+    warm = "loaded from its cache" if cached else "trained here, included"
     files.log(
-        f"trained in {time.time() - t_begin:.0f}s, the warm start included: held-out scalar "
+        f"trained in {time.time() - t_begin:.0f}s (the warm start {warm}): held-out scalar "
         f"{last_eval['heldout_scalar']:.3f}"
     )
     files.close()
@@ -549,10 +551,7 @@ def main(argv=None):
         if os.environ.get("RANK", "0") == "0":  # under torchrun, one process reports
             # held-out best@k against the warm start's, and run.png
             figure = search.report_run(out_dir)
-            print(
-                f"done in {time.time() - t0:.0f}s, the warm start and this evaluation included; "
-                f"see {figure}"
-            )
+            print(f"done in {time.time() - t0:.0f}s, the run and this evaluation; see {figure}")
     except KeyboardInterrupt:  # Ctrl-C: no traceback; the checkpoints written so far stay
         print(
             "\ninterrupted: the run's checkpoints so far stay in its out_dir; the same command "

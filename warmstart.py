@@ -6,9 +6,7 @@ this file. Deliberately left out: pretrained weights, packing, a validation loss
 0).
 """
 
-import ast
 import hashlib
-import inspect
 import json
 import math
 import os
@@ -21,7 +19,6 @@ import engine
 import runfiles
 from model import autocast, build_model, pad_left, pad_right
 from rollouts import max_completion_tokens, rollout_prompt, rollout_text
-from tasks import make_task
 
 
 def sft_optimizer(model, cfg, capturable=False):
@@ -168,29 +165,15 @@ class CapturedSFT:
         return self.loss
 
 
-WARMSTART_VERSION = 1  # change it when warm_start trains differently, so no stale cache is reused
-
-
-def code_without_prose(source):
-    """Python source -> its syntax tree without docstrings: rewording prose retrains no warm
-    start."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (
-            isinstance(body, list)
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree)
+def warmstart_source():
+    """The code that shapes a warm start: this file, what it imports and every task's data code."""
+    files = set(runfiles.project_imports("warmstart")) | set(runfiles.project_imports("tasks"))
+    return runfiles.source_fingerprint(sorted(files))
 
 
 def warmstart_path(cfg):
-    """The cache path: a hash of the settings and of the data's code (the task's file, the
-    formats)."""
+    """The cache path: a hash of the settings and of the code that shapes a warm start (this file
+    and every reference file it imports: the task's, the formats', the model's; not vpo.py's)."""
     shaping = {
         k: cfg[k]
         for k in (
@@ -209,10 +192,7 @@ def warmstart_path(cfg):
             "dtype",
         )
     }
-    with open(inspect.getsourcefile(type(make_task(cfg["task"], **cfg["task_options"])))) as f:
-        shaping["task code"] = hashlib.sha1(code_without_prose(f.read()).encode()).hexdigest()
-    shaping["formats"] = inspect.getsource(rollout_prompt) + inspect.getsource(rollout_text)
-    shaping["version"] = WARMSTART_VERSION
+    shaping["code"] = warmstart_source()
     key = hashlib.sha1(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:12]
     return os.path.join(cfg["warmstart_dir"], f"warmstart-{cfg['task']}-{key}.pt")
 
@@ -271,9 +251,8 @@ def warm_start(cfg, task, tok, device, log):
             "nothing was cached"
         )
     os.makedirs(cfg["warmstart_dir"], exist_ok=True)
-    runfiles.atomic_save(
-        {"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg}, path
-    )
+    state = {"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg}
+    runfiles.atomic_save({**state, "source": warmstart_source()}, path)
     log(
         f"warm start: trained in {time.time() - t0:.0f}s, cached in {path} (runs with this task, "
         "seed and warm-start settings load it)"

@@ -2,32 +2,33 @@
 budget grows? Many runs, compared: the lab's entry point (train.py trains one run).
 
     python lab/experiment.py                        # the default comparison, sized for a laptop CPU
-    python lab/experiment.py --quick                # a smoke-test size: a minute, numbers
-    meaningless python lab/experiment.py --seeds 0 1 2          # mean, spread and intervals over
-    seeds python lab/experiment.py --ablations            # also the ablations and baselines
-    (ABLATIONS below) python lab/experiment.py --set out_dir=out/h1 kl_coef=0 pool_n=60   # any
-    train.DEFAULTS key python lab/experiment.py --report out/headline  # reprint (and rewrite) the
-    report from result files python lab/experiment.py --algos NEW --seeds 0 1 2 --against
-    docs/figures/leaderboard   # NEW among a board
+    python lab/experiment.py --quick                # a minute's smoke test, numbers meaningless
+    python lab/experiment.py --seeds 0 1 2          # mean, spread and intervals over seeds
+    python lab/experiment.py --ablations            # also the ablations and baselines (ABLATIONS)
+    python lab/experiment.py --set out_dir=out/h1 kl_coef=0 pool_n=60   # any train.DEFAULTS key
+    python lab/experiment.py --report out/headline  # reprint (and rewrite) the report from results
+    python lab/experiment.py --algos NEW --seeds 0 1 2 --against docs/figures/leaderboard
 
 For each task (persona, code, the collinear control) and seed: one warm start, every method from it,
 a pool of answers per held-out problem from every checkpoint (warm start included), then, on code
 problems no pool solved, an evolutionary search per checkpoint at equal budgets. A run's settings:
 train.DEFAULTS <- configs/<task>.yaml (`--quick`: configs/tiny.yaml over it) <- --set <- its row in
-VARIANTS <- algo, seed, out_dir; the evaluation's: train.EVALUATION's keys of the same config. Jobs
+VARIANTS <- algo, seed, out_dir; the evaluation's: config.EVALUATION's keys of the same config. Jobs
 run in `--workers` processes (workers.py), each once what it needs is done (Headline below).
-Writes into out_dir: runs/, warmstart/, results/ (one small JSON per task, method and seed: what
-report.py reads; commit them to merge seeds run in different sessions) and tables.py's report.
+Writes into out_dir: runs/, results/ (one small JSON per task, method and seed: what report.py
+reads; commit them to merge seeds run in different sessions) and tables.py's report; warm starts go
+to the cache every run shares (warmstart_dir, out/warmstart/). A finished run or result is reused
+only while the code that made it is unchanged (lab/stored.py keeps what other code made in
+earlier/ and takes it back when the code returns); --set overwrite=true redoes every run and result.
 Ctrl-C at any time: the same command continues, reusing finished runs and evaluations, resuming the
 rest. Deliberately left out: hyperparameter sweeps, more than one GPU.
 """
 
 import argparse
-import glob
+import difflib
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import time
@@ -47,20 +48,18 @@ import train
 from config import ConfigError, parse_value, pick_device
 from lab import report, tables
 from lab.report import read_record, training_summary, update_record
-
-# noqa: E402
 from lab.stored import (
     POOL_KEYS,
     SEARCH_KEYS,
     board_problems,
     check_against,
+    keep_by_source,
     load_board,
     result_key,
+    row_sources,
     run_status,
     same_key,
 )
-
-# noqa: E402
 from lab.workers import (
     Job,
     Progress,
@@ -73,49 +72,36 @@ from lab.workers import (
     steps_logged,
     warm_start_job,
 )
+from runfiles import EVAL_KEYS, read_source
 from tasks import make_task
 from warmstart import warmstart_path
 
 TASKS = ["persona", "code", "persona_collinear"]  # each trains with configs/<task>.yaml
-# the control's prompts and demonstrations are persona's (only the reward differs): it shares that
-# warm start
+# the control's prompts and demonstrations are persona's (only its reward differs): one warm start
 SHARED_WARMSTART = {"persona_collinear": "persona"}
 ALGOS = ["grpo", "vpo"]
 # Methods that are an algorithm of train.ADVANTAGES run with other settings, each at the value its
-# paper gives (DAPO's clip-higher 0.28; the entropy bonus has no paper default: 0.01, a common
-# value).
+# paper gives (DAPO's clip-higher 0.28; the entropy bonus has no paper default: 0.01 is common).
 VARIANTS = {
     # compute-matched GRPO: m times the prompts per step (run_config), as many answers as VPO
     "grpo_x3": ("grpo", {}),
     # both halves of Dr. GRPO
     "dr_grpo": ("grpo", {"scale_rewards": "none", "loss_norm": "constant"}),
-    # clipping acts only from a batch's second update (the ratio is 1 at the first): vs two-update
-    # GRPO
+    # clipping acts only from a batch's second update (the ratio is 1 at the first): vs grpo_2ep
     "grpo_2ep": ("grpo", {"epochs_per_batch": 2}),
     "grpo_clip_higher": ("grpo", {"clip_high": 0.28, "epochs_per_batch": 2}),
     "grpo_entropy": ("grpo", {"entropy_coef": 0.01}),
     # DAPO draws until P groups spread; verl's recipe gives up after 10 generation batches (of 3x
-    # the
-    # prompts), here after 10 rounds of P, to bound the CPU cost (metrics.jsonl: flat_groups_kept)
+    # the prompts), here after 10 rounds of P, to bound the CPU cost (metrics.jsonl)
     "dapo": ("grpo", {"clip_high": 0.28, "epochs_per_batch": 2, "dynamic_sampling": 10}),
-    # not the paper's: RL also on a quarter of parent-format prompts, so the search's mutation skill
-    # is trained
+    # not the paper's: RL also on a quarter of parent-format prompts, to train the search's mutation
     "grpo_mutation": ("grpo", {"mutation_share": 0.25}),
     "vpo_mutation": ("vpo", {"mutation_share": 0.25}),
 }
 # parents are programs: no such rows on the persona tasks
 CODE_ONLY = {"grpo_mutation", "vpo_mutation"}
-ABLATIONS = [
-    "multi_rlvr",
-    "random_weights",
-    "goal_conditioned",
-    "vpo_loo",
-    "max_at_k",
-    "gdpo",
-    "maxrl",
-    "rloo",
-    *VARIANTS,
-]
+ABLATIONS = ["multi_rlvr", "random_weights", "goal_conditioned", "vpo_loo", "max_at_k", "gdpo"]
+ABLATIONS += ["maxrl", "rloo", *VARIANTS]
 
 
 def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
@@ -132,7 +118,6 @@ def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
         "algo": algo,
         "seed": seed,
         "out_dir": os.path.join(out_dir, "runs", f"{task_name}-{name}-s{seed}"),
-        "warmstart_dir": os.path.join(out_dir, "warmstart"),
         "quiet": True,
         "threads": 1,
     }
@@ -142,33 +127,30 @@ def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
     )
 
 
-def git_commit():
+def code_state(root=HERE):
+    """The commit, and the reference files that differ from it: "729e5e2 (edited: vpo.py)"."""
+
+    def git(*args):
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=root).stdout
+
     try:
-        return (
-            subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE
-            ).stdout.strip()
-            or "unknown"
-        )
+        commit = git("rev-parse", "--short", "HEAD").strip()
+        edited = [
+            line[3:] for line in git("status", "--porcelain", "--", ":(glob)*.py").splitlines()
+        ]
     except OSError:
         return "unknown"
+    if not commit:
+        return "unknown"
+    return f"{commit} (edited: {', '.join(edited)})" if edited else f"{commit} (as committed)"
 
 
 def machine():
     """What the numbers depend on besides the commit: float32 kernels round differently on different
     processors (AVX2 vs AVX-512), and RL grows a last-bit difference into a different policy."""
-    cpu = (
-        next(
-            (
-                line.split(":", 1)[1].strip()
-                for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")
-            ),
-            platform.processor(),
-        )
-        if os.path.exists("/proc/cpuinfo")
-        else platform.processor()
-    )
+    info = Path("/proc/cpuinfo").read_text() if os.path.exists("/proc/cpuinfo") else ""
+    names = [line.split(":", 1)[1].strip() for line in info.splitlines() if "model name" in line]
+    cpu = names[0] if names else platform.processor()
     return f"{cpu}; torch {torch.__version__}; kernels {torch.backends.cpu.get_cpu_capability()}"
 
 
@@ -186,14 +168,8 @@ class Headline:
     def __init__(
         self, tasks, methods, seeds, settings, out_dir, quick, overrides, progress, against=None
     ):
-        self.tasks, self.methods, self.seeds, self.settings, self.out_dir = (
-            tasks,
-            methods,
-            seeds,
-            settings,
-            out_dir,
-        )
-        self.progress = progress
+        self.tasks, self.methods, self.seeds = tasks, methods, seeds
+        self.settings, self.out_dir, self.progress = settings, out_dir, progress
         # a committed board's records
         self.board = load_board(against, tasks, seeds) if against else None
         self.configs = {
@@ -217,23 +193,21 @@ class Headline:
                 for a in methods + ["grpo"]
             }
             check_against(self.board, against, self.configs, settings, own)
-            for cfg in self.first.values():
-                reuse_warm_start(warmstart_path(dict(cfg, warmstart_from="")), progress)
+        # the working tree's code behind each row, and what it makes of the results on disk
+        self.sources = row_sources()
+        self.overwrite = any(cfg["overwrite"] for cfg in self.configs.values())
+        # the board's evaluation: its warm starts' pools, its optimum, its search problems
+        searched = not self.board or "search" in self.board[("code", "grpo", seeds[0])]
+        self.code_search = "code" in tasks and settings["evo_problems"] > 0 and searched
+        self.keep_by_code()
         for cfg in self.configs.values():  # refuse before anything runs, not after an hour
             if run_status(cfg) == "other" and not cfg["overwrite"]:
                 raise ConfigError(
                     f"{cfg['out_dir']} holds a run with other settings; choose another out_dir "
                     f"(--set out_dir=...) or --set overwrite=true"
                 )
-        os.makedirs(out_dir, exist_ok=True)
         # the code that runs, not what is checked out at the end
-        self.stamp = {"commit": git_commit(), "machine": machine()}
-        self.code_search = "code" in tasks and settings["evo_problems"] > 0
-        # the board's evaluation: its warm starts' pools, its optimum, its search problems
-        if self.board:
-            self.code_search = (
-                self.code_search and "search" in self.board[("code", "grpo", seeds[0])]
-            )
+        self.stamp = {"commit": code_state(), "machine": machine()}
         self.ready = []  # the jobs whose inputs are done, waiting for a worker
         # (task, method, seed) -> (path, m, cfg): every checkpoint to evaluate
         self.checkpoints = {}
@@ -242,16 +216,53 @@ class Headline:
         self.screens = {}
         self.samples = {}  # (task, method, seed) -> its pools' reward vectors, for a figure
 
+    def source(self, method):
+        """The fingerprint of the code behind a row: a run's, a warm start's pools', the
+        optimum's."""
+        kind = {"warm_start": "warm", "warm_start_m3": "warm", "optimum": "optimum"}
+        return self.sources[kind.get(method, "run")]
+
+    def keep_by_code(self):
+        """Every run folder and result file made by other code than the working tree's moves to
+        earlier/ beside it, and what this very code made comes back from there; a line per change
+        says what happens."""
+        rows = list(self.configs) + [
+            (t, a, s)
+            for t in self.tasks
+            for s in self.seeds
+            for a in self.evaluated() + (["optimum"] if t == "code" and self.code_search else [])
+        ]
+        notes = {}
+        for key in rows:
+            made = read_record(self.out_dir, *key) or {}
+            path = report.record_path(self.out_dir, *key)
+            changed, restored = keep_by_source(path, made.get("source"), self.source(key[1]))
+            if key in self.configs:
+                run = self.configs[key]["out_dir"]
+                changed, restored = keep_by_source(run, read_source(run), self.source(key[1]))
+            doing = "training" if key in self.configs else "evaluating"
+            if restored or changed is None or changed:
+                notes.setdefault((tuple(changed or ()), restored, doing), []).append(key)
+        for (changed, restored, doing), keys in notes.items():
+            names = ", ".join("/".join(map(str, k)) for k in keys)
+            it, was = ("it", "was") if len(keys) == 1 else ("them", "were")
+            self.progress.say(
+                f"{names}: made by this very code before (kept in earlier/): reusing {it}"
+                if restored
+                else f"{', '.join(changed)} changed since {names} {was} made: {doing} {it} again"
+                if changed
+                else f"{names} {was} made before results recorded their code: {doing} {it} again"
+            )
+
+    def record(self, key, **fields):
+        """Store fields in key's result file with the code and machine that made them."""
+        update_record(self.out_dir, *key, source=self.source(key[1]), **self.stamp, **fields)
+
     def plan(self):
         """Say what will run; plan every job at its expected seconds, minus what is on disk; say how
         long."""
-        tasks, seeds, methods, settings, progress = (
-            self.tasks,
-            self.seeds,
-            self.methods,
-            self.settings,
-            self.progress,
-        )
+        tasks, seeds, methods = self.tasks, self.seeds, self.methods
+        settings, progress = self.settings, self.progress
         progress.say(
             f"running {len(methods)} method(s) ({', '.join(methods)}) on {', '.join(tasks)}, "
             f"seed(s) {', '.join(map(str, seeds))}: {len(self.configs)} training runs from "
@@ -275,7 +286,7 @@ class Headline:
                 for a in self.evaluated() + [a for a in methods if (t, a, s) in self.configs]:
                     progress.plan("pools", (t, a, s))
         for key, cfg in self.configs.items():
-            status = run_status(cfg)
+            status = self.run_status(cfg)
             if status != "finished":
                 progress.plan(
                     "train", key, cfg, steps_logged(cfg["out_dir"]) if status == "unfinished" else 0
@@ -311,15 +322,8 @@ class Headline:
                     if os.path.exists(warmstart_path(cfg)):
                         self.warm_start_ready(t, s, warmstart_path(cfg))
                     else:
-                        self.ready.append(
-                            Job(
-                                "warm",
-                                (t, s),
-                                warm_start_job,
-                                (cfg,),
-                                partial(self.warm_start_ready, t, s),
-                            )
-                        )
+                        done = partial(self.warm_start_ready, t, s)
+                        self.queue("warm", (t, s), warm_start_job, (cfg,), done)
         return self.ready
 
     def warm_start_ready(self, task, seed, path):
@@ -336,18 +340,12 @@ class Headline:
                 if not self.stored(
                     "oracle", optimum, "pools", result_key(warm_cfg, self.settings, POOL_KEYS)
                 ):
-                    self.ready.append(
-                        Job(
-                            "oracle",
-                            optimum,
-                            oracle_job,
-                            (warm_cfg, self.settings, seed, m),
-                            partial(self.optimum_found, seed, warm_cfg),
-                        )
-                    )
+                    args = (warm_cfg, self.settings, seed, m)
+                    done = partial(self.optimum_found, seed, warm_cfg)
+                    self.queue("oracle", optimum, oracle_job, args, done)
             for key in [(t, a, seed) for a in self.methods if (t, a, seed) in self.configs]:
                 cfg = self.configs[key]
-                status = run_status(cfg)
+                status = self.run_status(cfg)
                 if status == "finished":
                     self.progress.say(f"reusing finished run {cfg['out_dir']}")
                     self.run_trained(key, cfg["out_dir"])
@@ -355,9 +353,16 @@ class Headline:
                 cfg["resume"] = status == "unfinished"
                 if cfg["resume"]:
                     self.progress.say(f"resuming unfinished run {cfg['out_dir']}")
-                self.ready.append(
-                    Job("train", key, train.train, (cfg,), partial(self.run_trained, key), cfg)
-                )
+                self.queue("train", key, train.train, (cfg,), partial(self.run_trained, key), cfg)
+
+    def queue(self, kind, key, fn, args, done, cfg=None):
+        """A job whose inputs are done: a worker runs fn(*args), then done(its result) runs here."""
+        self.ready.append(Job(kind, key, fn, args, done, cfg))
+
+    def run_status(self, cfg):
+        """run_status, but --set overwrite=true trains every run again."""
+        status = run_status(cfg)
+        return "empty" if self.overwrite and status in ("finished", "unfinished") else status
 
     def evaluated(self):
         """The warm start's rows: asked for one answer and for m (where the set methods start from);
@@ -366,28 +371,14 @@ class Headline:
 
     def optimum_found(self, seed, warm_cfg, optimum):
         optimum["key"] = result_key(warm_cfg, self.settings, POOL_KEYS)
-        update_record(
-            self.out_dir,
-            "code",
-            "optimum",
-            seed,
-            m=warm_cfg["answers_per_rollout"],
-            **self.stamp,
-            pools=optimum,
-        )
+        self.record(("code", "optimum", seed), m=warm_cfg["answers_per_rollout"], pools=optimum)
 
     def run_trained(self, key, run_dir):
         """A run finished (now or before): its training summary into its result file, final.pt
         evaluated."""
         cfg, m = self.configs[key], train.answers_per_rollout(self.configs[key])
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-            update_record(
-                self.out_dir,
-                *key,
-                m=m,
-                **self.stamp,
-                training=training_summary([json.loads(line) for line in f]),
-            )
+            self.record(key, m=m, training=training_summary([json.loads(line) for line in f]))
         self.checkpoint_ready(key, os.path.join(run_dir, "final.pt"), m, cfg)
 
     def checkpoint_ready(self, key, path, m, cfg):
@@ -396,21 +387,14 @@ class Headline:
         if self.stored("pools", key, "pools", result_key(cfg, self.settings, POOL_KEYS)):
             self.has_pools(key)
         else:
-            self.ready.append(
-                Job(
-                    "pools",
-                    key,
-                    pools_job,
-                    (path, self.first[(task, seed)], self.settings, seed, m),
-                    partial(self.pools_scored, key),
-                )
-            )
+            args = (path, self.first[(task, seed)], self.settings, seed, m)
+            self.queue("pools", key, pools_job, args, partial(self.pools_scored, key))
 
     def pools_scored(self, key, result):
         record, rewards = result
         path, m, cfg = self.checkpoints[key]
         record["key"] = result_key(cfg, self.settings, POOL_KEYS)
-        update_record(self.out_dir, *key, m=m, **self.stamp, pools=record)
+        self.record(key, m=m, pools=record)
         self.samples[key] = rewards
         self.has_pools(key)
 
@@ -423,37 +407,19 @@ class Headline:
         if self.board and task == "code" and self.code_search:  # the board's problems: no screen
             return self.queue_searches(key, board_problems(self.board, "code", seed, "search"))
         code = [("code", a, seed) for a in self.evaluated()[:1] + self.methods]
-        if (
-            task != "code"
-            or not self.code_search
-            or seed in self.screens
-            or not self.pooled.issuperset(code)
-        ):
+        waiting = seed in self.screens or not self.pooled.issuperset(code)
+        if task != "code" or not self.code_search or waiting:
             return
-        cfg = self.first[("code", seed)]
-        candidates = search.search_problems(
-            make_task("code", **cfg["task_options"]),
-            "heldout",
-            self.settings["evo_screen"],
-            self.settings["evo_min_plausible"],
-            20_000 + seed,
-        )
-        self.screens[seed] = {
-            "candidates": candidates,
-            "solved": np.zeros(len(candidates), dtype=bool),
-            "left": len(code),
-        }
+        cfg, settings = self.first[("code", seed)], self.settings
+        task_code = make_task("code", **cfg["task_options"])
+        screen = settings["evo_screen"], settings["evo_min_plausible"], 20_000 + seed
+        candidates = search.search_problems(task_code, "heldout", *screen)
+        solved = np.zeros(len(candidates), dtype=bool)
+        self.screens[seed] = {"candidates": candidates, "solved": solved, "left": len(code)}
         for k in code:
             path, m, _ = self.checkpoints[k]
-            self.ready.append(
-                Job(
-                    "screen",
-                    k,
-                    solved_job,
-                    (path, cfg, candidates, self.settings, seed, m),
-                    partial(self.problems_screened, seed),
-                )
-            )
+            args = (path, cfg, candidates, self.settings, seed, m)
+            self.queue("screen", k, solved_job, args, partial(self.problems_screened, seed))
 
     def problems_screened(self, seed, solved):
         """After the last screen, every code checkpoint searches the first evo_problems no pool
@@ -463,9 +429,8 @@ class Headline:
         screen["left"] -= 1
         if screen["left"]:
             return
-        hard = [p for p, ok in zip(screen["candidates"], screen["solved"]) if not ok][
-            : self.settings["evo_problems"]
-        ]
+        unsolved = [p for p, ok in zip(screen["candidates"], screen["solved"]) if not ok]
+        hard = unsolved[: self.settings["evo_problems"]]
         self.progress.say(
             f"evolutionary search on {len(hard)} hard code problems (seed {seed}; "
             f"{int(screen['solved'].sum())} of {len(screen['candidates'])} candidates were solved "
@@ -479,41 +444,27 @@ class Headline:
         stored already."""
         path, m, cfg = self.checkpoints[key]
         for kind, per_call in (("search", 1), ("search_set", m)) if m > 1 else (("search", 1),):
-            stored_key = dict(
-                result_key(cfg, self.settings, SEARCH_KEYS),
-                problems=[repr(p) for p in hard],
-                per_call=per_call,
-            )
+            stored_key = result_key(cfg, self.settings, SEARCH_KEYS)
+            stored_key.update(problems=[repr(p) for p in hard], per_call=per_call)
             if not hard:
                 self.progress.drop(kind, key)
             elif not self.stored(kind, key, kind, stored_key):
-                self.ready.append(
-                    Job(
-                        kind,
-                        key,
-                        search_job,
-                        (
-                            path,
-                            self.first[("code", key[2])],
-                            hard,
-                            self.settings,
-                            key[2],
-                            m,
-                            per_call,
-                        ),
-                        partial(self.search_done, kind, key, stored_key),
-                    )
-                )
+                seed = key[2]
+                args = (path, self.first[("code", seed)], hard, self.settings, seed, m, per_call)
+                done = partial(self.search_done, kind, key, stored_key)
+                self.queue(kind, key, search_job, args, done)
 
     def search_done(self, kind, key, stored_key, result):
         result["key"] = stored_key
         del result["runs"]  # per-problem details stay out of the small result file
-        update_record(self.out_dir, *key, **{kind: result})
+        self.record(key, **{kind: result})
 
     def stored(self, kind, key, field, stored_key):
-        """Does key's result file hold `field` made with these very settings? Then its job leaves
-        the plan."""
-        if same_key((read_record(self.out_dir, *key) or {}).get(field, {}).get("key"), stored_key):
+        """Does key's result file hold `field` made with these very settings (and code: see
+        keep_by_code), no overwrite asked for? Then its job leaves the plan."""
+        if not self.overwrite and same_key(
+            (read_record(self.out_dir, *key) or {}).get(field, {}).get("key"), stored_key
+        ):
             self.progress.drop(kind, key)
             return True
         return False
@@ -530,15 +481,15 @@ class Headline:
 
 
 def evaluation_settings(tasks, quick, overrides):
-    """The evaluation keys (train.EVALUATION) the tasks' configs agree on: every method is measured
+    """The evaluation keys (config.EVALUATION) the tasks' configs agree on: every method is measured
     alike."""
     found = {
-        t: {k: run_config(t, "grpo", 0, "out", quick, overrides)[k] for k in train.EVAL_KEYS}
+        t: {k: run_config(t, "grpo", 0, "out", quick, overrides)[k] for k in EVAL_KEYS}
         for t in tasks
     }
     first = found[tasks[0]]
     for task_name, settings in found.items():
-        for key in (k for k in train.EVAL_KEYS if settings[k] != first[k]):
+        for key in (k for k in EVAL_KEYS if settings[k] != first[k]):
             raise ConfigError(
                 f"'{key}' is {first[key]!r} on {tasks[0]} and {settings[key]!r} on {task_name}: "
                 f"the experiment measures every task alike"
@@ -546,23 +497,10 @@ def evaluation_settings(tasks, quick, overrides):
     return first
 
 
-def reuse_warm_start(path, progress):
-    """Against a board: a warm start cached under another experiment's folder (out/*/warmstart/, the
-    same file name: a hash of everything that shaped it) is copied into this one's cache instead of
-    retrained."""
-    if os.path.exists(path):
-        return
-    found = sorted(glob.glob(os.path.join("out", "*", "warmstart", os.path.basename(path))))
-    if found:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        shutil.copyfile(found[0], path)
-        progress.say(f"warm start: reusing {found[0]}")
-
-
 def against_records(board_dir, out_dir, tasks, methods, seeds):
     """The board's records of the tasks and seeds run here and this run's; a method already on the
-    board is this run's as its own row, "<method> (yours)", beside the board's -> (records, the new
-    rows' names)."""
+    board is this run's as its own row, "<method> (yours)", beside the board's -> (records, this
+    run's commits, the new rows' names)."""
     board = [
         r for r in report.load_records([board_dir]) if r["task"] in tasks and r["seed"] in seeds
     ]
@@ -574,7 +512,8 @@ def against_records(board_dir, out_dir, tasks, methods, seeds):
     ]
     for r in mine:
         r["method"] = f"{r['method']} (yours)" if r["method"] in on_board else r["method"]
-    return board + mine, [f"{m} (yours)" if m in on_board else m for m in methods]
+    commits = sorted({r.get("commit", "unknown") for r in mine})
+    return board + mine, commits, [f"{m} (yours)" if m in on_board else m for m in methods]
 
 
 def run_headline(
@@ -611,117 +550,123 @@ def run_headline(
         raise
     # the board's records of the tasks and seeds run here, so every interval pairs the same seeds
     if against:
-        records, new_rows = against_records(against, out_dir, headline.tasks, methods, seeds)
-    else:
-        records = list(
-            {
-                (r["task"], r["method"], r["seed"]): r for r in report.load_records([out_dir])
-            }.values()
+        records, commits, new_rows = against_records(
+            against, out_dir, headline.tasks, methods, seeds
         )
+    else:
+        records = report.load_records([out_dir])
     results = report.merge(records, TASKS)
     results.update(settings=settings, quick=quick, wall_s=round(time.time() - progress.t0, 1))
-    if against:  # the new methods' rows beside the board's, with their intervals and verdicts
-        results.update(against=against, new_methods=new_rows)
+    if against:  # the new methods' rows beside the board's; the code is this run's
+        results.update(against=against, new_methods=new_rows, commits=commits)
     paths = tables.write_report(out_dir, results, headline.samples)
-    summary = tables.summary_markdown(results)
-    # against a board the comparison fits a screen; the rest of the report is in summary.md
-    print("\n" + ("\n".join(tables.against_table(results, header=True)) if against else summary))
+    # against a board the comparison fits a screen; summary.md adds what it means
+    table = tables.against_table(results, header=True) if against else []
+    print("\n" + ("\n".join(table) if against else tables.summary_markdown(results)))
     progress.say(
         "wrote " + ", ".join(paths) + (" (SMOKE TEST: the numbers mean nothing)" if quick else "")
     )
     return results
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
-    parser.add_argument(
+def parser():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
+    p.add_argument(
         "--set",
         nargs="*",
         action="extend",
         default=[],
         metavar="KEY=VALUE",
         help="train.DEFAULTS keys applied to every run, evaluation and search keys included "
-        "(out_dir: the experiment's folder)",
+        "(out_dir: the experiment's folder; overwrite=true: every run and result made again)",
     )
-    parser.add_argument(
-        "--quick", action="store_true", help="smoke-test size (numbers mean nothing)"
-    )
-    parser.add_argument("--ablations", action="store_true", help=f"also run {', '.join(ABLATIONS)}")
-    parser.add_argument(
-        "--tasks",
-        nargs="*",
-        choices=TASKS,
-        metavar="TASK",
-        help=f"only these (of {', '.join(TASKS)})",
-    )
-    parser.add_argument(
-        "--seeds", nargs="*", type=int, help="these seeds (mean and spread over them)"
-    )
-    parser.add_argument(
+    p.add_argument("--quick", action="store_true", help="smoke-test size (numbers mean nothing)")
+    p.add_argument("--ablations", action="store_true", help=f"also run {', '.join(ABLATIONS)}")
+    p.add_argument("--tasks", nargs="*", metavar="TASK", help=f"only these (of {', '.join(TASKS)})")
+    p.add_argument("--seeds", nargs="*", type=int, help="these seeds (mean and spread over them)")
+    p.add_argument(
         "--algos",
         nargs="*",
-        choices=sorted(train.ADVANTAGES) + sorted(VARIANTS),
         metavar="METHOD",
         help="these methods (default: grpo vpo; train.ADVANTAGES and VARIANTS)",
     )
-    parser.add_argument(
+    p.add_argument(
         "--workers",
         type=int,
         help="worker processes, one torch thread each (default: 2 on "
         "the CPU; on CUDA one per job that can run at once, up to 8, sharing the GPU)",
     )
-    parser.add_argument(
+    p.add_argument(
         "--report",
         nargs="+",
         metavar="DIR",
         help="rewrite the report from DIR/results/ (several DIRs: merge their seeds)",
     )
-    parser.add_argument(
-        "--out", help="with --report: where the merged report goes (default: the first DIR)"
-    )
-    parser.add_argument(
+    p.add_argument("--out", help="with --report: where the merged report goes (default: DIR)")
+    p.add_argument(
         "--against",
         metavar="DIR",
         help="train and evaluate only --algos, on DIR's problems and "
         "settings, and rank them among DIR's result files (a committed leaderboard)",
     )
-    # train.py's: one run, not the experiment
-    parser.add_argument("--config", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    p.add_argument("--config", help=argparse.SUPPRESS)  # train.py's: one run, not the experiment
+    return p
+
+
+def known(names, choices, what):
+    """Refuse a name not in `choices` in one line, with the closest one."""
+    for name in names or []:
+        if name not in choices:
+            close = difflib.get_close_matches(name, choices, n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]}?" if close else f"one of {', '.join(choices)}"
+            raise ConfigError(f"unknown {what} '{name}': {hint}")
+
+
+def rewrite_report(dirs, out):
+    """--report: the report of DIRs' result files, merged, into out (default: the first DIR)."""
+    records = report.load_records(dirs)
+    if not records:
+        raise ConfigError(
+            f"no result files under {', '.join(d + '/results/' for d in dirs)}; "
+            "run the experiment first"
+        )
+    results = report.merge(records, TASKS)
+    paths = tables.write_report(out or dirs[0], results)
+    print(tables.summary_markdown(results))
+    print("wrote " + ", ".join(paths))
+
+
+def checked_overrides(items, tasks):
+    """--set items -> {key: value}, each checked against the config every task trains with."""
+    overrides = {}
+    for item in items:
+        key, value = (part.strip() for part in item.split("=", 1)) if "=" in item else (item, "")
+        for task_name in tasks:
+            try:
+                train.resolve_config(
+                    os.path.join(HERE, "configs", f"{task_name}.yaml"), overrides=[item]
+                )
+            except ConfigError as e:
+                raise ConfigError(f"--set {item} on task {task_name}: {e}") from None
+        if key in ("task", "algo"):
+            raise ConfigError(
+                f"'{key}' is chosen by the experiment; use --tasks or --algos, "
+                f"or python train.py --config for a single run"
+            )
+        overrides[key] = parse_value(value)
+    return overrides
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
     try:
         if args.config:
             raise ConfigError("--config trains one run: use python train.py --config ...")
+        known(args.tasks, TASKS, "task")
+        known(args.algos, sorted(train.ADVANTAGES) + sorted(VARIANTS), "method")
         if args.report:
-            records = report.load_records(args.report)
-            if not records:
-                raise ConfigError(
-                    f"no result files under {', '.join(d + '/results/' for d in args.report)}; "
-                    "run the experiment first"
-                )
-            results = report.merge(records, TASKS)
-            paths = tables.write_report(args.out or args.report[0], results)
-            print(tables.summary_markdown(results))
-            print("wrote " + ", ".join(paths))
-            return
-        overrides = {}
-        for item in args.set:  # train.DEFAULTS keys, checked now
-            key, value = (
-                (part.strip() for part in item.split("=", 1)) if "=" in item else (item, "")
-            )
-            # checked now, against the config each task trains with
-            for task_name in args.tasks or TASKS:
-                try:
-                    train.resolve_config(
-                        os.path.join(HERE, "configs", f"{task_name}.yaml"), overrides=[item]
-                    )
-                except ConfigError as e:
-                    raise ConfigError(f"--set {item} on task {task_name}: {e}") from None
-            if key in ("task", "algo"):
-                raise ConfigError(
-                    f"'{key}' is chosen by the experiment; use --tasks or --algos, "
-                    f"or python train.py --config for a single run"
-                )
-            overrides[key] = parse_value(value)
+            return rewrite_report(args.report, args.out)
+        overrides = checked_overrides(args.set, args.tasks or TASKS)
         if args.against and (not args.algos or args.ablations):
             raise ConfigError(
                 "--against trains only the new methods: name them with --algos (no --ablations)"

@@ -1,13 +1,16 @@
 """The headline experiment's pictures (matplotlib, written as PNG files; no display needed).
 
-best_at_k.png      best@k and held-out-weighting best@k against k, per task and algorithm
-pass_at_k.png      pass@k against k on the code task
-reward_vectors.png each row one sampled answer, each column one reward component, for a few
-                   held-out problems: a collapsed policy shows the same row again and again
-training.png       mean fixed reward, set score E_w[max w.r] and token entropy over RL steps
-evolution.png      fraction of hard problems solved against candidates evaluated
-leaderboard_figure every method's value per seed (dots) and mean (bar), ranked, one panel per
-leaderboard Deliberately left out: interactive plots, styling beyond what makes the comparison
+best_at_k.png       best@k and held-out-weighting best@k against k, per task and algorithm
+pass_at_k.png       pass@k against k on the code task
+reward_vectors.png  each row one sampled answer, each column one reward component, for a few
+                    held-out problems: a collapsed policy shows the same row again and again
+training.png        mean fixed reward, set score E_w[max w.r] and token entropy over RL steps
+evolution.png       fraction of hard problems solved against candidates evaluated
+leaderboard_figure  every method's value per seed (dots) and mean (bar), ranked, one panel per
+                    leaderboard
+
+Against a board (--against) the curves are the new methods' and the board's VPO, GRPO and warm
+start only. Deliberately left out: interactive plots, styling beyond what makes the comparison
 readable.
 """
 
@@ -152,7 +155,7 @@ def reward_vectors(out_dir, results, samples, problems_shown=3):
                 order = np.lexsort(r.T[::-1])  # sort rows so that identical answers sit together
                 blocks.append(r[order])
                 blocks.append(np.full((1, r.shape[1]), np.nan))  # a gap between problems
-            ax.imshow(
+            image = ax.imshow(
                 np.concatenate(blocks[:-1]),
                 aspect="auto",
                 cmap="viridis",
@@ -163,6 +166,8 @@ def reward_vectors(out_dir, results, samples, problems_shown=3):
             ax.set_title(f"{t}: {a}", fontsize=9)
             ax.set(xlabel="reward component", yticks=[])
         axes[row][0].set_ylabel(f"{problems_shown} problems x n answers")
+        if any(ax.images for ax in axes[row]):  # every panel shares the scale 0..1
+            fig.colorbar(image, ax=axes[row][-1], label="reward (0 to 1)")
     fig.suptitle(
         "Reward vectors of sampled answers (rows) on held-out problems"
         + (f"\n{SMOKE}" if results.get("quick") else ""),
@@ -317,7 +322,25 @@ def search_drivers_figure(points, path, smoke=False):
     _save(fig, path)
 
 
+def compared_only(results):
+    """Against a board: the results with only the new methods and the board's rows they are
+    compared with (tables.AGAINST), so a figure's curves stay readable; else the results as they
+    are."""
+    new = results.get("new_methods")
+    if not new:
+        return results
+    keep = set(new) | {"vpo", "grpo", "warm_start"}
+    return {
+        **results,
+        "tasks": {
+            t: {m: e for m, e in per_method.items() if m in keep}
+            for t, per_method in results["tasks"].items()
+        },
+    }
+
+
 def make_all(out_dir, results, samples):
+    results = compared_only(results)
     paths = [
         best_at_k(out_dir, results),
         pass_at_k(out_dir, results),

@@ -1,7 +1,13 @@
 """What an experiment finds on disk: a run folder's status, the keys a stored evaluation carries (so
-the same command reuses it instead of running it again), and a committed leaderboard that a new
-method is compared against without rerunning it (`python lab/experiment.py --algos NEW --against
-DIR`).
+the same command reuses it instead of running it again), the code that made each result, and a
+committed leaderboard that a new method is compared against without rerunning it (`python
+lab/experiment.py --algos NEW --against DIR`).
+
+A run folder and a result file are reused only while the code that made them is the working tree's
+(a fingerprint per file, runfiles.source_fingerprint: comments, formatting and docstrings aside).
+What other code made moves to earlier/ beside it, named by a hash of that code, and comes back when
+the code does: a student's second idea gets its own results, and going back to the first gets the
+first's from the cache.
 
 A board's result files (docs/figures/leaderboard/results/*.json) hold what a comparison needs: every
 run's and evaluation's settings (the keys), each pool's held-out problems, each seed's search
@@ -13,16 +19,27 @@ result files recorded their keys.
 """
 
 import ast
+import difflib
+import hashlib
+import json
 import os
 import random
+import shutil
 
 import yaml
 
 import train
 from config import ConfigError
 from lab import report
-from runfiles import EVAL_KEYS, RESULT_NEUTRAL_KEYS
+from runfiles import (
+    EVAL_KEYS,
+    RESULT_NEUTRAL_KEYS,
+    changed_files,
+    project_imports,
+    source_fingerprint,
+)
 from tasks import make_task
+from warmstart import warmstart_source
 
 # the settings a stored pool was made with
 POOL_KEYS = ("pool_n", "pool_problems", "heldout_weightings")
@@ -67,6 +84,50 @@ def run_status(cfg):
     return "finished" if os.path.exists(os.path.join(cfg["out_dir"], "final.pt")) else "unfinished"
 
 
+# ---- The code behind a result ----
+
+
+def row_sources():
+    """The working tree's fingerprints: a training run's (train.py imports every reference file), a
+    warm start's pools' (its training's code and search.py's) and the optimum's (search.py's)."""
+    search = source_fingerprint(project_imports("search"))
+    run = source_fingerprint(project_imports("train"))
+    return {"run": run, "warm": {**warmstart_source(), **search}, "optimum": search}
+
+
+def source_hash(source):
+    """A fingerprint's short name, for what it keys on disk."""
+    if not source:
+        return "unrecorded"
+    return hashlib.sha1(json.dumps(source, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def keep_by_source(path, made_by, now):
+    """The run folder or result file at `path` was made by the code `made_by`: if that is not `now`,
+    it moves to earlier/ beside it under its code's hash; what `now` made comes back from there if
+    it was kept -> (the files that changed: [] if none or nothing was there, None if its code was
+    not recorded; whether one came back)."""
+    earlier = os.path.join(os.path.dirname(path), "earlier")
+    stem, ext = os.path.splitext(os.path.basename(path))
+
+    def kept(source):
+        return os.path.join(earlier, f"{stem}-{source_hash(source)}{ext}")
+
+    changed = []
+    if os.path.exists(path):
+        if made_by == now:
+            return [], False
+        changed = changed_files(made_by, now) if made_by else None
+        os.makedirs(earlier, exist_ok=True)
+        if os.path.isdir(kept(made_by)):  # kept twice (only an unrecorded one can be): the latest
+            shutil.rmtree(kept(made_by))
+        os.replace(path, kept(made_by))
+    if os.path.exists(kept(now)):
+        os.replace(kept(now), path)
+        return changed, True
+    return changed, False
+
+
 def result_key(cfg, settings, keys):
     return {
         "run": {
@@ -107,7 +168,20 @@ def same_key(stored, key):
 
 
 def load_board(board_dir, tasks, seeds):
-    """{(task, method, seed): record} of the board; a task or seed it lacks is a one-line error."""
+    """{(task, method, seed): record} of the board; a missing folder, or a task or seed it lacks, is
+    a one-line error."""
+    if not os.path.isdir(os.path.join(board_dir, "results")):
+        parent = os.path.dirname(os.path.normpath(board_dir)) or "."
+        boards = [
+            os.path.join(parent, d)
+            for d in (sorted(os.listdir(parent)) if os.path.isdir(parent) else [])
+            if os.path.isdir(os.path.join(parent, d, "results"))
+        ]
+        close = difflib.get_close_matches(os.path.normpath(board_dir), boards, n=1, cutoff=0.5)
+        what = "is no board (no results/ in it)" if os.path.isdir(board_dir) else "no such folder"
+        raise ConfigError(
+            f"--against {board_dir}: {what}" + (f"; did you mean {close[0]}?" if close else "")
+        )
     board = {(r["task"], r["method"], r["seed"]): r for r in report.load_records([board_dir])}
     for task in tasks:
         for seed in seeds:

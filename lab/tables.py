@@ -30,54 +30,14 @@ SMOKE = (
 
 
 def summary_markdown(results):
-    """summary.md, its sections in the order of the module docstring."""
+    """summary.md, its sections in the order of the module docstring; against a board (--against)
+    only the new methods' comparison and what it means."""
     lines = [f"**{SMOKE}**", ""] if results.get("quick") else []
-    lines += [
-        f"Seeds {results['seeds']}, commit(s) {', '.join(results['commits'])}"
-        + (f", wall time {results['wall_s']:.0f} s" if results.get("wall_s") else "")
-        + f". Machine(s): {' | '.join(results.get('machines', []))} (a seed reproduces bit for bit "
-        "only on the machine that ran it). Held-out problems; k counts answers.",
-        "",
-    ]
-    lines += against_table(results) if results.get("new_methods") else []
-    multi = len(results["seeds"]) > 1
-    for t, per_method in results["tasks"].items():
-        pooled = {m: e for m, e in per_method.items() if "ks" in e}
-        if not pooled:
-            continue
-        ks = next(iter(pooled.values()))["ks"]
-        show = [i for i, k in enumerate(ks) if k in (1, ks[len(ks) // 2], ks[-1])]
-        lines.append(f"### {t}")
-        head = ["method"] + [f"best@{ks[i]}" for i in show] + [f"w-best@{ks[i]}" for i in show]
-        if t == "code":
-            head += [f"pass@{ks[i]}" for i in show] + ["evo solved"]
-        head += ["diversity", "distinct", "wasted"]
-        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for a, e in pooled.items():
-
-            def fmt(metric, i, e=e):
-                if metric not in e:
-                    return "-"
-                return f"{e[metric][i]:.3f}" + (
-                    f" ±{e[metric + '_spread'][i] / 2:.3f}" if multi else ""
-                )
-
-            row = (
-                [shown_name(per_method, a)]
-                + [fmt("best_at_k", i) for i in show]
-                + [fmt("heldout_weight_best_at_k", i) for i in show]
-            )
-            if t == "code":
-                row += [fmt("pass_at_k", i) for i in show]
-                ev = e.get("evolution")
-                per_seed = f" ({' '.join(map(str, ev['solved_per_seed']))})" if ev and multi else ""
-                row.append(f"{ev['solved']}/{ev['searches']}{per_seed}" if ev else "-")
-            row += [
-                f"{e[k]:.{d}f}" if np.isfinite(e[k]) else "-"
-                for k, d in (("diversity", 3), ("distinct_answers", 1), ("wasted", 2))
-            ]
-            lines.append("| " + " | ".join(row) + " |")
-        lines.append("")
+    lines += provenance(results)
+    if results.get("new_methods"):
+        return "\n".join(lines + against_table(results) + against_meaning(results)) + "\n"
+    for task, per_method in results["tasks"].items():
+        lines += task_table(task, per_method, multi=len(results["seeds"]) > 1)
     lines.append(
         "best@k: fixed scalarisation (mean of components); w-best@k: averaged over held-out "
         "random weightings; ± is half the spread (max - min) over seeds; diversity: mean pairwise "
@@ -97,9 +57,56 @@ def summary_markdown(results):
     )
 
 
+def provenance(results):
+    """The opening line: seeds, the code (a commit and the files edited since), time, machine."""
+    return [
+        f"Seeds {results['seeds']}, code: commit(s) {', '.join(results['commits'])}"
+        + (f", wall time {results['wall_s']:.0f} s" if results.get("wall_s") else "")
+        + f". Machine(s): {' | '.join(results.get('machines', []))} (a seed reproduces bit for bit "
+        "only on the machine that ran it). Held-out problems; k counts answers.",
+        "",
+    ]
+
+
+def task_table(task, per_method, multi):
+    """One task's table: a row per method with pools, best@k / w-best@k (pass@k and the search on
+    code) at k = 1, the middle k and n, then diversity, distinct answers and wasted answers."""
+    pooled = {m: e for m, e in per_method.items() if "ks" in e}
+    if not pooled:
+        return []
+    ks = next(iter(pooled.values()))["ks"]
+    show = [i for i, k in enumerate(ks) if k in (1, ks[len(ks) // 2], ks[-1])]
+    head = ["method"] + [f"best@{ks[i]}" for i in show] + [f"w-best@{ks[i]}" for i in show]
+    if task == "code":
+        head += [f"pass@{ks[i]}" for i in show] + ["evo solved"]
+    head += ["diversity", "distinct", "wasted"]
+    lines = [f"### {task}", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for a, e in pooled.items():
+
+        def fmt(metric, i, e=e):
+            if metric not in e:
+                return "-"
+            spread = f" ±{e[metric + '_spread'][i] / 2:.3f}" if multi else ""
+            return f"{e[metric][i]:.3f}{spread}"
+
+        row = [shown_name(per_method, a)] + [
+            fmt(metric, i) for metric in ("best_at_k", "heldout_weight_best_at_k") for i in show
+        ]
+        if task == "code":
+            row += [fmt("pass_at_k", i) for i in show]
+            ev = e.get("evolution")
+            per_seed = f" ({' '.join(map(str, ev['solved_per_seed']))})" if ev and multi else ""
+            row.append(f"{ev['solved']}/{ev['searches']}{per_seed}" if ev else "-")
+        row += [
+            f"{e[k]:.{d}f}" if np.isfinite(e[k]) else "-"
+            for k, d in (("diversity", 3), ("distinct_answers", 1), ("wasted", 2))
+        ]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines + [""]
+
+
 # What each task's leaderboards rank by, at the largest k: (per-problem key, curve, name). Code has
-# three:
-# best@k, pass@k (low even for the optimum) and the search the pools are for (hard problems solved).
+# three: best@k, pass@k (low even for the optimum) and the search (hard problems solved).
 LEADERBOARDS = {
     "persona": [("w_best", "heldout_weight_best_at_k", "w-best")],
     "code": [
@@ -137,13 +144,8 @@ def leaderboards(results, others=("vpo", "grpo")):
                 ]
                 if rows:
                     n = sorted({len(p) for pp in searched.values() for p, _ in pp.values()})
-                    boards.append(
-                        (
-                            f"{task}: search, share of {'/'.join(map(str, n))} hard problems "
-                            "solved",
-                            rows,
-                        )
-                    )
+                    title = f"{task}: search, share of {'/'.join(map(str, n))} hard problems solved"
+                    boards.append((title, rows))
                 continue
             entries = [(m, e) for m, e in per_method.items() if curve + "_per_seed" in e]
             if not entries:
@@ -216,7 +218,7 @@ def mutation_table(results):
 def training_table(results):
     lines = [
         "Training, per seed: held-out scalar = mean fixed reward of valid answers on the held-out "
-        "problems of checkpoint.evaluate_heldout (warm start -> end); entropy, distinct first "
+        "problems of train.evaluate_heldout (warm start -> end); entropy, distinct first "
         "answers per group and set score (under 32 fixed weightings in every run; result files of "
         "set methods from before that rule hold it under their own weightings) averaged over the "
         "first and last 10 RL steps. Each run's metrics.jsonl also logs clip_frac, the share of "
@@ -285,6 +287,27 @@ def drivers_table(results):
     return lines + [""]
 
 
+AGAINST = ("vpo", "grpo", "warm_start")  # the board's rows each new method is compared with
+
+
+def against_rows(results):
+    """[(board title, new method, rank among the trained, mean, intervals against AGAINST)]."""
+    new, out = results.get("new_methods", []), []
+    for title, rows in leaderboards(results, others=AGAINST):
+        ranked = [
+            r[0] for r in sorted(rows, key=lambda r: -np.mean(r[1])) if not r[0].endswith(UNTRAINED)
+        ]
+        for method, values, *intervals in rows:
+            if any(method == n or method.startswith(n + " (") for n in new):
+                rank = (
+                    f"{ranked.index(method) + 1} of {len(ranked)}"
+                    if method in ranked
+                    else "unranked"
+                )
+                out.append((title, method, rank, float(np.mean(values)), intervals))
+    return out
+
+
 def against_table(results, header=False):
     """Each new method (--against) on every board it joined: rank among trained methods, mean,
     difference from the board's VPO, GRPO and warm start (paired 95% interval, verdict); header: the
@@ -300,21 +323,33 @@ def against_table(results, header=False):
         "| board | method | rank | mean | - VPO [95%] | - GRPO [95%] | - warm start [95%] |",
         "|---|---|---|---|---|---|---|",
     ]
-    for title, rows in leaderboards(results, others=("vpo", "grpo", "warm_start")):
-        ranked = [
-            r[0] for r in sorted(rows, key=lambda r: -np.mean(r[1])) if not r[0].endswith(UNTRAINED)
-        ]
-        for method, values, *intervals in rows:
-            if any(method == n or method.startswith(n + " (") for n in new):
-                rank = (
-                    f"{ranked.index(method) + 1} of {len(ranked)}"
-                    if method in ranked
-                    else "unranked"
-                )
-                cells = [f"{fmt_interval(iv)} {verdict(iv)}" if iv else "" for iv in intervals]
-                lines.append(
-                    f"| {title} | {method} | {rank} | {np.mean(values):.3f} | "
-                    + " | ".join(cells)
-                    + " |"
-                )
+    for title, method, rank, mean, intervals in against_rows(results):
+        cells = [f"{fmt_interval(iv)} {verdict(iv)}" if iv else "" for iv in intervals]
+        lines.append(f"| {title} | {method} | {rank} | {mean:.3f} | " + " | ".join(cells) + " |")
     return lines + [""]
+
+
+# how each verdict reads in words, against one of the board's rows
+IN_WORDS = {"yes": "better than", "no": "worse than", "within noise": "not distinguishable from"}
+
+
+def against_meaning(results):
+    """The table in words: per board and new method, which of the board's rows it beats, trails or
+    cannot be told from; then what the words rest on."""
+    names = {"vpo": "VPO", "grpo": "GRPO", "warm_start": "warm start"}
+    lines = ["What it means:", ""]
+    for title, method, _, _, intervals in against_rows(results):
+        by_verdict = {}
+        for other, iv in zip(AGAINST, intervals):
+            if iv:
+                by_verdict.setdefault(IN_WORDS[verdict(iv)], []).append(names[other])
+        parts = [f"{words} the board's {' and '.join(o)}" for words, o in by_verdict.items()]
+        lines.append(f"- {title}, {method}: " + ("; ".join(parts) or "not measured") + ".")
+    return lines + [
+        "",
+        "Better or worse: the paired 95% interval (the same held-out problems and seeds) lies "
+        "wholly above or below 0; not distinguishable: it holds 0, and more seeds or problems "
+        "would be needed to tell. Only your methods were trained here; the board's rows are its "
+        f"result files, and its own tables and claims are in {results.get('against')}/summary.md.",
+        "",
+    ]

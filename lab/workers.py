@@ -285,6 +285,10 @@ class Progress:
                     measured.setdefault(_family(kind, key), []).append(
                         (now - t0 + left[(kind, key)]) / self.pending[(kind, key)]
                     )
+        for kind, key, _, t0 in running:  # past its plan: this machine is at least this slow
+            expected = self.pending.get((kind, key), 0.0)
+            if (kind, key) not in left and 0 < expected < now - t0:
+                measured.setdefault(_family(kind, key), []).append((now - t0) / expected)
         for kind, key, _, t0 in running:  # the rest at their expected seconds, rescaled
             if (kind, key) not in left:
                 left[(kind, key)] = job_left(

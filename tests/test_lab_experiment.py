@@ -3,8 +3,10 @@ or resumes, that Ctrl-C keeps what was done and the same command continues, and 
 method trained and evaluated alone, on a committed board's problems and settings
 (tests/fixtures/board/, see test_lab_stored.py), and ranked among the board's methods."""
 
+import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -229,6 +231,7 @@ def test_the_new_method_is_ranked_among_the_board_on_its_problems(tmp_path, caps
             BOARD,
             "--set",
             f"out_dir={out}",
+            f"warmstart_dir={tmp_path}/ws",
         ]
     )
     # only the new method was trained and evaluated: the board's warm starts, optimum and screens
@@ -250,8 +253,9 @@ def test_the_new_method_is_ranked_among_the_board_on_its_problems(tmp_path, caps
     # ranked among 5; intervals vs VPO, GRPO, the warm start
     assert " of 5 |" in row and row.count("[") == 3
     assert any(v in row for v in ("yes", "no", "within noise"))
-    # the board's rows and the new one, in one table
-    assert "| grpo |" in summary and "| vpo_loo |" in summary
+    # only the comparison and what it means: none of the board's own tables and claims
+    assert "- persona: w-best@6, vpo_loo: " in summary and "the board's" in summary
+    assert "| grpo |" not in summary and "paper's claims" not in summary
     assert "expected time about" in capsys.readouterr().out
 
 
@@ -268,6 +272,7 @@ def test_the_command_refuses_a_mismatch_in_one_line(tmp_path, capsys):
                 BOARD,
                 "--set",
                 f"out_dir={tmp_path}",
+                f"warmstart_dir={tmp_path}/ws",
                 "lr=0.123",
             ]
         )
@@ -292,6 +297,7 @@ def test_a_method_already_on_the_board_runs_as_its_own_row_on_the_tasks_asked(tm
             BOARD,
             "--set",
             f"out_dir={out}",
+            f"warmstart_dir={tmp_path}/ws",
         ]
     )
     console = capsys.readouterr().out
@@ -313,29 +319,106 @@ def test_a_method_already_on_the_board_runs_as_its_own_row_on_the_tasks_asked(tm
         )
         # only the task that ran
         assert "code:" not in text.split("## vpo (yours)")[1].split("\n\n## ")[0]
-    # the comparison comes first
-    assert summary.index("## vpo (yours) against") < summary.index("### persona")
-    # the board's vpo and the new one, side by side
-    assert "| vpo |" in summary and "| vpo (yours) |" in summary
+    # the comparison and what it means, the board's own tables left to its summary.md
+    assert "- persona: w-best@6, vpo (yours): " in summary and "### persona" not in summary
     # the comparison fits a screen
     assert len(console.split("## vpo (yours) against")[1].splitlines()) < 20
     results = json.loads(Path(os.path.join(out, "results.json")).read_text())
     assert set(results["tasks"]) == {"persona"} and "vpo (yours)" in results["tasks"]["persona"]
 
 
-def test_against_reuses_a_warm_start_cached_by_another_experiment(tmp_path, monkeypatch, capsys):
-    cfg = experiment.run_config("persona", "vpo", 0, str(tmp_path / "mine"), True)
-    path = experiment.warmstart_path(cfg)
-    elsewhere = tmp_path / "out" / "headline" / "warmstart" / os.path.basename(path)
-    elsewhere.parent.mkdir(parents=True)
-    elsewhere.write_bytes(b"weights")
-    monkeypatch.chdir(tmp_path)
+def test_the_lab_reads_and_writes_the_warm_start_cache_train_py_uses():
+    """One cache: a run of the lab and python train.py find each other's warm starts."""
+    cfg = experiment.run_config("persona", "vpo", 0, "out/against", True)
+    assert cfg["warmstart_dir"] == train.DEFAULTS["warmstart_dir"] == "out/warmstart"
+    alone = train.resolve_config(
+        os.path.join(ROOT, "configs", "persona.yaml"),
+        [f"{k}={v}" for k, v in read_yaml(os.path.join(ROOT, "configs", "tiny.yaml")).items()],
+    )
+    assert experiment.warmstart_path(cfg) == experiment.warmstart_path(alone)
 
-    class Say:
-        said = []
 
-        def say(self, msg):
-            self.said.append(msg)
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--algos", "vpoo"], "unknown method 'vpoo': did you mean vpo?"),
+        (["--tasks", "persnoa"], "unknown task 'persnoa': did you mean persona?"),
+        (
+            ["--algos", "vpo", "--against", "docs/figures/leaderbord"],
+            "docs/figures/leaderbord: no such folder; did you mean docs/figures/leaderboard?",
+        ),
+    ],
+)
+def test_an_unknown_method_task_or_board_is_one_line_with_a_suggestion(
+    argv, said, capsys, monkeypatch
+):
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(SystemExit) as e:
+        experiment.main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and said in err, err
 
-    experiment.reuse_warm_start(path, Say())
-    assert Path(path).read_bytes() == b"weights" and "reusing" in Say.said[0]
+
+def test_the_summary_names_the_commit_and_the_files_edited_since(tmp_path):
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "vpo.py").write_text("x = 1\n")
+    (tmp_path / "lab.md").write_text("notes\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
+    assert experiment.code_state(str(tmp_path)).endswith(" (as committed)")
+    (tmp_path / "vpo.py").write_text("x = 2\n")
+    (tmp_path / "lab.md").write_text("more notes\n")  # not a reference file
+    commit, edited = experiment.code_state(str(tmp_path)).split(" ", 1)
+    assert len(commit) >= 7 and edited == "(edited: vpo.py)"
+    assert experiment.code_state(str(tmp_path / "nowhere")) == "unknown"
+
+
+def test_a_second_idea_gets_its_own_result_and_the_first_comes_back_from_the_cache(tmp_path):
+    """The student's loop in a copy of the tree: change vpo.py and run against the board; change it
+    again: trained again, a new result; back to the first change: the first result, nothing
+    trained; --set overwrite=true: trained again. One warm start serves them all (vpo.py does not
+    shape it)."""
+    tree, out, ws = tmp_path / "tree", tmp_path / "against", tmp_path / "ws"
+    ignore = shutil.ignore_patterns("__pycache__")
+    for folder in ("lab", "configs", "tests/fixtures/board"):
+        shutil.copytree(os.path.join(ROOT, folder), tree / folder, ignore=ignore)
+    for path in glob.glob(os.path.join(ROOT, "*.py")):
+        shutil.copy(path, tree)
+    lines = (tree / "vpo.py").read_text().splitlines(keepends=True)
+    # set_scores' last line, the score a student changes
+    start = next(i for i, line in enumerate(lines) if line.startswith("def set_scores"))
+    at = next(i for i in range(start, len(lines)) if lines[i].startswith("    return "))
+    every = 'torch.einsum("pgmd,pnd->pgnm", rewards, weights)'
+    command = [sys.executable, "lab/experiment.py", "--quick", "--tasks", "persona", "--algos"]
+    command += ["vpo", "--against", "tests/fixtures/board", "--set", f"out_dir={out}"]
+    command += [f"warmstart_dir={ws}"]
+
+    def run(score, *more):
+        (tree / "vpo.py").write_text(
+            "".join(lines[:at] + [f"    return {score}\n"] + lines[at + 1 :])
+        )
+        env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+        done = subprocess.run(
+            command + list(more), cwd=tree, capture_output=True, text=True, env=env, timeout=300
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        final = (out / "runs" / "persona-vpo-s0" / "final.pt").read_bytes()
+        return done.stdout, final, (out / "results" / "persona-vpo-s0.json").read_text()
+
+    mean = f"{every}.mean(dim=-1).mean(dim=-1)"  # the first idea: the mean over answers
+    first = run(mean)
+    assert "trained persona/vpo/0" in first[0] and "warm start persona/0 ready" in first[0]
+    second = run(f"(0.05 * torch.logsumexp({every} / 0.05, dim=-1)).mean(dim=-1)")
+    assert "vpo.py changed since persona/vpo/0 was made: training it again" in second[0]
+    assert "trained persona/vpo/0" in second[0] and second[1] != first[1]
+    back = run(mean)
+    assert "persona/vpo/0: made by this very code before" in back[0]
+    assert "trained" not in back[0] and back[1:] == first[1:]
+    again = run(mean, "overwrite=true")
+    # the same seed: the same result (final.pt differs only in its config's overwrite)
+    assert "trained persona/vpo/0" in again[0] and again[2] == first[2]
+    assert "warm start persona/0 ready" not in second[0] + back[0] + again[0]
+    assert len(os.listdir(ws)) == 1

@@ -1,5 +1,7 @@
 """plots.py: the leaderboard figure is written and ranks the methods by their mean over seeds."""
 
+import numpy as np
+
 from lab import plots
 
 
@@ -52,3 +54,33 @@ def test_a_smoke_runs_figures_say_so_in_their_title(tmp_path, monkeypatch):
         {"persona: w-best@6": [("vpo", [0.5]), ("grpo", [0.4])]}, str(tmp_path / "b.png")
     )
     assert not titles
+
+
+def test_against_a_board_the_curves_are_the_new_methods_and_the_boards_three(tmp_path, monkeypatch):
+    """19 board curves under one legend hid the student's: only the new rows, the board's VPO,
+    GRPO and warm start are drawn."""
+    figures = []
+    save = plots._save
+    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or save(fig, path))
+    entry = {"ks": [1, 2], "m": 1, "best_at_k": [0.1, 0.2], "best_at_k_spread": [0.0, 0.0]}
+    board = ["warm_start", "grpo", "vpo", "rloo", "max_at_k", "dapo"]
+    results = {
+        "tasks": {"persona": {m: entry for m in board + ["vpo (yours)"]}},
+        "seeds": [0],
+        "new_methods": ["vpo (yours)"],
+    }
+    plots.best_at_k(str(tmp_path), plots.compared_only(results))
+    labels = figures[0].axes[0].get_legend_handles_labels()[1]
+    assert sorted(labels) == ["grpo", "vpo", "vpo (yours)", "warm_start"]
+    assert plots.compared_only({"tasks": {"persona": {"rloo": entry}}})["tasks"]["persona"]
+
+
+def test_the_reward_vectors_carry_their_colour_scale(tmp_path, monkeypatch):
+    figures = []
+    save = plots._save
+    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or save(fig, path))
+    rng = np.random.default_rng(0)
+    samples = {("persona", a, 0): rng.random((3, 6, 4)) for a in ("grpo", "vpo")}
+    assert plots.reward_vectors(str(tmp_path), {"tasks": {"persona": {}}}, samples)
+    # the image panels and one colour bar (0 to 1) beside them
+    assert [ax.get_label() for ax in figures[0].axes].count("<colorbar>") == 1

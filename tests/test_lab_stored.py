@@ -138,3 +138,53 @@ def test_a_seed_or_task_the_board_lacks_is_refused():
         stored.load_board(BOARD, ["persona"], [1])
     with pytest.raises(train.ConfigError, match="persona_collinear seed 0"):
         stored.load_board(BOARD, ["persona_collinear"], [0])
+
+
+def test_a_result_made_by_other_code_moves_aside_and_comes_back_with_that_code(tmp_path):
+    """keep_by_source on a result file: idea A's result, then idea B's code moves it to earlier/
+    (naming the file that changed); back at A's code, A's result returns from there."""
+    path = tmp_path / "results" / "persona-vpo-s0.json"
+    path.parent.mkdir()
+    a, b = {"vpo.py": "aaaa", "grpo.py": "cccc"}, {"vpo.py": "bbbb", "grpo.py": "cccc"}
+    path.write_text("made by A")
+    assert stored.keep_by_source(str(path), a, a) == ([], False)  # the same code: left alone
+    assert stored.keep_by_source(str(path), a, b) == (["vpo.py"], False)
+    assert not path.exists()
+    path.write_text("made by B")
+    assert stored.keep_by_source(str(path), b, a) == (["vpo.py"], True)
+    assert path.read_text() == "made by A"
+    assert sorted(os.listdir(tmp_path / "results" / "earlier")) == [
+        f"persona-vpo-s0-{stored.source_hash(b)}.json"
+    ]
+    # a result made before results recorded their code counts as made by other code
+    assert stored.keep_by_source(str(path), None, a) == (None, False) and not path.exists()
+
+
+def test_a_run_folder_made_by_other_code_moves_aside_whole(tmp_path):
+    run = tmp_path / "runs" / "persona-vpo-s0"
+    run.mkdir(parents=True)
+    (run / "final.pt").write_bytes(b"A")
+    a, b = {"vpo.py": "aaaa"}, {"vpo.py": "bbbb"}
+    assert stored.keep_by_source(str(run), a, b) == (["vpo.py"], False) and not run.exists()
+    run.mkdir()
+    (run / "final.pt").write_bytes(b"B")
+    assert stored.keep_by_source(str(run), b, a) == (["vpo.py"], True)
+    assert (run / "final.pt").read_bytes() == b"A"
+
+
+def test_the_row_fingerprints_follow_the_imports():
+    """A run's code is every reference file train.py imports; a warm start's pools do not depend
+    on train.py, the optimum's neither on the warm start's training."""
+    sources = stored.row_sources()
+    assert {"train.py", "vpo.py", "grpo.py", "search.py"} <= sources["run"].keys()
+    assert "train.py" not in sources["warm"] and "warmstart.py" in sources["warm"]
+    assert "warmstart.py" not in sources["optimum"] and "search.py" in sources["optimum"]
+
+
+def test_a_missing_board_folder_is_one_line_with_the_closest_board():
+    typo = os.path.join(ROOT, "tests", "fixtures", "bord")
+    with pytest.raises(train.ConfigError, match=f"no such folder; did you mean {BOARD}") as e:
+        stored.load_board(typo, ["persona"], [0])
+    assert "\n" not in str(e.value)
+    with pytest.raises(train.ConfigError, match="is no board"):
+        stored.load_board(os.path.join(ROOT, "tests"), ["persona"], [0])

@@ -207,3 +207,17 @@ def test_the_first_estimate_is_scaled_for_a_cpu_without_avx512(monkeypatch):
     assert slow.expected("warm", ("code", 0)) == pytest.approx(
         AVX2_SCALE * fast.expected("warm", ("code", 0))
     )
+
+
+def test_a_job_past_its_planned_time_slows_the_estimate_of_those_waiting():
+    """Three persona warm starts on two workers, planned at ~55 s each: two running for 139 s tell
+    that this machine is slower, so the third is no longer counted at 55 s."""
+    progress = Progress(workers=2, quick=False, shared_warmstart=SHARED_WARMSTART)
+    for seed in range(3):
+        progress.plan("warm", ("persona", seed))
+    planned = EXPECTED_S[("warm", "persona")]
+    running = [("warm", ("persona", s), None, 0.0) for s in range(2)]
+    on_time = progress.seconds_left(running, now=planned / 2)
+    late = progress.seconds_left(running, now=139.0)
+    assert on_time == pytest.approx(planned / 2 + planned)
+    assert late >= 139.0 * 0.1 + 139.0  # the third takes as long as the two did

@@ -4,6 +4,7 @@ out_dir and checkpoint errors end to end (exit 2, one line on stderr, nothing in
 checkpoints that are missing, corrupt, foreign or would run code, atomic saves, and the guarded
 step: a non-finite loss or weight stops a run before it reaches a checkpoint."""
 
+import json
 import os
 import subprocess
 import sys
@@ -144,6 +145,15 @@ def foreign(path):
     torch.save({"weights": torch.zeros(3)}, path)
 
 
+def other_code(path):
+    """The run's source.json as if vpo.py had been edited since it started."""
+    source = os.path.join(os.path.dirname(path), "source.json")
+    with open(source) as f:
+        made_by = json.load(f)
+    with open(source, "w") as f:
+        json.dump({**made_by, "vpo.py": "0000000000"}, f)
+
+
 # (out_dir under runs, extra overrides, prepare the dir, expected text in the one error line)
 BAD = [
     ("empty", ["resume=true"], None, "ckpt.pt does not exist"),
@@ -160,6 +170,7 @@ BAD = [
     ("unfinished", [], None, "holds an unfinished run; --set resume=true"),
     ("unfinished", ["resume=true", "lr=0.5"], None, "config differs from the saved run in ['lr']"),
     ("unfinished", ["resume=true", "algo=grpo", "seed=3"], None, "in ['algo', 'seed']"),
+    ("unfinished", ["resume=true"], other_code, "vpo.py changed since it started; overwrite"),
     ("afile", [], lambda p: open(os.path.dirname(p), "w").close(), "cannot create directory"),
 ]
 

@@ -411,8 +411,9 @@ def test_ctrl_c_in_one_run_says_how_to_resume_without_a_traceback(tmp_path):
 
 def test_one_run_explains_itself(tmp_path, capsys):
     """python train.py says where its warm start went, ends with its held-out best@k against the
-    warm start's, writes run.png, and its closing line counts the whole wall time, the warm start
-    included."""
+    warm start's (how many problems, which seed, the warm start asked for m answers), writes
+    run.png, its closing lines count the whole wall time and say whether the warm start was
+    trained or loaded; its folder records the code that trained it."""
     import train as trainer
 
     trainer.main(
@@ -428,14 +429,18 @@ def test_one_run_explains_itself(tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert f"cached in {tmp_path}/ws/warmstart-persona-" in out
-    assert "held-out, 2 problems" in out and "this run" in out and "its warm start" in out
+    assert "heldout, 2 problems drawn with seed 12345, 3 answers each" in out
+    assert "this run" in out and "its warm start, 3 answers a rollout" in out
     assert "pass@k is 0 at every k" in out  # persona: said, not printed as a table of zeros
     assert os.path.exists(tmp_path / "run" / "run.png")
-    assert (
-        out.strip().splitlines()[-1].startswith("done in ")
-        and "warm start and this evaluation included" in out
+    assert out.strip().splitlines()[-1].startswith("done in ") and "this evaluation" in out
+    assert "(the warm start trained here, included)" in (tmp_path / "run" / "log.txt").read_text()
+    source = json.loads((tmp_path / "run" / "source.json").read_text())
+    assert {"train.py", "vpo.py", "warmstart.py"} <= source.keys()
+    trainer.main(
+        ["--config", TINY, "--set", f"out_dir={tmp_path}/again", f"warmstart_dir={tmp_path}/ws"]
     )
-    assert "the warm start included" in Path(tmp_path / "run" / "log.txt").read_text()
+    assert "(the warm start loaded from its cache)" in (tmp_path / "again" / "log.txt").read_text()
 
 
 # ----------------------------------------------------------------------------------------------

@@ -133,8 +133,8 @@ def test_warm_start_depends_on_its_seed_not_on_the_process_history(tmp_path):
 
 
 def test_warm_start_key_follows_settings_and_task_code_not_trainer_text(tmp_path):
-    """Editing a comment in warmstart.py or train.py must not retrain the warm start; editing the
-    task's data code must."""
+    """Editing a comment in warmstart.py or train.py must not retrain the warm start, nor editing
+    vpo.py's, grpo.py's or train.py's code; editing the task's data code must."""
     root = os.path.dirname(TINY) + "/.."
     for name in os.listdir(root):
         if name.endswith(".py"):
@@ -154,6 +154,11 @@ def test_warm_start_key_follows_settings_and_task_code_not_trainer_text(tmp_path
     for name in ("warmstart.py", "train.py"):  # e.g. a comment in warm_start
         with open(tmp_path / name, "a") as f:
             f.write("\n# a comment about warm_start\n")
+    assert key() == before
+    # an idea tried in vpo.py, grpo.py or train.py changes RL, not the warm start
+    for name in ("vpo.py", "grpo.py", "train.py"):
+        with open(tmp_path / name, "a") as f:
+            f.write("\nIDEA = 2\n")
     assert key() == before
     # rewording rewards.py's docstrings and comments neither
     with open(tmp_path / "rewards.py") as f:
