@@ -214,7 +214,6 @@ class Headline:
         self.pooled = set()  # the checkpoints whose pools are in their result files
         # seed -> its candidate search problems, those some pool solved, the screens still out
         self.screens = {}
-        self.samples = {}  # (task, method, seed) -> its pools' reward vectors, for a figure
 
     def source(self, method):
         """The fingerprint of the code behind a row: a run's, a warm start's pools', the
@@ -394,8 +393,9 @@ class Headline:
         record, rewards = result
         path, m, cfg = self.checkpoints[key]
         record["key"] = result_key(cfg, self.settings, POOL_KEYS)
+        # a few problems' reward vectors, for reward_vectors.png (redrawn from the result file)
+        record["reward_vectors"] = rewards[:3].round(3).tolist()
         self.record(key, m=m, pools=record)
-        self.samples[key] = rewards
         self.has_pools(key)
 
     def has_pools(self, key):
@@ -559,7 +559,7 @@ def run_headline(
     results.update(settings=settings, quick=quick, wall_s=round(time.time() - progress.t0, 1))
     if against:  # the new methods' rows beside the board's; the code is this run's
         results.update(against=against, new_methods=new_rows, commits=commits)
-    paths = tables.write_report(out_dir, results, headline.samples)
+    paths = tables.write_report(out_dir, results, tables.figure_samples(records))
     # against a board the comparison fits a screen; summary.md adds what it means
     table = tables.against_table(results, header=True) if against else []
     print("\n" + ("\n".join(table) if against else tables.summary_markdown(results)))
@@ -631,7 +631,7 @@ def rewrite_report(dirs, out):
             "run the experiment first"
         )
     results = report.merge(records, TASKS)
-    paths = tables.write_report(out or dirs[0], results)
+    paths = tables.write_report(out or dirs[0], results, tables.figure_samples(records))
     print(tables.summary_markdown(results))
     print("wrote " + ", ".join(paths))
 

@@ -128,8 +128,8 @@ def pass_at_k(out_dir, results):
 
 
 def reward_vectors(out_dir, results, samples, problems_shown=3):
-    """samples[(task, algo, seed)] = rewards (P, n, D) of a pool (only a run in this process has
-    them)."""
+    """samples[(task, algo, seed)] = rewards (P, n, D) of a few problems' pools (result files keep
+    them: tables.figure_samples)."""
     tasks = [t for t in results["tasks"] if any(k[0] == t for k in samples)]
     drawn = sorted(
         {k[1] for k in samples}, key=lambda a: (("warm_start", "grpo", "vpo") + (a,)).index(a)
@@ -340,7 +340,10 @@ def compared_only(results):
 
 
 def make_all(out_dir, results, samples):
+    """Every figure of the report; one that has nothing to draw is removed (an earlier run's would
+    show other results)."""
     results = compared_only(results)
+    samples = {k: v for k, v in samples.items() if k[1] in results["tasks"].get(k[0], {})}
     paths = [
         best_at_k(out_dir, results),
         pass_at_k(out_dir, results),
@@ -348,4 +351,8 @@ def make_all(out_dir, results, samples):
         training(out_dir, results),
         evolution(out_dir, results),
     ]
+    names = ("best_at_k", "pass_at_k", "reward_vectors", "training", "evolution")
+    for stale in (os.path.join(out_dir, f"{name}.png") for name in names):
+        if stale not in paths and os.path.exists(stale):
+            os.remove(stale)
     return [p for p in paths if p]

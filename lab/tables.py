@@ -249,6 +249,15 @@ def training_table(results):
     return lines
 
 
+def figure_samples(records):
+    """{(task, method, seed): a few problems' pools (P, n, D)} of the records that kept them."""
+    return {
+        (r["task"], r["method"], r["seed"]): np.array(r["pools"]["reward_vectors"])
+        for r in records
+        if "reward_vectors" in r.get("pools", {})
+    }
+
+
 def write_report(out_dir, results, samples=None):
     os.makedirs(out_dir, exist_ok=True)
     paths = [os.path.join(out_dir, "results.json"), os.path.join(out_dir, "summary.md")]

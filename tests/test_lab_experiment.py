@@ -417,6 +417,7 @@ def test_a_second_idea_gets_its_own_result_and_the_first_comes_back_from_the_cac
     back = run(mean)
     assert "persona/vpo/0: made by this very code before" in back[0]
     assert "trained" not in back[0] and back[1:] == first[1:]
+    assert "reward_vectors.png" in back[0]  # redrawn from the first idea's result file
     again = run(mean, "overwrite=true")
     # the same seed: the same result (final.pt differs only in its config's overwrite)
     assert "trained persona/vpo/0" in again[0] and again[2] == first[2]

@@ -75,6 +75,13 @@ def test_against_a_board_the_curves_are_the_new_methods_and_the_boards_three(tmp
     assert plots.compared_only({"tasks": {"persona": {"rloo": entry}}})["tasks"]["persona"]
 
 
+def test_a_figure_with_nothing_to_draw_leaves_no_earlier_one_behind(tmp_path):
+    (tmp_path / "reward_vectors.png").write_bytes(b"another run's pools")
+    entry = {"ks": [1, 2], "m": 1, "best_at_k": [0.1, 0.2], "best_at_k_spread": [0.0, 0.0]}
+    paths = plots.make_all(str(tmp_path), {"tasks": {"persona": {"vpo": entry}}}, {})
+    assert not (tmp_path / "reward_vectors.png").exists() and len(paths) == 2
+
+
 def test_the_reward_vectors_carry_their_colour_scale(tmp_path, monkeypatch):
     figures = []
     save = plots._save
