@@ -4,7 +4,7 @@ The baselines the field compares VPO against, each an advantage function like gr
 
 - max_at_k_advantages: Max@K (arXiv 2510.23393) / pass@k training (arXiv 2508.10751, PKPO arXiv
   2505.15201): train for the best of k samples, not for the average one.
-- gdpo_advantages: GDPO (arXiv 2601.05242): normalise each reward component on its own.
+- gdpo_advantages: GDPO (arXiv 2601.05242): normalize each reward component on its own.
 - maxrl_advantages: MaxRL (arXiv 2602.02710): GRPO with the group's std replaced by its mean.
 - sample_spread_groups: DAPO's dynamic sampling (the sampler and advantage come in as arguments).
 
@@ -18,15 +18,16 @@ import torch
 import torch.nn.functional as F
 
 
-def max_at_k_advantages(scores, k, eps=1e-6, scale="group"):
+def max_at_k_advantages(scores, k, eps=1e-6, std="group"):
     """scores (P, G) -> (P, G): each rollout's credit towards the best of k samples.
 
     Every k-subset S of a group is a best-of-k attempt worth max(S): rho (their mean) estimates
     max@k without bias, sigma is their std, m_i their mean over the subsets holding rollout i; A_i =
     (m_i - rho) / (sigma + eps), 0 where sigma < eps: a rare good answer earns a lot, one of many
-    little. For 0/1 rewards, pass@k training's closed form; k = 1 is GRPO. Computed from sorted
-    ranks: ascending, rank j is the max of C(j, k-1) subsets, and of C(j-1, k-2) of those holding a
-    lower rank i.
+    little. std "batch" divides by the std of every attempt in the batch, "none" by nothing, as
+    grpo_advantages does: for 0/1 rewards pass@k training's closed form; k = 1 is GRPO. Computed
+    from sorted ranks: ascending, rank j is the max of C(j, k-1) subsets, and of C(j-1, k-2) of
+    those holding a lower rank i.
     """
     P, G = scores.shape
     v, order = torch.sort(scores.double(), dim=1)  # (P, G) ascending
@@ -42,10 +43,13 @@ def max_at_k_advantages(scores, k, eps=1e-6, scale="group"):
     sigma = (top * (v - rho) ** 2).sum(1, keepdim=True).sqrt()  # (P, 1)
     above = (pair * v).flip(1).cumsum(1).flip(1) - pair * v  # sum over the ranks above each one
     m = top * math.comb(G, k) / math.comb(G - 1, k - 1) * v + above  # (P, G) in sorted order
-    spread = {"group": sigma, "batch": sigma.pow(2).mean().sqrt(), "none": None}[scale]
-    adv = torch.where(
-        sigma < eps, torch.zeros_like(m), m - rho if spread is None else (m - rho) / (spread + eps)
-    )
+    # every group has as many attempts: the batch's variance is the groups' mean within-group
+    # variance plus the variance of their means
+    batch_sigma = (sigma.pow(2) + (rho - rho.mean()).pow(2)).mean().sqrt()
+    if std not in ("group", "batch", "none"):
+        raise ValueError(f"std must be group, batch or none, got '{std}'")
+    spread = {"group": sigma + eps, "batch": batch_sigma + eps, "none": 1.0}[std]
+    adv = torch.where(sigma < eps, torch.zeros_like(m), (m - rho) / spread)
     return torch.empty_like(adv).scatter_(1, order, adv).to(scores.dtype)
 
 
@@ -85,10 +89,13 @@ def sample_spread_groups(run, sample_round, advantage):
     with flat ones. Groups with parents keep their share (else the mutation skill went untrained).
     sample_round(run) -> (batch, weightings, which groups show parents); advantage: the run's
     algorithm."""
-    cfg, P = run.cfg, run.cfg["prompts_per_step"] // run.world
+    cfg = run.cfg
+    P = cfg["prompts_per_step"] // run.world
     parents_wanted = round(cfg["mutation_share"] * P)  # of the P groups kept, those showing parents
-    # spread, shows_parents: per group, across rounds
-    rounds, spread, shows_parents, keep = [], [], [], []
+    rounds = []  # (batch, weightings) of each round drawn
+    spread = []  # per group drawn, across rounds: whether its advantage has spread
+    shows_parents = []  # likewise: whether its prompt shows parents
+    keep = []
     while len(rounds) < cfg["dynamic_sampling"] and not (
         len(keep) == P and all(spread[g] for g in keep)
     ):
@@ -99,20 +106,15 @@ def sample_spread_groups(run, sample_round, advantage):
         shows_parents += shown
         # spread first, each in the order drawn
         ranked = sorted(range(len(spread)), key=lambda g: not spread[g])
-        plain, mutating = (
-            [g for g in ranked if not shows_parents[g]],
-            [g for g in ranked if shows_parents[g]],
-        )
+        plain = [g for g in ranked if not shows_parents[g]]
+        mutating = [g for g in ranked if shows_parents[g]]
         keep = plain[: P - parents_wanted] + mutating[:parents_wanted]
     # a rank short of one kind (torchrun can split the kinds unevenly): the other kind fills in
     keep = sorted(keep + (plain[P - parents_wanted :] + mutating[parents_wanted:])[: P - len(keep)])
     batch = pick_groups([b for b, _ in rounds], keep, run.tok.eos, cfg["group_size"])
     weights = torch.cat([w for _, w in rounds])[keep]
-    return (
-        batch,
-        weights,
-        {"sampling_rounds": len(rounds), "flat_groups_kept": sum(not spread[g] for g in keep)},
-    )
+    metrics = {"sampling_rounds": len(rounds), "flat_groups_kept": sum(not spread[g] for g in keep)}
+    return batch, weights, metrics
 
 
 def pick_groups(batches, groups, pad_id, G):
@@ -124,21 +126,14 @@ def pick_groups(batches, groups, pad_id, G):
 
     def cat(key, value, left=False):
         width = max(b[key].size(1) for b in batches)
-        return torch.cat(
-            [
-                F.pad(
-                    b[key],
-                    (width - b[key].size(1), 0) if left else (0, width - b[key].size(1)),
-                    value=value,
-                )
-                for b in batches
-            ]
-        )[rows]
+        padded = []
+        for b in batches:
+            short = width - b[key].size(1)
+            padded.append(F.pad(b[key], (short, 0) if left else (0, short), value=value))
+        return torch.cat(padded)[rows]
 
-    problems, answers = (
-        [p for b in batches for p in b["problems"]],
-        [a for b in batches for a in b["answers"]],
-    )
+    problems = [p for b in batches for p in b["problems"]]
+    answers = [a for b in batches for a in b["answers"]]
     completion_mask = cat("completion_mask", False)
     return dict(
         problems=[problems[g] for g in groups],

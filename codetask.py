@@ -65,7 +65,8 @@ class CodeTask:
             )
         if not 0.0 <= window_share <= 1.0:
             raise ValueError(f"window_share must be in [0, 1], got {window_share}")
-        self.k, self.domain = thresholds, domain
+        self.k = thresholds
+        self.domain = domain
         self.DOMAIN = list(range(domain))
         self.dim = domain - (thresholds + 1)  # every input but the k + 1 shown is a hidden test
         self.noise = noise  # the share of demonstrations that ignore the examples
@@ -158,7 +159,8 @@ class CodeTask:
             if isinstance(answer, str)
             else lang.run(answer, self.DOMAIN)
         )
-        truth, tests = domain_targets(problem[: self.k], self.domain), self.tests(problem)
+        truth = domain_targets(problem[: self.k], self.domain)
+        tests = self.tests(problem)
         if any(outputs[x] != truth[x] for x in self.shown(problem)):
             return np.zeros(len(tests), dtype=np.float32)
         return np.array([float(outputs[x] == truth[x]) for x in tests], dtype=np.float32)
@@ -217,7 +219,8 @@ class CodeTask:
     def _habit(self, problem, rng, avoid):
         """A consistent program (not in `avoid` if possible), each threshold right after its example
         with p = early_switch."""
-        shown, gaps = self.shown(problem), self._gaps(problem)
+        shown = self.shown(problem)
+        gaps = self._gaps(problem)
         habit = [
             range(shown[i] + 1, shown[i] + 2) if rng.random() < self.early_switch else gaps[i]
             for i in range(self.k)
@@ -265,14 +268,9 @@ class CodeTask:
         """Move one threshold, staying consistent, preferably out of `avoid`, by a log-uniform step
         of at most `max_step` (default: the hidden tests it fails, shown in the prompt: the truth is
         no farther)."""
-        if max_step is None:
-            max_step = max(
-                1,
-                round(
-                    self.dim
-                    * (1 - self.scalarize(self.reward(problem, self.program_text(program))))
-                ),
-            )
+        if max_step is None:  # as far as the tests the parent fails
+            failed = 1 - self.scalarize(self.reward(problem, self.program_text(program)))
+            max_step = max(1, round(self.dim * failed))
         now = list(program)
         options = [
             (i, v)

@@ -4,9 +4,11 @@ YAML file <- --set key=value; an override may change a value but never its type 
 A student can skip this file. Left out: nested configs, environment variables, inheritance.
 """
 
+import argparse
 import contextlib
 import difflib
 import math
+import tokenize
 
 import torch
 import yaml
@@ -20,30 +22,76 @@ class ConfigError(ValueError):
 
 
 # How a finished run is measured (search.py, the lab): part of train.DEFAULTS, never what a run
-# trains.
+# trains. Each line's comment is its reason (`--help` prints them).
 EVALUATION = dict(
     pool_n=30,  # answers per held-out problem; k counts answers, up to pool_n
     pool_problems=40,  # held-out problems per task and seed (the same for every method)
     heldout_weightings=64,  # weightings for w-best@k, from a seed no training run uses
-    # searches per policy (the paper's case study: 32; 64 narrows the interval)
-    evo_problems=64,
-    # plausible programs a searched problem leaves: 10x the budget, no lucky sampler
-    evo_min_plausible=2000,
-    # candidate search problems the lab screens, keeping those no checkpoint's pool solves
-    evo_screen=112,
-    # candidates evaluated per search (the paper: 200 iterations of one program)
-    evo_budget=200,
-    evo_islands=5,  # OpenEvolve's default
+    evo_problems=64,  # searches per policy (the paper's case study: 32; 64 narrows the interval)
+    evo_min_plausible=2000,  # programs a searched problem leaves: 10x the budget, no lucky guess
+    evo_screen=112,  # candidate search problems the lab screens for those no pool solves
+    evo_budget=200,  # candidates evaluated per search (the paper: 200 iterations of one program)
+    evo_islands=5,  # islands per search (OpenEvolve's default)
     evo_migrate_every=50,  # candidates of a search between ring migrations
     evo_capacity=10,  # programs an island keeps, one per pass pattern, best first
     evo_explore=0.3,  # chance a parent is any program of its island instead of the best
-    # sampling temperature of the search and of its control (OpenEvolve's)
-    evo_temperature=0.7,
-    evo_top_p=0.95,  # nucleus sampling, likewise (1.0: off)
-    # children per call: 1 (OpenEvolve's iteration); a set policy also runs at m
-    evo_children_per_call=1,
+    evo_temperature=0.7,  # sampling temperature of the search and of its control (OpenEvolve's)
+    evo_top_p=0.95,  # nucleus sampling of the search and its control (1.0: off)
+    evo_children_per_call=1,  # children per call: 1 (OpenEvolve's); a set policy also runs at m
     evo_positions_per_call=60_000,  # memory cap: rows x tokens per sampler call
 )
+
+
+def declared_reasons(path, name):
+    """{key: reason}: the trailing comment of each `key=value,  # reason` line of the `name =
+    dict(...)` statement in the Python file `path`, where every setting is declared once."""
+    with open(path, "rb") as f:
+        tokens = [t for t in tokenize.tokenize(f.readline) if t.type != tokenize.NL]
+    start = next(i for i, t in enumerate(tokens) if t.string == name and t.start[1] == 0)
+    reasons = {}
+    depth = 0
+    key = None  # the NAME token of the setting on the current line
+    for i, t in enumerate(tokens[start:], start):
+        if t.type == tokenize.OP and t.string in "([{":
+            depth += 1
+        elif t.type == tokenize.OP and t.string in ")]}":
+            depth -= 1
+            if depth == 0:
+                return reasons
+        elif depth == 1 and t.type == tokenize.NAME and tokens[i + 1].string == "=":
+            key = t
+        elif depth == 1 and t.type == tokenize.COMMENT and key and key.start[0] == t.start[0]:
+            reasons[key.string] = t.string.lstrip("#").strip()
+    return reasons
+
+
+def settings_parser(description, defaults, declared_in=(), config_file=True):
+    """The command line train.py, search.py and lab/experiment.py share: --config (a YAML file of
+    settings) and --set key=value, with a --help that lists every setting of `defaults`, its
+    default and its reason, read where it is declared (`declared_in`: (file, dict name) pairs; this
+    file's EVALUATION always)."""
+    reasons = declared_reasons(__file__, "EVALUATION")
+    for path, name in declared_in:
+        reasons.update(declared_reasons(path, name))
+    shown = {k: f"{k}={v}" if v != "" else f'{k}=""' for k, v in defaults.items()}
+    width = max(map(len, shown.values()))
+    listing = "\n".join(f"  {shown[k]:<{width}}  {reasons.get(k, '')}" for k in defaults)
+    parser = argparse.ArgumentParser(
+        description=description,
+        epilog=f"settings (--set key=value), their defaults and why:\n{listing}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    if config_file:
+        parser.add_argument("--config", help="a YAML file of the settings that differ (configs/)")
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change settings (listed below); --set may repeat, every item counts",
+    )
+    return parser
 
 
 def parse_value(text):
@@ -130,13 +178,9 @@ def pick_device(name):
         raise ConfigError("device=mps but MPS is not available")
     if name != "auto":
         return name
-    return (
-        "cuda"
-        if torch.cuda.is_available()
-        else "mps"
-        if torch.backends.mps.is_available()
-        else "cpu"
-    )
+    if torch.cuda.is_available():
+        return "cuda"
+    return "mps" if torch.backends.mps.is_available() else "cpu"
 
 
 # Algorithms whose advantage divides by no group std, so scale_rewards is refused, not ignored.
@@ -161,97 +205,71 @@ def validate_evaluation(cfg):
         raise ConfigError("evo_top_p must be in (0, 1]")
 
 
+def need(condition, message):
+    if not condition:
+        raise ConfigError(message)
+
+
 def validate(cfg, algos, samplers):
     """Out-of-range values fail here, before anything is written or trained."""
-
-    def need(cond, msg):
-        if not cond:
-            raise ConfigError(msg)
-
     for key, value in cfg.items():
         if isinstance(value, float):
             need(math.isfinite(value), f"{key} must be a finite number, got {value}")
+    for key in ("lr", "sft_lr", "alpha", "clip", "max_grad_norm"):
+        need(cfg[key] > 0, f"{key} must be > 0, got {cfg[key]}")
+    non_negative = ("steps", "sft_steps", "eval_every", "ckpt_every", "kl_coef", "weight_decay")
+    non_negative += ("threads", "peak_tflops", "temperature", "clip_high", "entropy_coef")
+    non_negative += ("format_coef", "dynamic_sampling", "parent_replay")
+    for key in non_negative:
+        need(cfg[key] >= 0, f"{key} must be >= 0, got {cfg[key]}")
+    at_least_one = ("prompts_per_step", "sft_batch", "num_weights", "epochs_per_batch")
+    at_least_one += ("eval_problems", "block_size")
+    for key in at_least_one:
+        need(cfg[key] >= 1, f"{key} must be >= 1, got {cfg[key]}")
+    for key in ("mutation_share", "sft_parent_fraction", "sft_single_first"):
+        need(0 <= cfg[key] <= 1, f"{key} must be in [0, 1]")
+    need(0 < cfg["top_p"] <= 1, "top_p must be in (0, 1]")
+    G = cfg["group_size"]
+    need(G >= 2, f"group_size must be >= 2 for group-normalized advantages, got {G}")
+    m = cfg["answers_per_rollout"]
+    need(m >= 1, f"answers_per_rollout (m) must be >= 1, got {m}")
+    # k = G: one subset, every advantage 0
+    k_fits = 1 <= cfg["max_k"] < G or cfg["algo"] != "max_at_k"
+    need(k_fits, f"max_k must be in 1..group_size-1={G - 1} for max_at_k, got {cfg['max_k']}")
+    validate_evaluation(cfg)
+    validate_choices(cfg, algos, samplers)
+
+
+# Settings that name one of a few choices
+CHOICES = {
+    "scale_rewards": ("group", "batch", "none"),
+    "loss_norm": ("tokens", "constant"),
+    "device": ("auto", "cpu", "cuda", "mps"),
+    "dtype": ("float32", "bfloat16"),
+}
+
+
+def validate_choices(cfg, algos, samplers):
+    """Names that must be known, and settings that only go together."""
     need(cfg["algo"] in algos, f"algo must be one of {sorted(algos)}, got '{cfg['algo']}'")
     need(cfg["task"] in TASKS, f"task must be one of {', '.join(TASKS)}, got '{cfg['task']}'")
     need(cfg["model"] in PRESETS, f"model must be one of {sorted(PRESETS)}, got '{cfg['model']}'")
-    for key in ("lr", "sft_lr", "alpha", "clip", "max_grad_norm"):
-        need(cfg[key] > 0, f"{key} must be > 0, got {cfg[key]}")
-    for key in (
-        "steps",
-        "sft_steps",
-        "eval_every",
-        "ckpt_every",
-        "kl_coef",
-        "weight_decay",
-        "threads",
-        "peak_tflops",
-        "temperature",
-        "clip_high",
-        "entropy_coef",
-        "format_coef",
-        "dynamic_sampling",
-        "parent_replay",
-    ):
-        need(cfg[key] >= 0, f"{key} must be >= 0, got {cfg[key]}")
-    for key in (
-        "prompts_per_step",
-        "sft_batch",
-        "num_weights",
-        "epochs_per_batch",
-        "eval_problems",
-        "block_size",
-    ):
-        need(cfg[key] >= 1, f"{key} must be >= 1, got {cfg[key]}")
-    validate_evaluation(cfg)
-    need(
-        cfg["group_size"] >= 2,
-        f"group_size must be >= 2 for group-normalised advantages, got {cfg['group_size']}",
-    )
-    need(
-        cfg["answers_per_rollout"] >= 1,
-        f"answers_per_rollout (m) must be >= 1, got {cfg['answers_per_rollout']}",
-    )
+    for key, names in CHOICES.items():
+        listed = f"{', '.join(names[:-1])} or {names[-1]}"
+        need(cfg[key] in names, f"{key} must be {listed}, got '{cfg[key]}'")
     need(
         cfg["weight_sampler"] in samplers,
         f"weight_sampler must be one of {', '.join(samplers)} "
         f"(vpo.WEIGHT_SAMPLERS, beside vpo.sample_weights), got '{cfg['weight_sampler']}'",
     )
-    need(
-        cfg["weight_sampler"] != "sobol" or cfg["alpha"] == 1.0,
-        "weight_sampler=sobol needs alpha=1",
-    )
-    need(0 < cfg["top_p"] <= 1, "top_p must be in (0, 1]")
-    # k = G: one subset, every advantage 0
-    need(
-        1 <= cfg["max_k"] < cfg["group_size"] or cfg["algo"] != "max_at_k",
-        f"max_k must be in 1..group_size-1={cfg['group_size'] - 1} for max_at_k, got "
-        f"{cfg['max_k']}",
-    )
-    need(
-        cfg["scale_rewards"] in ("group", "batch", "none"),
-        f"scale_rewards must be group, batch or none, got '{cfg['scale_rewards']}'",
-    )
-    need(
-        cfg["scale_rewards"] == "group" or cfg["algo"] not in NO_GROUP_STD,
-        f"scale_rewards={cfg['scale_rewards']} does not apply to {cfg['algo']}: "
-        f"{NO_GROUP_STD.get(cfg['algo'])}",
-    )
-    need(
-        cfg["loss_norm"] in ("tokens", "constant"),
-        f"loss_norm must be tokens or constant, got '{cfg['loss_norm']}'",
-    )
-    need(
-        cfg["mutation_share"] == 0 or cfg["task"] == "code",
-        "mutation_share > 0 needs the code task (parents are programs)",
-    )
-    need(
-        cfg["parent_replay"] == 0 or cfg["task"] == "code",
-        "parent_replay > 0 needs the code task (parents are programs)",
-    )
-    for key in ("mutation_share", "sft_parent_fraction", "sft_single_first"):
-        need(0 <= cfg[key] <= 1, f"{key} must be in [0, 1]")
-    need(cfg["device"] in ("auto", "cpu", "cuda", "mps"), "device must be auto, cpu, cuda or mps")
-    need(cfg["dtype"] in ("float32", "bfloat16"), "dtype must be float32 or bfloat16")
+    sobol = cfg["weight_sampler"] == "sobol"
+    need(not sobol or cfg["alpha"] == 1.0, "weight_sampler=sobol needs alpha=1")
+    why = NO_GROUP_STD.get(cfg["algo"])
+    std = cfg["scale_rewards"]
+    need(std == "group" or not why, f"scale_rewards={std} does not apply to {cfg['algo']}: {why}")
+    for key in ("mutation_share", "parent_replay"):
+        only_code = cfg[key] == 0 or cfg["task"] == "code"
+        need(only_code, f"{key} > 0 needs the code task (parents are programs)")
     try:
         make_task(cfg["task"], **cfg["task_options"])
     except (TypeError, ValueError) as e:

@@ -114,12 +114,8 @@ def reduce_metrics(metrics, world, device):
 
 def replicas_in_sync(model, world, device):
     """DDP keeps replicas identical; check it rather than trust it -> (in sync, checksum)."""
-    checksum = torch.tensor(
-        [sum(float(p.detach().double().sum()) for p in model.parameters())] * 2,
-        dtype=torch.float64,
-        device=device,
-    )
-    checksum[1] *= -1
+    total = sum(float(p.detach().double().sum()) for p in model.parameters())
+    checksum = torch.tensor([total, -total], dtype=torch.float64, device=device)
     torch.distributed.all_reduce(checksum, op=torch.distributed.ReduceOp.MAX)
     return bool(checksum[0] == -checksum[1]), float(checksum[0])
 

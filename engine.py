@@ -5,7 +5,7 @@ token; score: each prompt once, completions in length buckets). A student can sk
 tests/test_engine.py holds both to the plain versions; tools/bench.py --naive times each trick.
 
 Deliberately left out: torch.compile of the decode step (slower on CPU: docs/RESULTS.md), paged or
-quantised caches, speculative decoding.
+quantized caches, speculative decoding.
 """
 
 import math
@@ -13,7 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from model import completion_dict, sample_from_logits, token_logprobs
+from model import completion_dict, entropy_of, positions_of, sample_from_logits, token_logprobs
 
 
 class KVCache:
@@ -60,7 +60,8 @@ def prefill(model, prompt, prompt_mask, num_samples, max_new_tokens, cache_type)
     """Each prompt through the model once -> (cache, key_mask, last logits (B, V), next positions
     (B, 1))."""
     P, Tp = prompt.shape
-    cfg, device = model.cfg, prompt.device
+    cfg = model.cfg
+    device = prompt.device
     if Tp + max_new_tokens > cfg.block_size:
         raise ValueError(
             f"prompt ({Tp}) + max_new_tokens ({max_new_tokens}) exceeds block_size={cfg.block_size}"
@@ -71,7 +72,7 @@ def prefill(model, prompt, prompt_mask, num_samples, max_new_tokens, cache_type)
     )
     key_mask = torch.ones(P, Tp + max_new_tokens, dtype=torch.bool, device=device)
     key_mask[:, :Tp] = prompt_mask
-    positions = (prompt_mask.long().cumsum(1) - 1).clamp(min=0)  # (P, Tp)
+    positions = positions_of(prompt_mask)  # (P, Tp)
     logits = model(prompt, key_mask, positions, cache)[:, -1]  # (P, V)
     cache.repeat_rows(num_samples)
     return (
@@ -100,12 +101,11 @@ def generate(
     """model.generate's samples, faster; share_prompt / drop_finished=False switch tricks off
     (bench, tests)."""
     if not share_prompt:  # each sample gets its own copy of the prompt: G prefills of the same text
-        prompt, prompt_mask = (
-            prompt.repeat_interleave(num_samples, 0),
-            prompt_mask.repeat_interleave(num_samples, 0),
-        )
+        prompt = prompt.repeat_interleave(num_samples, 0)
+        prompt_mask = prompt_mask.repeat_interleave(num_samples, 0)
         num_samples = 1
-    B, device = prompt.size(0) * num_samples, prompt.device
+    B = prompt.size(0) * num_samples
+    device = prompt.device
     cache, key_mask, logits, next_pos = prefill(
         model, prompt, prompt_mask, num_samples, max_new_tokens, KVCache
     )
@@ -125,20 +125,15 @@ def generate(
         logp = F.log_softmax(logits, dim=-1)  # (b, V)
         tokens[rows, t] = tok
         logprobs[rows, t] = logp.gather(-1, tok[:, None]).squeeze(-1)
-        entropy[rows, t] = -(logp.exp() * logp).sum(-1)
+        entropy[rows, t] = entropy_of(logp)
         done = done | (tok == eos_id)
         if t == max_new_tokens - 1 or bool(done.all()):
             break  # stop as soon as every row has ended: no wasted decode steps
         if drop_finished and int(done.sum()) * 4 >= len(done):
             # not at every ending: each drop copies the cache
             keep = ~done
-            rows, tok, done, key_mask, next_pos = (
-                rows[keep],
-                tok[keep],
-                done[keep],
-                key_mask[keep],
-                next_pos[keep],
-            )
+            rows, tok, done = rows[keep], tok[keep], done[keep]
+            key_mask, next_pos = key_mask[keep], next_pos[keep]
             cache.keep_rows(keep)
         logits = model(tok[:, None], key_mask, next_pos, cache)[:, -1]
         next_pos = next_pos + 1
@@ -208,72 +203,77 @@ def generate_static(
     """generate's samples at fixed shapes (CUDA-graphed if `capture`); ended rows stay, checked
     every `check_every`."""
     capture = prompt.is_cuda if capture is None else capture and prompt.is_cuda
-    Tp, B, device = prompt.size(1), prompt.size(0) * num_samples, prompt.device
+    Tp = prompt.size(1)
+    B = prompt.size(0) * num_samples
+    device = prompt.device
     cache, key_mask, logits, pos = prefill(
         model, prompt, prompt_mask, num_samples, max_new_tokens, StaticKVCache
     )
-    logits = logits.float()
     cache.at.fill_(Tp)  # where the first new token's key goes
     # one (B, 1) draw a step, as generate: one (T, B, 1) draw matches on the CPU only (CUDA offsets
     # each call)
     generator = generator if generator is not None else default_generator(device)
     state = generator.get_state()
-    uniforms = torch.stack(
-        [torch.rand(B, 1, device=device, generator=generator) for _ in range(max_new_tokens)]
-    )
+    draws = [torch.rand(B, 1, device=device, generator=generator) for _ in range(max_new_tokens)]
     # the step's state, all preallocated; the keys after the prompt are shown one a step
-    # additive attention mask
-    visible = torch.zeros(B, 1, 1, key_mask.size(1), device=device, dtype=logits.dtype)
-    visible.masked_fill_(~key_mask[:, None, None, :], float("-inf"))
+    visible = torch.zeros(B, 1, 1, key_mask.size(1), device=device, dtype=torch.float32)
+    visible.masked_fill_(~key_mask[:, None, None, :], float("-inf"))  # an additive attention mask
     visible[..., Tp:] = float("-inf")
-    tokens = torch.full((B, max_new_tokens), eos_id, dtype=torch.long, device=device)
-    logprobs, entropy = (
-        torch.zeros(B, max_new_tokens, device=device),
-        torch.zeros(B, max_new_tokens, device=device),
+    buffers = dict(
+        logits=logits.float(),
+        pos=pos,
+        visible=visible,
+        uniforms=torch.stack(draws),
+        tokens=torch.full((B, max_new_tokens), eos_id, dtype=torch.long, device=device),
+        logprobs=torch.zeros(B, max_new_tokens, device=device),
+        entropy=torch.zeros(B, max_new_tokens, device=device),
+        done=torch.zeros(B, dtype=torch.bool, device=device),
     )
-    done = torch.zeros(B, dtype=torch.bool, device=device)
-
-    def step():
-        t = cache.at - Tp  # (1,) the new token's index in the completion
-        # (B,)
-        tok = sample_from_logits(
-            logits,
-            temperature,
-            top_k,
-            top_p,
-            uniform=uniforms.index_select(0, t)[0],
-            check_finite=False,
-        ).masked_fill(done, eos_id)
-        logp = F.log_softmax(logits, dim=-1)
-        tokens.index_copy_(1, t, tok[:, None])
-        logprobs.index_copy_(1, t, logp.gather(-1, tok[:, None]))
-        entropy.index_copy_(1, t, -(logp.exp() * logp).sum(-1, keepdim=True))
-        done.logical_or_(tok == eos_id)
-        # the new token's key becomes visible, to itself and after
-        visible.index_fill_(3, cache.at, 0.0)
-        # (B, 1, C): model.hidden's body at fixed shapes
-        x = model.wte(tok[:, None]) + model.wpe(pos)
-        for block in model.blocks:
-            x = block(x, visible, cache)
-        logits.copy_(model.lm_head(model.ln_f(x))[:, -1].float())
-        pos.add_(1), cache.at.add_(1)
-
+    step = static_step(model, cache, buffers, Tp, eos_id, (temperature, top_k, top_p))
     if capture:
         replay = captured(step)  # runs the first step, records the next
     else:
         step()
         replay = step
     for i in range(1, max_new_tokens):
-        if i % check_every == 0 and bool(done.all()):
+        if i % check_every == 0 and bool(buffers["done"].all()):
             break
         replay()
-    if not bool(torch.isfinite(logprobs).all()):
+    if not bool(torch.isfinite(buffers["logprobs"]).all()):
         raise FloatingPointError(
             "non-finite logits while sampling: the policy diverged; stopping, the last checkpoint "
             "is kept"
         )
-    rewind(generator, state, tokens, eos_id)
-    return completion_dict(tokens, logprobs, entropy, eos_id)
+    rewind(generator, state, buffers["tokens"], eos_id)
+    return completion_dict(buffers["tokens"], buffers["logprobs"], buffers["entropy"], eos_id)
+
+
+def static_step(model, cache, buf, Tp, eos_id, sampling):
+    """generate_static's decode step: it reads and writes only `buf` and the cache, in place,
+    so a CUDA graph can replay it. sampling: (temperature, top_k, top_p)."""
+
+    def step():
+        t = cache.at - Tp  # (1,) the new token's index in the completion
+        uniform = buf["uniforms"].index_select(0, t)[0]
+        tok = sample_from_logits(buf["logits"], *sampling, uniform=uniform, check_finite=False)
+        tok = tok.masked_fill(buf["done"], eos_id)  # (B,)
+        logp = F.log_softmax(buf["logits"], dim=-1)
+        buf["tokens"].index_copy_(1, t, tok[:, None])
+        buf["logprobs"].index_copy_(1, t, logp.gather(-1, tok[:, None]))
+        buf["entropy"].index_copy_(1, t, entropy_of(logp)[:, None])
+        buf["done"].logical_or_(tok == eos_id)
+        # the new token's key becomes visible, to itself and after
+        buf["visible"].index_fill_(3, cache.at, 0.0)
+        x = model.wte(tok[:, None]) + model.wpe(
+            buf["pos"]
+        )  # (B, 1, C): model.hidden at fixed shapes
+        for block in model.blocks:
+            x = block(x, buf["visible"], cache)
+        buf["logits"].copy_(model.lm_head(model.ln_f(x))[:, -1].float())
+        buf["pos"].add_(1)
+        cache.at.add_(1)
+
+    return step
 
 
 def rewind(generator, state, tokens, eos_id):
@@ -291,9 +291,8 @@ def rewind(generator, state, tokens, eos_id):
 def default_generator(device):
     """The generator torch.rand uses on `device` when it is given none."""
     if device.type == "cuda":
-        return torch.cuda.default_generators[
-            device.index if device.index is not None else torch.cuda.current_device()
-        ]
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return torch.cuda.default_generators[index]
     if device.type != "cpu":
         raise ValueError(f"generate_static on {device.type}: pass a generator on that device")
     return torch.default_generator
@@ -315,18 +314,9 @@ def sample(cfg, model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id,
     """num_samples completions per prompt with the sampler and sampling settings of the run's
     `cfg`."""
     sampler = sampler_for(cfg, prompt.device)
-    return sampler(
-        model,
-        prompt,
-        prompt_mask,
-        num_samples,
-        max_new_tokens,
-        eos_id,
-        temperature=cfg["temperature"],
-        top_k=cfg["top_k"] or None,
-        top_p=cfg["top_p"] if cfg["top_p"] < 1 else None,
-        generator=generator,
-    )
+    settings = dict(temperature=cfg["temperature"], top_k=cfg["top_k"] or None, generator=generator)
+    settings["top_p"] = cfg["top_p"] if cfg["top_p"] < 1 else None  # 1 or 0: off
+    return sampler(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, **settings)
 
 
 class SharedPrompts:
@@ -352,7 +342,8 @@ class SharedPrompts:
     def for_rows(self, rows):
         """The same prompts, extended by a subset of the rows (one length bucket)."""
         view = SharedPrompts(self.rows[rows])
-        view.kv, view.length = self.kv, self.length
+        view.kv = self.kv
+        view.length = self.length
         return view
 
 
@@ -361,7 +352,7 @@ def score(model, prompt, prompt_mask, completion, completion_mask, share_prompt=
     lengths."""
     B, Tp = prompt.shape
     mask = torch.cat([prompt_mask, completion_mask], dim=1)
-    positions = (mask.long().cumsum(1) - 1).clamp(min=0)
+    positions = positions_of(mask)
     if share_prompt:  # RL scores G samples of each prompt in consecutive rows
         _, rows, counts = torch.unique_consecutive(
             torch.cat([prompt, prompt_mask], 1), dim=0, return_inverse=True, return_counts=True
@@ -388,21 +379,12 @@ def score(model, prompt, prompt_mask, completion, completion_mask, share_prompt=
         T = max(1, int(lengths[chunk].max()))
         h = last[rows[chunk]]  # (b, 1, C): the last prompt position predicts the first token
         if T > 1:
-            h = torch.cat(
-                [
-                    h,
-                    model.hidden(
-                        completion[chunk, : T - 1],
-                        mask[chunk, : Tp + T - 1],
-                        positions[chunk, Tp : Tp + T - 1],
-                        cache.for_rows(chunk),
-                    ),
-                ],
-                dim=1,
-            )
+            ids = completion[chunk, : T - 1]
+            keys = mask[chunk, : Tp + T - 1]
+            more = model.hidden(ids, keys, positions[chunk, Tp : Tp + T - 1], cache.for_rows(chunk))
+            h = torch.cat([h, more], dim=1)
         logp, ent = token_logprobs(model.lm_head(h), completion[chunk, :T])
-        parts.append(
-            (F.pad(logp, (0, completion.size(1) - T)), F.pad(ent, (0, completion.size(1) - T)))
-        )
+        pad = (0, completion.size(1) - T)  # back to the batch's width
+        parts.append((F.pad(logp, pad), F.pad(ent, pad)))
     inverse = torch.argsort(order)  # back to the batch's row order
     return torch.cat([p[0] for p in parts])[inverse], torch.cat([p[1] for p in parts])[inverse]

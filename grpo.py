@@ -1,47 +1,47 @@
 """
 GRPO: the scalar-reward baseline, and the policy loss that every algorithm here shares.
 
-- `grpo_advantages`: each rollout's scalar score, z-normalised within its prompt group.
+- `grpo_advantages`: each rollout's scalar score, z-normalized within its prompt group.
 - `policy_loss`: PPO's clipped ratio loss over completion tokens, plus an optional k3 KL to a frozen
   reference. VPO and every baseline reuse it unchanged: they only change the advantage's score.
 
-Why the loss can read ~0: with one update per batch the ratio is 1 and the z-normalised advantages
+Why the loss can read ~0: with one update per batch the ratio is 1 and the z-normalized advantages
 average to zero, even while the gradient is large. Watch reward, grad norm and clip fraction.
 
 GRPO's own fixes against collapse, off by default (the paper uses none):
-- Dr. GRPO (arXiv 2503.20783): `scale="none"` drops the group std, which over-weights groups whose
-  answers all score alike (`scale="batch"`: TRL's one std); `normaliser`: a constant instead of the
+- Dr. GRPO (arXiv 2503.20783): `std="none"` drops the group std, which over-weights groups whose
+  answers all score alike (`std="batch"`: TRL's one std); `normalizer`: a constant instead of the
   token count, so a token's weight does not depend on the other completions' lengths.
 - `clip_high`: DAPO's clip-higher (arXiv 2503.14476): unlikely tokens of good answers can grow.
 - `entropy_coef`: an entropy bonus; from detached entropies it would change the loss and nothing
-else.
+  else.
 - `format_advantages`: a format reward (as DeepSeek-R1's). Why: VPO's set score is a max, so nothing
   else asks an answer the first one dominates to be valid.
 
-Deliberately left out: value functions (GRPO has none), per-sequence length normalisation.
+Deliberately left out: value functions (GRPO has none), per-sequence length normalization.
 """
 
 import torch
 
 
-def grpo_advantages(scores: torch.Tensor, eps: float = 1e-6, scale: str = "group") -> torch.Tensor:
+def grpo_advantages(scores: torch.Tensor, eps: float = 1e-6, std: str = "group") -> torch.Tensor:
     """scores (P, G) -> advantages (P, G): each score minus its group's mean, divided by a std.
 
-    scale "group": the group's own std (population), GRPO's z-norm; "batch": one std over the whole
+    std "group": the group's own std (population), GRPO's z-norm; "batch": one std over the whole
     batch's scores (TRL's scale_rewards="batch"); "none": no division (Dr. GRPO).
     A group whose scores are all (nearly) equal carries no signal: it gets zeros, never NaN.
     """
     mean = scores.mean(dim=1, keepdim=True)
-    std = scores.std(dim=1, keepdim=True, unbiased=False)
-    if scale == "group":
-        adv = (scores - mean) / (std + eps)
-    elif scale == "batch":
+    group_std = scores.std(dim=1, keepdim=True, unbiased=False)
+    if std == "group":
+        adv = (scores - mean) / (group_std + eps)
+    elif std == "batch":
         adv = (scores - mean) / (scores.std(unbiased=False) + eps)
-    elif scale == "none":
+    elif std == "none":
         adv = scores - mean
     else:
-        raise ValueError(f"scale must be group, batch or none, got '{scale}'")
-    return torch.where(std < eps, torch.zeros_like(adv), adv)
+        raise ValueError(f"std must be group, batch or none, got '{std}'")
+    return torch.where(group_std < eps, torch.zeros_like(adv), adv)
 
 
 def format_advantages(rewards: torch.Tensor) -> torch.Tensor:
@@ -50,7 +50,7 @@ def format_advantages(rewards: torch.Tensor) -> torch.Tensor:
     return grpo_advantages((rewards.sum(-1) > 0).float().mean(-1))
 
 
-def advantage_scale(adv: torch.Tensor, snap: float = 0.01) -> float:
+def advantage_rms(adv: torch.Tensor, snap: float = 0.01) -> float:
     """adv (P, G) -> their RMS over the groups with a signal, to size fixed-weight terms (format,
     entropy) alike in every method; within `snap` of 1 (any z-score) it is exactly 1."""
     signal = adv.abs().sum(1) > 0  # (P,)
@@ -71,18 +71,16 @@ def policy_loss(
     clip_high=None,
     entropy=None,
     entropy_coef=0.0,
-    normaliser=None,
+    normalizer=None,
 ):
     """Clipped policy-gradient loss, summed over the batch's completion tokens and divided by
-    `normaliser` (None: the token count, a token mean; a number: a constant, Dr. GRPO).
+    `normalizer` (None: the token count, a token mean; a number: a constant, Dr. GRPO).
 
     logprobs (B, T) current policy (with grad), old_logprobs (B, T) sampling policy, advantages (B,)
     one per rollout, mask (B, T) True on completion tokens, ref_logprobs (B, T) frozen reference (if
     kl_coef > 0), entropy (B, T) WITH grad (if entropy_coef > 0); clip_high: the upper clip (None:
-    clip).
-    -> (loss, stats): clip_frac (tokens whose loss the clip changes, as TRL and veRL count them),
-    ratio_outside_clip, KL, the entropy bonus: token means whatever the normaliser, comparable
-    across runs.
+    clip). -> (loss, stats): clip_frac (tokens whose loss the clip changes, as TRL and veRL count
+    them), ratio_outside_clip, KL, the entropy bonus: token means whatever the normalizer.
     """
     mask = mask.float()
     n_tokens = mask.sum().clamp(min=1)
@@ -92,8 +90,7 @@ def policy_loss(
     unclipped = ratio * adv
     clipped = ratio.clamp(1 - clip, 1 + high) * adv
     pg_loss = -(torch.minimum(unclipped, clipped) * mask).sum() / n_tokens
-    # the clip changes the loss only where it binds in the direction the advantage pushes (TRL,
-    # veRL)
+    # the clip changes the loss only where it binds in the direction the advantage pushes (TRL)
     clipped_tokens = ((ratio < 1 - clip) & (adv < 0)) | ((ratio > 1 + high) & (adv > 0))
     clip_frac = (clipped_tokens.float() * mask).sum() / n_tokens
     outside = (((ratio < 1 - clip) | (ratio > 1 + high)).float() * mask).sum() / n_tokens
@@ -105,9 +102,9 @@ def policy_loss(
     bonus = torch.zeros((), device=logprobs.device)
     if entropy_coef > 0 and entropy is not None:
         bonus = (entropy * mask).sum() / n_tokens
-    # token means -> token sums / normaliser, for every term alike (exactly 1.0 for the token mean)
-    scale = 1.0 if normaliser is None else n_tokens / normaliser
-    loss = (pg_loss + kl_coef * kl - entropy_coef * bonus) * scale
+    # token means -> token sums / normalizer, every term alike (exactly 1.0 for the token mean)
+    per_normalizer = 1.0 if normalizer is None else n_tokens / normalizer
+    loss = (pg_loss + kl_coef * kl - entropy_coef * bonus) * per_normalizer
     return loss, {
         "clip_frac": clip_frac.item(),
         "ratio_outside_clip": outside.item(),

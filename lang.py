@@ -16,7 +16,7 @@ import operator
 import re
 import warnings
 
-MAX_CHARS = 256  # program text length; checked before tokenising, so parsing is linear in it
+MAX_CHARS = 256  # program text length; checked before tokenizing, so parsing is linear in it
 MAX_DEPTH = 12  # nested parentheses; also bounds Python recursion in parse and evaluate
 MAX_NODES = 64  # literals, x and applications together; keeps answers short and runs cheap
 MAX_ABS = 10**9  # largest |value| of any literal, input or intermediate; keeps ints machine-sized
@@ -212,6 +212,6 @@ def to_text(node):
 
 
 def canonical(text):
-    """One spelling per program (spacing and leading zeros normalised), or None."""
+    """One spelling per program (spacing and leading zeros normalized), or None."""
     node = _attempt(parse, text)
     return None if node is None else to_text(node)

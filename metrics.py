@@ -36,7 +36,8 @@ def max_at_k(scores, k: int) -> float:
     if s.ndim != 1 or s.size == 0:
         raise ValueError(f"scores must be a non-empty 1-D array, got shape {s.shape}")
     s = np.sort(s)  # ascending
-    n, k = len(s), operator.index(k)
+    n = len(s)
+    k = operator.index(k)
     if not 1 <= k <= n:
         raise ValueError(f"need 1 <= k <= n, got n={n}, k={k}")
     # the i-th smallest is the max of a k-subset with probability C(i-1, k-1) / C(n, k), exact to
@@ -153,7 +154,8 @@ def rank_correlation_interval(x, y, groups, num_resamples=2000, level=0.95, seed
     (seeds)."""
     x, y, groups = np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(groups)
     members = [np.flatnonzero(groups == g) for g in np.unique(groups)]
-    rng, stats = np.random.default_rng(seed), []
+    rng = np.random.default_rng(seed)
+    stats = []
     for _ in range(num_resamples):
         drawn = np.concatenate(
             [

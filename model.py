@@ -98,7 +98,8 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, cfg, layer):
         super().__init__()
         assert cfg.n_embd % cfg.n_head == 0
-        self.n_head, self.layer = cfg.n_head, layer
+        self.n_head = cfg.n_head
+        self.layer = layer
         self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
         self.proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
         self.dropout = cfg.dropout
@@ -111,14 +112,9 @@ class CausalSelfAttention(nn.Module):
         if cache is not None:  # engine.py: keys/values of earlier tokens are kept, not recomputed
             y = cache.attend(self.layer, q, k, v, attn_mask)
         else:
-            # q is bf16 under autocast
-            y = F.scaled_dot_product_attention(
-                q,
-                k,
-                v,
-                attn_mask=attn_mask.to(q.dtype),
-                dropout_p=self.dropout if self.training else 0.0,
-            )
+            dropout = self.dropout if self.training else 0.0
+            mask = attn_mask.to(q.dtype)  # q is bf16 under autocast
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
         y = y.transpose(1, 2).reshape(B, T, C)  # (B, T, C)
         return self.proj(y)
 
@@ -244,13 +240,14 @@ class GPT(nn.Module):
         """
         idx = prompt.repeat_interleave(num_samples, 0)  # (B, Tp), B = P * num_samples
         key_mask = prompt_mask.repeat_interleave(num_samples, 0)
-        B, device = idx.size(0), idx.device
+        B = idx.size(0)
+        device = idx.device
         tokens = torch.full((B, max_new_tokens), eos_id, dtype=torch.long, device=device)
         logprobs = torch.zeros(B, max_new_tokens, device=device)
         entropy = torch.zeros(B, max_new_tokens, device=device)
         done = torch.zeros(B, dtype=torch.bool, device=device)
         for t in range(max_new_tokens):
-            positions = (key_mask.long().cumsum(1) - 1).clamp(min=0)
+            positions = positions_of(key_mask)
             # (B, V): the whole sequence, again
             logits = self(idx, key_mask, positions)[:, -1].float()
             uniform = torch.rand(B, 1, device=device, generator=generator)
@@ -259,7 +256,7 @@ class GPT(nn.Module):
             logp = F.log_softmax(logits, dim=-1)
             tokens[:, t] = tok
             logprobs[:, t] = logp.gather(-1, tok[:, None]).squeeze(-1)
-            entropy[:, t] = -(logp.exp() * logp).sum(-1)
+            entropy[:, t] = entropy_of(logp)
             done = done | (tok == eos_id)
             if bool(done.all()):
                 break
@@ -273,7 +270,7 @@ class GPT(nn.Module):
         Tp = prompt.size(1)
         idx = torch.cat([prompt, completion], dim=1)  # (B, Tp + Tc)
         mask = torch.cat([prompt_mask, completion_mask], dim=1)
-        positions = (mask.long().cumsum(1) - 1).clamp(min=0)
+        positions = positions_of(mask)
         # position i predicts token i+1: the lm_head runs only where a completion token is predicted
         # (B, Tc, C)
         h = self.hidden(idx[:, :-1], mask[:, :-1], positions[:, :-1], check=check)[:, Tp - 1 :]
@@ -284,7 +281,7 @@ class GPT(nn.Module):
 
 
 def build_model(cfg, tok, device):
-    """A freshly initialised GPT of cfg's size preset, on `device`."""
+    """A freshly initialized GPT of cfg's size preset, on `device`."""
     mcfg = GPTConfig(
         vocab_size=tok.vocab_size, block_size=cfg["block_size"], **PRESETS[cfg["model"]]
     )
@@ -301,10 +298,20 @@ def autocast(cfg, device):
     return torch.autocast(device_type="cpu", enabled=False)
 
 
+def entropy_of(logp):
+    """Log-probabilities (..., V) -> the entropy of each distribution (...)."""
+    return -(logp.exp() * logp).sum(-1)
+
+
+def positions_of(mask):
+    """(B, T) True on real tokens -> position ids that count only real tokens (padding gets 0)."""
+    return (mask.long().cumsum(1) - 1).clamp(min=0)
+
+
 def token_logprobs(logits, tokens):
     """logits (B, T, V), tokens (B, T) -> log-prob of each token (B, T) and the entropy (B, T)."""
     logp = F.log_softmax(logits.float(), dim=-1)
-    return logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1), -(logp.exp() * logp).sum(-1)
+    return logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1), entropy_of(logp)
 
 
 def completion_dict(tokens, logprobs, entropy, eos_id):

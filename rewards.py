@@ -1,8 +1,8 @@
 """
 The persona tasks, and what every task offers (codetask.py offers the same): a reward VECTOR in
-[0,1]^D per answer, and a fixed scalarisation (the mean) that GRPO trains on and best@k reports.
+[0,1]^D per answer, and a fixed scalarization (the mean) that GRPO trains on and best@k reports.
 
-PersonaTask: D personas each have a favourite letter, given in the prompt ("likes qxmz"). An answer
+PersonaTask: D personas each have a favorite letter, given in the prompt ("likes qxmz"). An answer
 is a word of at most L lowercase letters, and persona d scores it
     r_d = sqrt( (c_d + overlap * sum_{e != d} c_e) / L )
 where c_d counts the letters persona d likes. Letters are a shared budget, so no word pleases all.
@@ -88,7 +88,7 @@ class PersonaTask:
         self.reward_weights = checked_weights(reward_weights, self.dim)  # None: the mean
 
     def problems(self, split, n, rng: random.Random):
-        """n problems (tuples of D distinct favourite letters) from 'train' or 'heldout'."""
+        """n problems (tuples of D distinct favorite letters) from 'train' or 'heldout'."""
         out = []
         while len(out) < n:
             favs = tuple(rng.sample(LETTERS, self.dim))
@@ -117,7 +117,7 @@ class PersonaTask:
         return np.sqrt(np.clip(share, 0.0, 1.0)).astype(np.float32)
 
     def scalarize(self, r):
-        """The fixed scalarisation GRPO trains on and best@k reports (weighted_sum). Every caller
+        """The fixed scalarization GRPO trains on and best@k reports (weighted_sum). Every caller
         goes through here."""
         return weighted_sum(r, self.reward_weights)
 
@@ -125,7 +125,7 @@ class PersonaTask:
         return answer
 
     def demonstration(self, problem, m, rng, parents=None):
-        """m words for the warm start: each letter a favourite, or with probability `noise` one
+        """m words for the warm start: each letter a favorite, or with probability `noise` one
         nobody likes."""
         nobody = [c for c in LETTERS if c not in problem]
 

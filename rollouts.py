@@ -54,62 +54,34 @@ def max_completion_tokens(task, m):
 
 
 def sample_rollouts(
-    model,
-    tok,
-    task,
-    problems,
-    m,
-    group_size,
-    cfg,
-    generator,
-    device,
-    parents=None,
-    goals=None,
-    as_written=False,
+    model, tok, task, problems, m, G, cfg, generator, parents=None, goals=None, as_written=False
 ):
-    """Sample `group_size` rollouts of m answers per problem and score them (as_written: as
-    evaluation).
+    """Sample G rollouts of m answers per problem and score them (as_written: as evaluation does).
 
     parents: per problem, the code task's (text, score) parents worst to best, or None (answers are
-    read through task.child_program); goals: per problem, a weighting written into the prompt, or
-    None.
-    -> dict: problems, prompt/completion tensors and masks (B = P * G rows, on `device`),
-    old_logprobs and entropy (B, T), rewards (P, G, m, D) on the CPU, answers (P x G x m strings, ""
-    if missing), num_tokens.
+    read through task.child_program); goals: per problem, a weighting written into the prompt.
+    -> dict: problems, prompt/completion tensors and masks (B = P * G rows, on the generator's
+    device), old_logprobs and entropy (B, T), rewards (P, G, m, D) on the CPU, answers (P x G x m
+    strings, "" if missing), num_tokens.
     """
-    prompts = [
-        tok.encode(
-            rollout_prompt(
-                task,
-                p,
-                m,
-                parents=parents[i] if parents else None,
-                goal=goals[i] if goals is not None else None,
-            )
-        )
-        for i, p in enumerate(problems)
-    ]
-    prompt_ids, prompt_mask = pad_left(prompts, tok.eos, device)
-    out = engine.sample(
-        cfg,
-        model,
-        prompt_ids,
-        prompt_mask,
-        group_size,
-        max_completion_tokens(task, m),
-        tok.eos,
-        generator,
-    )
-    tokens, mask = out["tokens"].cpu(), out["mask"].cpu()  # one copy each, not one per row
-    G = group_size
+    prompts = []
+    for i, problem in enumerate(problems):
+        shown = parents[i] if parents else None
+        goal = goals[i] if goals is not None else None
+        prompts.append(tok.encode(rollout_prompt(task, problem, m, shown, goal)))
+    prompt_ids, prompt_mask = pad_left(prompts, tok.eos, generator.device)
+    max_tokens = max_completion_tokens(task, m)
+    out = engine.sample(cfg, model, prompt_ids, prompt_mask, G, max_tokens, tok.eos, generator)
+    tokens = out["tokens"].cpu()  # one copy, not one per row
+    mask = out["mask"].cpu()
     rewards = np.zeros((len(problems), G, m, task.dim), dtype=np.float32)
     answers = []
     for i, problem in enumerate(problems):
-        row, memo = [], {}
+        row = []
+        memo = {}  # this problem's rewards by answer text
         for g in range(G):
             texts = tok.split_answers(tokens[i * G + g][mask[i * G + g]].tolist())
-            # children from parents: the programs they stand for (edits applied)
-            if parents and parents[i]:
+            if parents and parents[i]:  # children from parents: the programs they stand for
                 texts = [task.child_program(t, parents[i]) for t in texts]
             rewards[i, g] = score_answers(task, problem, texts, m, as_written, memo)
             row.append(texts[:m] + [""] * (m - len(texts[:m])))

@@ -15,7 +15,6 @@ Deliberately left out: MAP-Elites grids, LLM-written prompts, asynchronous evalu
 diffs, island resets, early stopping on stagnation.
 """
 
-import argparse
 import json
 import os
 import random
@@ -27,7 +26,7 @@ import torch
 from matplotlib.figure import Figure  # no pyplot: files only, on any machine, no display
 from matplotlib.ticker import MaxNLocator
 
-from config import EVALUATION, resolve_evaluation
+from config import EVALUATION, resolve_evaluation, settings_parser
 from metrics import (
     best_at_k_curve,
     pareto_fraction,
@@ -39,6 +38,8 @@ from rollouts import sample_rollouts
 from runfiles import load_checkpoint, model_from_checkpoint
 from tasks import make_task
 from vpo import sample_weights, set_scores
+
+POOL_PROBLEMS = 16  # problems sampled in one call: the memory of a call, never a result
 
 
 def k_grid(n):
@@ -58,7 +59,7 @@ def heldout_look(model, tok, task, m, cfg, device, seed=12345):
     problems = task.problems("heldout", cfg["eval_problems"], random.Random(seed))
     model.eval()
     generator = torch.Generator(device=device).manual_seed(seed)
-    batch = sample_rollouts(model, tok, task, problems, m, 2, cfg, generator, device)
+    batch = sample_rollouts(model, tok, task, problems, m, 2, cfg, generator)
     valid = batch["rewards"].sum(-1) > 0  # (P, 2, m)
     scalar = task.scalarize(batch["rewards"])
     return {
@@ -80,7 +81,6 @@ def sample_pools(
     device="cpu",
     goal_conditioned=False,
     as_written=True,
-    batch_problems=16,
 ):
     """n answers per problem, m per rollout, scored as written or as training does -> rewards (P, n,
     D), answers, wasted (a repeat or invalid), tokens, entropy; goal_conditioned: a weighting per
@@ -89,18 +89,21 @@ def sample_pools(
         raise ValueError(f"pool size n={n} must be a multiple of m={m}")
     gen = torch.Generator(device=device).manual_seed(seed)
     goal_rng = np.random.default_rng(seed)
-    rewards, answers, tokens, entropy = [], [], 0, []
-    for start in range(0, len(problems), batch_problems):
-        chunk = problems[start : start + batch_problems]
+    rewards = []
+    answers = []
+    tokens = 0
+    entropy = []
+    for start in range(0, len(problems), POOL_PROBLEMS):
+        chunk = problems[start : start + POOL_PROBLEMS]
         if goal_conditioned:  # one prompt per rollout, each with its own weighting
             rows = [p for p in chunk for _ in range(n // m)]
             goals = goal_rng.dirichlet(np.ones(task.dim), size=len(rows)).tolist()
             batch = sample_rollouts(
-                model, tok, task, rows, m, 1, cfg, gen, device, goals=goals, as_written=as_written
+                model, tok, task, rows, m, 1, cfg, gen, goals=goals, as_written=as_written
             )
         else:
             batch = sample_rollouts(
-                model, tok, task, chunk, m, n // m, cfg, gen, device, as_written=as_written
+                model, tok, task, chunk, m, n // m, cfg, gen, as_written=as_written
             )
         rewards.append(batch["rewards"].reshape(len(chunk), n, task.dim).numpy())
         flat = [a for group in batch["answers"] for rollout in group for a in rollout]
@@ -108,24 +111,24 @@ def sample_pools(
         tokens += batch["num_tokens"]
         mask = batch["completion_mask"].float()
         entropy.append(float((batch["entropy"] * mask).sum() / mask.sum()))
-    wasted = np.array(
-        [
-            [
-                not task.valid(problem, a)
-                or task.answer_key(a) in {task.answer_key(b) for b in pool[j - j % m : j]}
-                for j, a in enumerate(pool)
-            ]
-            for problem, pool in zip(problems, answers)
-        ]
-    )
+    wasted = np.array([wasted_answers(task, q, pool, m) for q, pool in zip(problems, answers)])
     return np.concatenate(rewards), answers, wasted, tokens, float(np.mean(entropy))
+
+
+def wasted_answers(task, problem, pool, m):
+    """Per answer of a pool written m per rollout: invalid, or a repeat within its rollout."""
+    wasted = []
+    for j, answer in enumerate(pool):
+        earlier = {task.answer_key(b) for b in pool[j - j % m : j]}  # its rollout's answers so far
+        wasted.append(not task.valid(problem, answer) or task.answer_key(answer) in earlier)
+    return wasted
 
 
 def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None):
     """rewards (P, n, D) of P problems' pools -> averaged metrics, one value per k where it
     applies."""
     P, n, _ = rewards.shape
-    scalar = task.scalarize(rewards)  # (P, n): the fixed scalarisation
+    scalar = task.scalarize(rewards)  # (P, n): the fixed scalarization
     solved = (rewards >= 1.0).all(-1)  # (P, n): every test / component maxed
     diversity = [reward_space_diversity(rewards[i]) for i in range(P)]
     return {
@@ -157,55 +160,32 @@ def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None):
 
 def heldout_weights(dim, n, seed):
     """(n, D) weightings no training run ever drew: their own seed, far from any training seed."""
-    return sample_weights(1, n, dim, generator=torch.Generator().manual_seed(10_000 + seed))[
-        0
-    ].numpy()
+    generator = torch.Generator().manual_seed(10_000 + seed)
+    return sample_weights(1, n, dim, generator=generator)[0].numpy()
 
 
 def evaluate_checkpoint(
-    path,
-    problems,
-    n,
-    seed=0,
-    num_heldout_weights=EVALUATION["heldout_weightings"],
-    device="cpu",
-    m=None,
-    task=None,
-    as_written=True,
+    path, problems, n, seed=0, num_heldout_weights=None, m=None, task=None, as_written=True
 ):
-    """A checkpoint's pools on `problems`, measured; m and task default to its own."""
-    model, tok, cfg, trained_m = model_from_checkpoint(path, device)
+    """A checkpoint's pools on `problems`, on the CPU, measured; m and task default to its own,
+    num_heldout_weights to heldout_weightings (config.EVALUATION)."""
+    model, tok, cfg, trained_m = model_from_checkpoint(path)
     task = task or make_task(cfg["task"], **cfg["task_options"])
     m = m or trained_m
-    rewards, answers, wasted, tokens, entropy = sample_pools(
-        model,
-        tok,
-        task,
-        problems,
-        n,
-        m,
-        cfg,
-        seed,
-        device,
-        cfg["algo"] == "goal_conditioned",
-        as_written,
+    goal_conditioned = cfg["algo"] == "goal_conditioned"
+    pools = sample_pools(
+        model, tok, task, problems, n, m, cfg, seed, "cpu", goal_conditioned, as_written
     )
+    rewards, answers, wasted, tokens, entropy = pools
+    num_heldout_weights = num_heldout_weights or EVALUATION["heldout_weightings"]
     weights = heldout_weights(task.dim, num_heldout_weights, seed)
     result = pool_metrics(task, rewards, answers, k_grid(n), weights, wasted)
     # the objective a set method trains for, under the held-out weightings: each rollout's best
-    # answer
     sets = torch.from_numpy(rewards.reshape(len(problems), n // m, m, -1))
     w = torch.from_numpy(weights).float()[None].expand(len(problems), -1, -1)
-    result.update(
-        tokens_generated=tokens,
-        entropy=entropy,
-        m=m,
-        checkpoint=path,
-        set_score=float(set_scores(sets, w).mean()),
-        valid=float(
-            np.mean([[task.valid(p, a) for a in pool] for p, pool in zip(problems, answers)])
-        ),
-    )
+    valid = [[task.valid(p, a) for a in pool] for p, pool in zip(problems, answers)]
+    result.update(tokens_generated=tokens, entropy=entropy, m=m, checkpoint=path)
+    result.update(set_score=float(set_scores(sets, w).mean()), valid=float(np.mean(valid)))
     return result, rewards, answers
 
 
@@ -221,9 +201,9 @@ class Island:
         self.programs = []  # (score, text, reward vector), best first
 
     def add(self, text, reward, score):
-        """Keep a program with its reward vector and its score (the task's scalarisation of it)."""
+        """Keep a program with its reward vector and its score (the task's scalarization of it)."""
         for i, (_, kept, kept_reward) in enumerate(self.programs):
-            if np.array_equal(kept_reward, reward):  # same behaviour: keep one, the shorter text
+            if np.array_equal(kept_reward, reward):  # same behavior: keep one, the shorter text
                 if len(text) < len(kept):
                     self.programs[i] = (score, text, reward)
                 return
@@ -248,43 +228,35 @@ class Island:
 def search_problems(task, split, n, min_plausible, seed, max_draws=100_000):
     """The first n problems of `split` (from `seed`) with at least `min_plausible` plausible
     programs."""
-    rng, out, drawn = random.Random(seed), [], 0
-    while len(out) < n:
+    rng = random.Random(seed)
+    found = []
+    drawn = 0
+    while len(found) < n:
         if drawn >= max_draws:
             raise ValueError(
-                f"only {len(out)} of {max_draws} {split} problems leave >= {min_plausible} "
+                f"only {len(found)} of {max_draws} {split} problems leave >= {min_plausible} "
                 f"plausible programs (wanted {n}); lower evo_min_plausible or use a larger code "
                 "family"
             )
         batch = task.problems(split, n, rng)
         drawn += len(batch)
-        out += [p for p in batch if task.num_plausible(p) >= min_plausible]
-    return out[:n]
+        found += [p for p in batch if task.num_plausible(p) >= min_plausible]
+    return found[:n]
 
 
-def _sample(
-    model, tok, task, problems, per_call, rollouts, cfg, settings, gen, device, parents=None
-):
-    """sample_rollouts at the search's settings, memory-capped -> rewards (P, rollouts, per_call,
-    D), answers."""
+def _sample(model, tok, task, problems, m, rollouts, cfg, settings, gen, parents=None):
+    """sample_rollouts at the search's settings, memory-capped -> rewards (P, rollouts, m, D),
+    answers."""
     cfg = dict(cfg, temperature=settings["evo_temperature"], top_p=settings["evo_top_p"], top_k=0)
-    # 96: room for a prompt with parents
-    length = rollouts * (per_call * task.max_answer_tokens + 1 + 96)
+    length = rollouts * (m * task.max_answer_tokens + 1 + 96)  # 96: room for a prompt with parents
     chunk = max(1, settings["evo_positions_per_call"] // length)
-    rewards, answers = [], []
+    rewards = []
+    answers = []
     for start in range(0, len(problems), chunk):
+        part = problems[start : start + chunk]
+        shown = parents[start : start + chunk] if parents else None
         batch = sample_rollouts(
-            model,
-            tok,
-            task,
-            problems[start : start + chunk],
-            per_call,
-            rollouts,
-            cfg,
-            gen,
-            device,
-            parents=parents[start : start + chunk] if parents else None,
-            as_written=True,
+            model, tok, task, part, m, rollouts, cfg, gen, shown, as_written=True
         )
         rewards.append(batch["rewards"].numpy())
         answers += batch["answers"]
@@ -296,20 +268,11 @@ def sampling_control(
 ):
     """The same-budget control: `budget` plain samples per problem -> the index (1-based) of the
     first pass, or None."""
-    # enough rollouts for `budget` answers; the surplus is not looked at
-    rollouts = -(-budget // per_call)
-    rewards, _ = _sample(
-        model,
-        tok,
-        task,
-        problems,
-        per_call,
-        rollouts,
-        cfg,
-        settings,
-        torch.Generator(device=device).manual_seed(seed),
-        device,
-    )
+    rollouts = -(
+        -budget // per_call
+    )  # enough rollouts for `budget` answers; the rest not looked at
+    gen = torch.Generator(device=device).manual_seed(seed)
+    rewards, _ = _sample(model, tok, task, problems, per_call, rollouts, cfg, settings, gen)
     passed = (rewards >= 1.0).all(-1).reshape(len(problems), -1)[:, :budget]  # (P, budget)
     return [int(row.nonzero()[0][0]) + 1 if row.any() else None for row in passed]
 
@@ -318,16 +281,15 @@ def evolve_many(model, tok, task, problems, cfg, settings, seed, children_per_ca
     """One evolutionary search per problem, in lockstep (islands, children_per_call children a call,
     ring migration every `evo_migrate_every`) -> per problem: solved_at, candidates, best,
     best_score, mutations."""
-    budget, num_islands, every = (
-        settings["evo_budget"],
-        settings["evo_islands"],
-        settings["evo_migrate_every"],
-    )
+    budget = settings["evo_budget"]
+    num_islands = settings["evo_islands"]
+    every = settings["evo_migrate_every"]
     if min(budget, num_islands, every, children_per_call) < 1:
         raise ValueError(
             "evo_budget, evo_islands, evo_migrate_every and children_per_call must be >= 1"
         )
-    rng, gen = random.Random(seed), torch.Generator(device=device).manual_seed(seed)
+    rng = random.Random(seed)
+    gen = torch.Generator(device=device).manual_seed(seed)
     islands = [[Island(settings["evo_capacity"]) for _ in range(num_islands)] for _ in problems]
     runs = [
         {
@@ -342,9 +304,7 @@ def evolve_many(model, tok, task, problems, cfg, settings, seed, children_per_ca
     ]
     while True:
         live = [
-            s
-            for s, run in enumerate(runs)
-            if run["solved_at"] is None and run["candidates"] < budget
+            s for s, r in enumerate(runs) if r["solved_at"] is None and r["candidates"] < budget
         ]
         if not live:
             return runs
@@ -352,45 +312,48 @@ def evolve_many(model, tok, task, problems, cfg, settings, seed, children_per_ca
         parents = [
             islands[s][i].pick_parents(rng, settings["evo_explore"]) or None for s, i in rows
         ]
+        asked = [problems[s] for s, _ in rows]
         rewards, answers = _sample(
-            model,
-            tok,
-            task,
-            [problems[s] for s, _ in rows],
-            children_per_call,
-            1,
-            cfg,
-            settings,
-            gen,
-            device,
-            parents,
+            model, tok, task, asked, children_per_call, 1, cfg, settings, gen, parents
         )
         crossed = {s: runs[s]["candidates"] // every for s in live}
         for r, (s, i) in enumerate(rows):
-            run = runs[s]
-            for answer, reward in zip(answers[r][0], rewards[r, 0]):
-                if run["solved_at"] is not None or run["candidates"] >= budget:
-                    break
-                run["candidates"] += 1
-                # the examples only
-                score, valid = float(task.scalarize(reward)), task.valid(problems[s], answer)
-                # the policy as a mutation operator: parents[r][-1] is the best parent
-                if parents[r]:
-                    run["mutations"]["children"] += 1
-                    run["mutations"]["invalid"] += not valid
-                    run["mutations"]["improved"] += score > parents[r][-1][1]
-                if valid:
-                    islands[s][i].add(answer, reward, score)
-                    if run["best"] is None or score > run["best_score"]:
-                        run["best"], run["best_score"] = answer, score
-                if (reward >= 1.0).all():
-                    run["solved_at"] = run["candidates"]
-        for s in live:  # ring migration: each island receives its left neighbour's best
+            children = zip(answers[r][0], rewards[r, 0])
+            add_children(runs[s], islands[s][i], task, problems[s], children, parents[r], budget)
+        for s in live:  # ring migration once a search crosses a multiple of `every`
             if runs[s]["solved_at"] is None and runs[s]["candidates"] // every > crossed[s]:
-                bests = [island.best() for island in islands[s]]
-                for i, island in enumerate(islands[s]):
-                    if bests[i - 1] is not None:
-                        island.add(bests[i - 1][1], bests[i - 1][2], bests[i - 1][0])
+                migrate(islands[s])
+
+
+def add_children(run, island, task, problem, children, parents, budget):
+    """(answer, reward) children of one island's call into its island and its search's record,
+    until the search is solved or its budget spent; parents: what the call showed (best last)."""
+    for answer, reward in children:
+        if run["solved_at"] is not None or run["candidates"] >= budget:
+            return
+        run["candidates"] += 1
+        score = float(task.scalarize(reward))  # the examples only
+        valid = task.valid(problem, answer)
+        if parents:  # the policy as a mutation operator
+            run["mutations"]["children"] += 1
+            run["mutations"]["invalid"] += not valid
+            run["mutations"]["improved"] += score > parents[-1][1]
+        if valid:
+            island.add(answer, reward, score)
+            if run["best"] is None or score > run["best_score"]:
+                run["best"] = answer
+                run["best_score"] = score
+        if (reward >= 1.0).all():
+            run["solved_at"] = run["candidates"]
+
+
+def migrate(islands):
+    """Ring migration: each island receives its left neighbor's best program."""
+    bests = [island.best() for island in islands]
+    for i, island in enumerate(islands):
+        if bests[i - 1] is not None:
+            score, text, reward = bests[i - 1]
+            island.add(text, reward, score)
 
 
 def run_searches(
@@ -404,20 +367,12 @@ def run_searches(
         )
     t0 = time.time()
     runs = evolve_many(model, tok, task, problems, cfg, settings, seed, children_per_call, device)
-    seconds, t0 = time.time() - t0, time.time()
+    seconds = time.time() - t0
+    t0 = time.time()
     budget = settings["evo_budget"]
-    # its own random stream, not the search's
+    control_seed = seed + 1_000_003  # its own random stream, not the search's
     sampled = sampling_control(
-        model,
-        tok,
-        task,
-        problems,
-        budget,
-        children_per_call,
-        cfg,
-        settings,
-        seed + 1_000_003,
-        device,
+        model, tok, task, problems, budget, children_per_call, cfg, settings, control_seed, device
     )
     for run, at in zip(runs, sampled):
         run["sampling_solved_at"] = at
@@ -520,42 +475,21 @@ def run_figure(path, cfg, logged, rows):
     evals = [r for r in logged if r.get("kind") == "eval"]
     fig = Figure(figsize=(13, 3.6))
     axes = fig.subplots(1, 3)
-    axes[0].plot(
-        [r["step"] for r in steps],
-        [r["reward_scalar"] for r in steps],
-        lw=0.8,
-        label="reward (fixed mean)",
-    )
-    axes[0].plot(
-        [r["step"] for r in steps],
-        [r["set_score"] for r in steps],
-        lw=0.8,
-        label="set score, fixed weightings",
-    )
-    axes[0].plot(
-        [r["step"] for r in evals],
-        [r["heldout_scalar"] for r in evals],
-        "ko",
-        ms=3,
-        label="held-out reward",
-    )
+    x = [r["step"] for r in steps]
+    axes[0].plot(x, [r["reward_scalar"] for r in steps], lw=0.8, label="reward (fixed mean)")
+    axes[0].plot(x, [r["set_score"] for r in steps], lw=0.8, label="set score, fixed weightings")
+    heldout = ([r["step"] for r in evals], [r["heldout_scalar"] for r in evals])
+    axes[0].plot(*heldout, "ko", ms=3, label="held-out reward")
     axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes[0].set(
-        xlabel="RL step", title=f"{cfg['task']}, {cfg['algo']}, seed {cfg['seed']}: training"
-    )
+    title = f"{cfg['task']}, {cfg['algo']}, seed {cfg['seed']}: training"
+    axes[0].set(xlabel="RL step", title=title)
     for ax, key, name in (
         (axes[1], "best_at_k", "best@k, fixed mean"),
         (axes[2], "heldout_weight_best_at_k", "best@k, held-out weightings"),
     ):
         for (label, r), style in zip(rows, ("o-", "o--")):
-            ax.plot(
-                r["ks"],
-                r[key],
-                style,
-                ms=3,
-                label=label,
-                color="tab:blue" if label == "this run" else "0.5",
-            )
+            color = "tab:blue" if label == "this run" else "0.5"
+            ax.plot(r["ks"], r[key], style, ms=3, label=label, color=color)
         ax.set_xscale("log", base=2)
         ax.set(xlabel="k (answers)", title=f"held-out {name}")
     for ax in axes:
@@ -566,94 +500,79 @@ def run_figure(path, cfg, logged, rows):
     return path
 
 
-def main():
-    parser = argparse.ArgumentParser(
-        description="best@k / pass@k of checkpoints on held-out problems, "
-        "and with --search the evolutionary search (config.EVALUATION)"
+def main(argv=None):
+    parser = settings_parser(
+        "best@k / pass@k of checkpoints on held-out problems, and with --search the evolutionary "
+        "search; --set changes the evaluation settings listed below",
+        EVALUATION,
+        config_file=False,
     )
     parser.add_argument("--checkpoints", nargs="+", required=True)
-    parser.add_argument("--n", type=int, default=EVALUATION["pool_n"], help="pool size in answers")
-    parser.add_argument("--problems", type=int, default=EVALUATION["pool_problems"])
+    parser.add_argument("--n", type=int, help="pool size in answers (default: pool_n)")
+    parser.add_argument("--problems", type=int, help="problems (default: pool_problems)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--split",
-        choices=["heldout", "train"],
-        default="heldout",
-        help="train: to design a task or a setting without looking at the problems reported",
-    )
+    # train: to design a task or a setting without looking at the problems reported
+    parser.add_argument("--split", choices=["heldout", "train"], default="heldout")
     parser.add_argument("--json", help="also write the results to this file")
-    parser.add_argument(
-        "--zero-repeats",
-        action="store_true",
-        help="score pools as training does (a repeat inside a rollout scores zero), not as written",
-    )
-    parser.add_argument(
-        "--search",
-        action="store_true",
-        help=f"also run_searches on {EVALUATION['evo_problems']} held-out problems with at least "
-        f"{EVALUATION['evo_min_plausible']} plausible programs, next to the same-budget control",
-    )
-    parser.add_argument(
-        "--children-per-call",
-        type=int,
-        default=EVALUATION["evo_children_per_call"],
-        help="with --search: 1, or the policy's m",
-    )
-    parser.add_argument(
-        "--set",
-        nargs="*",
-        action="extend",
-        default=[],
-        metavar="KEY=VALUE",
-        help="evaluation and search keys (config.EVALUATION), e.g. evo_min_plausible=2000 "
-        "evo_problems=16",
-    )
-    args = parser.parse_args()
-    rows, searches = [], {}
+    parser.add_argument("--zero-repeats", action="store_true", help="score as training does")
+    parser.add_argument("--search", action="store_true", help="also run_searches on evo_problems")
+    parser.add_argument("--children-per-call", type=int, help="1, or the policy's m (--search)")
+    args = parser.parse_args(argv)
     try:
         settings = resolve_evaluation(args.set)
-        for path in args.checkpoints:
-            model, tok, cfg, m = model_from_checkpoint(path)
-            task = make_task(cfg["task"], **cfg["task_options"])
-            problems = task.problems(args.split, args.problems, random.Random(args.seed))
-            result, _, _ = evaluate_checkpoint(
-                path, problems, args.n, args.seed, as_written=not args.zero_repeats
-            )
-            rows.append((path, result))
-            if args.search:
-                hard = search_problems(
-                    task,
-                    args.split,
-                    settings["evo_problems"],
-                    settings["evo_min_plausible"],
-                    args.seed,
-                )
-                searches[path] = run_searches(
-                    model, tok, task, hard, m, cfg, settings, args.seed, args.children_per_call
-                )
-    # a bad setting, checkpoint or search: one line
-    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        args.n = args.n or settings["pool_n"]  # the options win over --set
+        args.problems = args.problems or settings["pool_problems"]
+        args.children_per_call = args.children_per_call or settings["evo_children_per_call"]
+        rows, searches = evaluate_all(args, settings)
+    except (ValueError, FileNotFoundError, RuntimeError) as e:  # a bad setting or checkpoint
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     print_pools(rows, args.problems, args.seed, args.split)
-    if searches:
-        print(
-            f"\n{'checkpoint':40s} search solved  sampling solved  invalid children  better "
-            "children  seconds"
-        )
-        for path, s in searches.items():
-            n = max(1, s["mutations"]["children"])
-            print(
-                f"{path[-40:]:40s} {s['solved']:6d}/{s['searches']:<6d} "
-                f"{s['sampling_solved']:8d}/{s['searches']:<6d} "
-                f"{s['mutations']['invalid'] / n:16.2f} {s['mutations']['improved'] / n:16.3f} "
-                f"{s['seconds']:6.0f} + {s['sampling_seconds']:.0f}"
-            )
+    print_searches(searches)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(
                 {"pools": dict(rows), "searches": searches} if searches else dict(rows), f, indent=1
             )
+
+
+def evaluate_all(args, settings):
+    """Every checkpoint's pools and, with --search, its searches -> (rows, searches by path)."""
+    rows = []
+    searches = {}
+    for path in args.checkpoints:
+        model, tok, cfg, m = model_from_checkpoint(path)
+        task = make_task(cfg["task"], **cfg["task_options"])
+        problems = task.problems(args.split, args.problems, random.Random(args.seed))
+        as_written = not args.zero_repeats
+        result, _, _ = evaluate_checkpoint(path, problems, args.n, args.seed, as_written=as_written)
+        rows.append((path, result))
+        if args.search:
+            count = settings["evo_problems"]
+            least = settings["evo_min_plausible"]
+            hard = search_problems(task, args.split, count, least, args.seed)
+            searches[path] = run_searches(
+                model, tok, task, hard, m, cfg, settings, args.seed, args.children_per_call
+            )
+    return rows, searches
+
+
+def print_searches(searches):
+    """A row per checkpoint: its searches solved against the same-budget control's."""
+    if not searches:
+        return
+    print(
+        f"\n{'checkpoint':40s} search solved  sampling solved  invalid children  better "
+        "children  seconds"
+    )
+    for path, s in searches.items():
+        n = max(1, s["mutations"]["children"])
+        print(
+            f"{path[-40:]:40s} {s['solved']:6d}/{s['searches']:<6d} "
+            f"{s['sampling_solved']:8d}/{s['searches']:<6d} "
+            f"{s['mutations']['invalid'] / n:16.2f} {s['mutations']['improved'] / n:16.3f} "
+            f"{s['seconds']:6.0f} + {s['sampling_seconds']:.0f}"
+        )
 
 
 if __name__ == "__main__":

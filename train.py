@@ -3,13 +3,13 @@ Train a small GPT policy with GRPO, VPO or one of the baselines, on a vector-rew
 
     python train.py --config configs/persona.yaml --set algo=vpo seed=1
     python train.py                      # no --config: DEFAULTS alone (persona, VPO)
+    python train.py --help               # every setting, its default and why
 
-Read top to bottom: the hyperparameters, the algorithm table, one RL step, the loop. A run starts
-from the supervised warm start (warmstart.py: GRPO and VPO runs of one task and seed start from the
-SAME weights). Each RL step samples `prompts_per_step` problems, G rollouts each, scores every
-answer with the task's reward vector, turns the rewards into one advantage per rollout (ADVANTAGES)
-and takes `epochs_per_batch` clipped policy-gradient steps. The logged loss reads ~0 (grpo.py says
-why).
+Read top to bottom: the settings, the algorithm table, one RL step, the loop. A run starts from the
+supervised warm start (warmstart.py: GRPO and VPO runs of one task and seed start from the SAME
+weights). Each RL step samples `prompts_per_step` problems, G rollouts each, scores every answer
+with the task's reward vector, turns the rewards into one advantage per rollout (ADVANTAGES) and
+takes `epochs_per_batch` clipped policy-gradient steps. The logged loss reads ~0 (grpo.py says why).
 
 What we simplified, and why:
 - No value model, no GAE (group baselines need none); one model in one process, no inference server.
@@ -23,7 +23,6 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # OpenMP busy-waiting made CPU runs far slower
 
-import argparse
 import copy
 import random
 import sys
@@ -47,128 +46,100 @@ from rollouts import max_completion_tokens, rollout_prompt, sample_rollouts
 from tasks import make_task
 from warmstart import padded_demos, replay_loss, warm_start, warmstart_path
 
-# ---- Hyperparameters: every run's, unless its configs/<task>.yaml or --set key=value changes one
-# (never adds).
+# ---- Settings: every run's, unless its configs/<task>.yaml or --set key=value changes one (never
+# adds one). Each line's comment is its reason: `python train.py --help` prints them.
 DEFAULTS = dict(
     # what to train
-    task="persona",  # persona | persona_collinear | code
-    task_options={},  # constructor arguments of the task (see rewards.py)
-    algo="vpo",  # a name in ADVANTAGES below
-    seed=0,
+    task="persona",  # a name in tasks.TASKS: what is asked, and the reward vector of an answer
+    task_options={},  # the task's constructor arguments (rewards.PersonaTask, codetask.CodeTask)
+    algo="vpo",  # a name in train.ADVANTAGES: grpo, vpo, the ablations and baselines
+    seed=0,  # the problems, the warm start's weights and every draw follow it
     # model
     model="cpu",  # size preset from model.PRESETS
     block_size=192,  # longest prompt + completion, in tokens
-    # bytes | numbers (bytes + one token per 2-digit number; both offline) | a tiktoken name
-    tokenizer="bytes",
+    tokenizer="bytes",  # bytes | numbers (a token per 2-digit number) | a tiktoken name (download)
     # warm start (supervised, warmstart.py)
-    sft_steps=300,
-    sft_batch=64,
-    sft_lr=3e-3,
+    sft_steps=300,  # supervised steps on demonstrations before RL
+    sft_batch=64,  # demonstrations per warm-start step
+    sft_lr=3e-3,  # the warm start's peak learning rate (50 steps of warm-up, then cosine)
     sft_parent_fraction=0.15,  # code task: share of demonstrations whose prompt carries parents
     sft_single_first=0.3,  # share of the warm start spent on the plain 1-answer format first
     # RL
-    steps=250,
+    steps=250,  # RL steps
     prompts_per_step=8,  # P: prompt groups per step
     group_size=8,  # G: rollouts per prompt
-    # m: answers in one rollout for set methods (vpo, multi_rlvr, vpo_loo)
-    answers_per_rollout=3,
+    answers_per_rollout=3,  # m: answers in one rollout of a set method (vpo, multi_rlvr, vpo_loo)
     num_weights=100,  # N: weightings per group for VPO's score
-    alpha=1.0,  # Dirichlet concentration of the weightings
-    weight_sampler="dirichlet",  # dirichlet | sobol
-    lr=1e-3,
-    weight_decay=0.0,
-    clip=0.2,  # PPO ratio clip
+    alpha=1.0,  # Dirichlet concentration of the weightings (1: uniform on the simplex)
+    weight_sampler="dirichlet",  # a name in vpo.WEIGHT_SAMPLERS: dirichlet | sobol
+    lr=1e-3,  # AdamW's learning rate
+    weight_decay=0.0,  # AdamW's weight decay
+    clip=0.2,  # PPO ratio clip: the ratio's range is [1 - clip, 1 + clip]
     kl_coef=0.0,  # k3 KL to the warm-start policy; 0 skips the reference forward
     epochs_per_batch=1,  # policy updates per batch of rollouts (ratio != 1 after the first)
-    max_grad_norm=1.0,
-    # code task: share of prompt groups that show parent programs to mutate
-    mutation_share=0.0,
-    # code task: weight of the warm start's loss on parent prompts in each update (PPO-ptx)
-    parent_replay=0.0,
+    max_grad_norm=1.0,  # gradient norm clip of every update
+    mutation_share=0.0,  # code task: share of prompt groups that show parent programs to mutate
+    parent_replay=0.0,  # code task: weight of the warm start's loss on parent prompts (PPO-ptx)
     max_k=4,  # k of the max_at_k baseline (best of k samples)
     # GRPO's own fixes against collapse (grpo.py), for every algorithm, off by default
-    # the std an advantage divides by: group | batch (TRL's option) | none (Dr. GRPO)
-    scale_rewards="group",
-    # tokens: the batch's token mean | constant: / (rollouts x longest completion), Dr. GRPO
-    loss_norm="tokens",
+    scale_rewards="group",  # the std advantages divide by: group | batch (TRL) | none (Dr. GRPO)
+    loss_norm="tokens",  # tokens: the batch's token mean | constant: Dr. GRPO's (grpo.py)
     clip_high=0.0,  # upper ratio clip 1 + clip_high (DAPO: 0.28); 0: the same as clip
-    # bonus for the policy's token entropy, with its gradient (x grpo.advantage_scale)
-    entropy_coef=0.0,
-    # weight of the format advantage (grpo.format_advantages), at each method's own scale
-    format_coef=0.0,
-    # DAPO: at most this many rounds of fresh groups, until P have spread (0: off)
-    dynamic_sampling=0,
-    temperature=1.0,
-    top_k=0,  # 0: off
-    top_p=1.0,  # 1.0: off
+    entropy_coef=0.0,  # bonus for the policy's token entropy, at each method's advantage RMS
+    format_coef=0.0,  # weight of grpo.format_advantages, at each method's advantage RMS
+    dynamic_sampling=0,  # DAPO: at most this many rounds of fresh groups until P have spread
+    temperature=1.0,  # sampling temperature (1: the policy's own probabilities)
+    top_k=0,  # sample among the k likeliest tokens only (0: off)
+    top_p=1.0,  # nucleus sampling (1.0: off)
     # logging and evaluation
     eval_every=25,  # steps between held-out evaluations (0: only at the end)
     eval_problems=32,  # held-out problems per evaluation
-    ckpt_every=25,
-    out_dir="",  # "" -> out/<task>-<algo>-s<seed>
-    warmstart_dir="out/warmstart",
-    # a warm-start checkpoint to start from instead of training/caching one
-    warmstart_from="",
+    ckpt_every=25,  # steps between resume checkpoints (0: only the final one)
+    out_dir="",  # the run's folder; "" -> out/<task>-<algo>-s<seed>
+    warmstart_dir="out/warmstart",  # where warm starts are cached, one per task, seed and settings
+    warmstart_from="",  # a warm-start checkpoint to start from instead of training/caching one
     device="auto",  # auto | cpu | cuda | mps
     threads=1,  # torch CPU threads; models this small gain nothing from more
     dtype="float32",  # float32 | bfloat16 (autocast; CUDA or CPU)
     compile=False,  # torch.compile the scoring forward (slower on CPU; for GPUs)
-    # on CUDA, sample and warm-start as CUDA graphs (one launch a step); else no effect
-    cuda_graph=True,
-    peak_tflops=0.0,  # the device's peak, to log model-FLOPs utilisation (0: not logged)
+    cuda_graph=True,  # on CUDA, sample and warm-start as CUDA graphs (one launch a step)
+    peak_tflops=0.0,  # the device's peak, to log model-FLOPs utilization (0: not logged)
     overwrite=False,  # allow writing into an out_dir that already holds a run
     resume=False,  # continue the unfinished run in out_dir from its last checkpoint
-    quiet=False,
+    quiet=False,  # print nothing; log.txt in the run's folder still gets every line
 )
-# and how a finished run is measured (config.EVALUATION: search and evaluation settings, never
-# training's)
-DEFAULTS.update(EVALUATION)
-EVAL_KEYS = tuple(EVALUATION)
+DEFAULTS.update(EVALUATION)  # and how a finished run is measured (config.EVALUATION)
 
-# ---- Algorithms: name -> (advantage, whether its rollouts hold a SET of m answers)
-# ----------------
-# An advantage: reward vectors r (P, G, m, D), their fixed scalarisation s (P, G, m), the weightings
-# w (P, N, D), cfg -> (P, G). A new idea: write the function (like baselines.py), add a line here.
+
+# ---- Algorithms: name -> (advantage, whether its rollouts hold a SET of m answers) --------------
+# An advantage takes the reward vectors r (P, G, m, D), their fixed scalarization s (P, G, m), the
+# weightings w (P, N, D) and cfg, and returns (P, G): one advantage per rollout. Single-answer
+# methods have m = 1 and N = 1. A new idea: write the function (like baselines.py), add a line here.
+def group_z(scores, cfg):
+    """The group z-score of (P, G) scores (grpo.grpo_advantages), with the run's std choice."""
+    return grpo.grpo_advantages(scores, std=cfg["scale_rewards"])
+
+
 ADVANTAGES = {
-    "grpo": (
-        lambda r, s, w, cfg: grpo.grpo_advantages(s[:, :, 0], scale=cfg["scale_rewards"]),
-        False,
-    ),
-    "vpo": (lambda r, s, w, cfg: vpo.vpo_advantages(r, w, scale=cfg["scale_rewards"]), True),
-    # the paper's ablations: VPO's format without its weightings, its weightings without the format
-    "multi_rlvr": (
-        lambda r, s, w, cfg: grpo.grpo_advantages(
-            vpo.multi_rlvr_scores(s), scale=cfg["scale_rewards"]
-        ),
-        True,
-    ),
-    "random_weights": (
-        lambda r, s, w, cfg: grpo.grpo_advantages(
-            vpo.random_weight_scores(r[:, :, 0], w[:, 0]), scale=cfg["scale_rewards"]
-        ),
-        False,
-    ),
+    "grpo": (lambda r, s, w, cfg: group_z(s[:, :, 0], cfg), False),
+    "vpo": (lambda r, s, w, cfg: vpo.vpo_advantages(r, w, std=cfg["scale_rewards"]), True),
+    # the paper's ablations: VPO's set format without its weightings, its weightings without sets
+    "multi_rlvr": (lambda r, s, w, cfg: group_z(vpo.multi_rlvr_scores(s), cfg), True),
+    "random_weights": (lambda r, s, w, cfg: group_z(vpo.random_weight_scores(r, w), cfg), False),
     # the same score; the weighting is also written into the prompt
-    "goal_conditioned": (
-        lambda r, s, w, cfg: grpo.grpo_advantages(
-            vpo.random_weight_scores(r[:, :, 0], w[:, 0]), scale=cfg["scale_rewards"]
-        ),
-        False,
-    ),
+    "goal_conditioned": (lambda r, s, w, cfg: group_z(vpo.random_weight_scores(r, w), cfg), False),
     # an exercise
     "vpo_loo": (lambda r, s, w, cfg: vpo.leave_one_out_advantages(vpo.set_scores(r, w)), True),
-    # the field's baselines (baselines.py); config.py refuses scale_rewards where no group std is
-    # divided
+    # the field's baselines (baselines.py); config.py refuses scale_rewards where no std divides
     "max_at_k": (
         lambda r, s, w, cfg: baselines.max_at_k_advantages(
-            s[:, :, 0], cfg["max_k"], scale=cfg["scale_rewards"]
+            s[:, :, 0], cfg["max_k"], std=cfg["scale_rewards"]
         ),
         False,
     ),
     "gdpo": (lambda r, s, w, cfg: baselines.gdpo_advantages(r[:, :, 0]), False),
     "maxrl": (lambda r, s, w, cfg: baselines.maxrl_advantages(s[:, :, 0]), False),
-    # RLOO (Ahmadian et al. 2024): vpo_loo's leave-one-out baseline on one answer's fixed
-    # scalarisation
+    # RLOO (Ahmadian et al. 2024): vpo_loo's baseline on one answer's fixed scalarization
     "rloo": (lambda r, s, w, cfg: vpo.leave_one_out_advantages(s[:, :, 0]), False),
 }
 SET_ALGOS = {name for name, (_, uses_sets) in ADVANTAGES.items() if uses_sets}
@@ -179,8 +150,7 @@ def answers_per_rollout(cfg):
 
 
 def resolve_config(path=None, overrides=(), base=None):
-    """DEFAULTS <- YAML file <- key=value overrides, checked (config.py); ConfigError in one
-    line."""
+    """DEFAULTS <- YAML file <- key=value overrides, checked (config.py): ConfigError, one line."""
     return config.resolve(DEFAULTS, ADVANTAGES, path, overrides, base, vpo.WEIGHT_SAMPLERS)
 
 
@@ -196,8 +166,7 @@ class Run:
     tok: Tokenizer
     model: GPT
     opt: torch.optim.Optimizer
-    # engine.score as a module (distributed.Scorer), DDP-wrapped under torchrun
-    scorer: torch.nn.Module
+    scorer: torch.nn.Module  # engine.score as a module (distributed.scorer), DDP under torchrun
     ref_model: GPT = None  # the frozen warm start, for the KL (kl_coef > 0)
     rng: random.Random = None  # which problems
     generator: torch.Generator = None  # on `device`: the tokens sampled and the weightings drawn
@@ -214,36 +183,30 @@ def rl_step(run):
     """One step: sample rollouts -> reward vectors -> advantages -> clipped loss -> update ->
     (metrics, batch)."""
     cfg = run.cfg
+    advantage = ADVANTAGES[cfg["algo"]][0]
     t0 = time.time()
-    # DAPO (baselines.py): groups whose rollouts all score alike teach nothing
-    if cfg["dynamic_sampling"]:
-        batch, weights, sampling = baselines.sample_spread_groups(
-            run, sample_round, ADVANTAGES[cfg["algo"]][0]
-        )
+    sampling = {}
+    if cfg["dynamic_sampling"]:  # DAPO (baselines.py): groups that all score alike teach nothing
+        batch, weights, sampling = baselines.sample_spread_groups(run, sample_round, advantage)
     else:
-        (batch, weights, _), sampling = sample_round(run), {}
+        batch, weights, _ = sample_round(run)
     t_sample = time.time() - t0
-
     rewards = batch["rewards"]  # (P, G, m, D)
-    scalar = run.task.scalarize(rewards)  # (P, G, m): the fixed scalarisation of every answer
-    # on the groups trained, never on groups DAPO dropped (gdpo would normalise over groups not
-    # there)
-    adv = ADVANTAGES[cfg["algo"]][0](rewards, scalar, weights, cfg)  # (P, G)
-    # the fixed-weight terms are sized to this method's advantages, so a coefficient means the same
-    # in every method
-    scale = grpo.advantage_scale(adv) if cfg["format_coef"] or cfg["entropy_coef"] else 1.0
+    scalar = run.task.scalarize(rewards)  # (P, G, m): the fixed scalarization of every answer
+    adv = advantage(rewards, scalar, weights, cfg)  # (P, G), on the groups kept (gdpo's batch std)
+    # fixed-weight terms are sized to this method's advantages: a coefficient means the same in all
+    rms = grpo.advantage_rms(adv) if cfg["format_coef"] or cfg["entropy_coef"] else 1.0
     if cfg["format_coef"]:
-        adv = adv + cfg["format_coef"] * scale * grpo.format_advantages(rewards)
-    loss, stats, grad_norm = policy_update(
-        run, batch, adv.reshape(-1).to(run.device), cfg["entropy_coef"] * scale
-    )
+        adv = adv + cfg["format_coef"] * rms * grpo.format_advantages(rewards)
+    flat = adv.reshape(-1).to(run.device)
+    loss, stats, grad_norm = policy_update(run, batch, flat, cfg["entropy_coef"] * rms)
     metrics = {
         "loss": loss,
         **stats,
         "grad_norm": grad_norm,
         **step_metrics(run, batch, rewards, scalar, weights, adv),
         **sampling,
-        "adv_scale": scale,
+        "adv_scale": rms,
         "tokens": batch["num_tokens"],
         "sample_s": t_sample,
         "step_s": time.time() - t0,
@@ -254,39 +217,24 @@ def rl_step(run):
 def sample_round(run):
     """P fresh prompt groups, sampled and scored -> (batch, weightings (P, N, D), which groups show
     parents)."""
-    cfg, task, P = run.cfg, run.task, run.cfg["prompts_per_step"]
+    cfg = run.cfg
+    task = run.task
+    P = cfg["prompts_per_step"]
     problems = task.problems("train", P, run.rng)
     # the last groups show parent programs to mutate, as the evolutionary search will (code task)
     mutating = round(cfg["mutation_share"] * P)
-    parents = [None] * (P - mutating) + [
-        task.scored(q, task.demo_parents(q, run.rng)) for q in problems[P - mutating :]
-    ]
+    shown = [task.scored(q, task.demo_parents(q, run.rng)) for q in problems[P - mutating :]]
+    parents = [None] * (P - mutating) + shown
     # N weightings per group for the set methods, one for the single-answer weighted baselines
-    # (P, N, D)
-    weights = vpo.sample_weights(
-        P,
-        cfg["num_weights"] if cfg["algo"] in SET_ALGOS else 1,
-        task.dim,
-        cfg["alpha"],
-        cfg["weight_sampler"],
-        run.generator,
-    )
+    N = cfg["num_weights"] if cfg["algo"] in SET_ALGOS else 1
+    weights = vpo.sample_weights(P, N, task.dim, cfg["alpha"], cfg["weight_sampler"], run.generator)
     # under torchrun every rank draws the same global batch and keeps its share of the groups
     problems, parents, weights = (x[run.rank :: run.world] for x in (problems, parents, weights))
     goals = weights[:, 0].tolist() if cfg["algo"] == "goal_conditioned" else None
     run.model.eval()
+    G = cfg["group_size"]
     batch = sample_rollouts(
-        run.model,
-        run.tok,
-        task,
-        problems,
-        run.m,
-        cfg["group_size"],
-        cfg,
-        run.generator,
-        run.device,
-        parents=parents,
-        goals=goals,
+        run.model, run.tok, task, problems, run.m, G, cfg, run.generator, parents, goals
     )
     return batch, weights, [p is not None for p in parents]
 
@@ -296,27 +244,23 @@ def policy_update(run, batch, adv, entropy_coef=0.0):
     (loss, stats, grad norm)."""
     cfg = run.cfg
     inputs = (batch["prompt"], batch["prompt_mask"], batch["completion"], batch["completion_mask"])
-    # the warm start's log-probs, for the KL (no reference model: kl_coef = 0)
-    with torch.no_grad():
-        ref_logprobs = (
-            engine.score(run.ref_model, *inputs)[0] if run.ref_model is not None else None
-        )
+    ref_logprobs = None  # the warm start's log-probs, for the KL (kl_coef > 0)
+    if run.ref_model is not None:
+        with torch.no_grad():
+            ref_logprobs = engine.score(run.ref_model, *inputs)[0]
     run.model.train()
-    # under torchrun each rank's token mean is weighted by its share of the global batch's tokens
-    # (1.0 alone)
+    # under torchrun each rank's token mean weighs its share of the global batch's tokens (1 alone)
     share = distributed.token_share(batch["num_tokens"], run.world, run.device)
-    # parent replay's batch: demonstrations whose prompts show parents, the same on every rank
-    demos = None
+    demos = None  # parent replay's demonstrations with parents, the same on every rank
     if cfg["parent_replay"]:
         demos = padded_demos(run.task, run.tok, cfg, run.rng, run.device, parents_only=True)
-    normaliser = None
-    # Dr. GRPO: rollouts x the longest completion, a constant on every rank
-    if cfg["loss_norm"] == "constant":
-        normaliser, share = len(adv) * max_completion_tokens(run.task, run.m), 1.0
+    normalizer = None
+    if cfg["loss_norm"] == "constant":  # Dr. GRPO: rollouts x the longest completion, every rank
+        normalizer = len(adv) * max_completion_tokens(run.task, run.m)
+        share = 1.0
     for _ in range(cfg["epochs_per_batch"]):
         with autocast(cfg, run.device):
-            # entropy keeps its gradient, for the entropy bonus
-            logprobs, entropy = run.scorer(*inputs)
+            logprobs, entropy = run.scorer(*inputs)  # entropy keeps its gradient, for the bonus
         loss, stats = grpo.policy_loss(
             logprobs.float(),
             batch["old_logprobs"],
@@ -328,15 +272,13 @@ def policy_update(run, batch, adv, entropy_coef=0.0):
             cfg["clip_high"] or None,
             entropy.float(),
             entropy_coef,
-            normaliser=normaliser,
+            normalizer=normalizer,
         )
         total = loss * share
         if demos is not None:
             replay = replay_loss(run.model, demos, cfg, run.device)
-            total, stats = (
-                total + cfg["parent_replay"] * replay,
-                {**stats, "replay_loss": replay.item()},
-            )
+            total = total + cfg["parent_replay"] * replay
+            stats["replay_loss"] = replay.item()
         # the gradient step; a non-finite number stops the run before it reaches a checkpoint
         if not torch.isfinite(total):
             stop_non_finite(f"non-finite loss ({total.item()})", cfg)
@@ -361,19 +303,20 @@ def stop_non_finite(what, cfg):
 def step_metrics(run, batch, rewards, scalar, weights, adv):
     """Rewards, the set score, advantage stats, entropy, distinct answers. The set score is taken
     under 32 fixed weightings, so runs compare; logging draws nothing from the training stream."""
-    task, G = run.task, run.cfg["group_size"]
+    task = run.task
     valid = rewards.sum(-1) > 0  # (P, G, m) answers that parsed and were not repeats
     fixed = vpo.sample_weights(1, 32, task.dim, generator=torch.Generator().manual_seed(0))
     fixed = fixed.expand(len(batch["answers"]), -1, -1)
     own = vpo.set_scores(rewards, weights).mean()
+    G = run.cfg["group_size"]
     distinct = [len({task.answer_key(row[0]) for row in group}) / G for group in batch["answers"]]
-    per_component = rewards.reshape(-1, task.dim)[valid.reshape(-1)].mean(0)
+    per_component = [0.0] * task.dim
+    if valid.any():
+        per_component = [round(float(x), 4) for x in rewards[valid].mean(0)]
     mask = batch["completion_mask"].float()
     return {
         "reward_scalar": float(scalar[valid].mean()) if valid.any() else 0.0,
-        "reward_per_component": [round(float(x), 4) for x in per_component]
-        if valid.any()
-        else [0.0] * task.dim,
+        "reward_per_component": per_component,
         "set_score": float(vpo.set_scores(rewards, fixed).mean()),
         **({"set_score_train": float(own)} if run.cfg["algo"] in SET_ALGOS else {}),
         "valid_answers": float(valid.float().mean()),
@@ -387,7 +330,8 @@ def step_metrics(run, batch, rewards, scalar, weights, adv):
 
 def log_step(files, run, step, metrics, batch):
     """metrics.jsonl, timing.jsonl, the console line and, every 25 steps, a few rollouts."""
-    cfg, m = run.cfg, metrics
+    cfg = run.cfg
+    m = metrics
     timing = {"step": step, "sample_s": m.pop("sample_s"), "step_s": m.pop("step_s")}
     timing["tokens_per_s"] = m["tokens"] / timing["step_s"]
     if cfg["peak_tflops"] > 0:  # ~2N FLOPs per sampled token, 6N per trained token
@@ -406,11 +350,10 @@ def log_step(files, run, step, metrics, batch):
     )
     if step % 25 == 0 or step == cfg["steps"]:
         prompt = rollout_prompt(run.task, batch["problems"][0], run.m)
-        answers, rewards = batch["answers"][0][:4], batch["rewards"][0, :4].tolist()
-        files.write(
-            "samples.jsonl",
-            {"step": step, "prompt": prompt, "answers": answers, "rewards": rewards},
-        )
+        answers = batch["answers"][0][:4]
+        rewards = batch["rewards"][0, :4].tolist()
+        sample = {"step": step, "prompt": prompt, "answers": answers, "rewards": rewards}
+        files.write("samples.jsonl", sample)
 
 
 def evaluate_heldout(run, files, step):
@@ -440,22 +383,12 @@ def make_run(cfg, task, tok, model, device, rank=0, world=1):
         fused=device.startswith("cuda"),  # one kernel on GPUs
     )
     scorer = distributed.scorer(model, world, cfg["compile"])
-    # the warm start
-    ref_model = copy.deepcopy(model).eval().requires_grad_(False) if cfg["kl_coef"] > 0 else None
-    return Run(
-        cfg,
-        task,
-        tok,
-        model,
-        opt,
-        scorer,
-        ref_model,
-        random.Random(cfg["seed"]),
-        torch.Generator(device=device).manual_seed(cfg["seed"]),
-        device,
-        rank,
-        world,
-    )
+    ref_model = None  # the warm start, frozen, for the KL
+    if cfg["kl_coef"] > 0:
+        ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+    rng = random.Random(cfg["seed"])
+    generator = torch.Generator(device=device).manual_seed(cfg["seed"])
+    return Run(cfg, task, tok, model, opt, scorer, ref_model, rng, generator, device, rank, world)
 
 
 def run_state(run, step):
@@ -493,7 +426,8 @@ def train(cfg):
     t_begin = time.time()  # the closing line counts the warm start too
     device, rank, world = distributed.start_process(cfg)
     files = runfiles.RunFiles(cfg, lead=rank == 0)
-    task, tok = make_task(cfg["task"], **cfg["task_options"]), Tokenizer(cfg["tokenizer"])
+    task = make_task(cfg["task"], **cfg["task_options"])
+    tok = Tokenizer(cfg["tokenizer"])
     files.log(
         f"task {cfg['task']} (D={task.dim}), algo {cfg['algo']} (m={answers_per_rollout(cfg)}), "
         f"device {device}, threads {torch.get_num_threads()}, out_dir {files.out_dir}"
@@ -529,21 +463,8 @@ def train(cfg):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0].strip(),
-        epilog="Many runs compared (the default experiment): python lab/experiment.py",
-    )
-    parser.add_argument(
-        "--config", help="YAML file of overrides to the defaults at the top of train.py"
-    )
-    parser.add_argument(
-        "--set",
-        nargs="*",
-        action="extend",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override config keys (repeat --set as often as you like: every item counts)",
-    )
+    description = __doc__.split("\n\n")[0].strip() + " Many runs compared: python lab/experiment.py"
+    parser = config.settings_parser(description, DEFAULTS, [(__file__, "DEFAULTS")])
     args = parser.parse_args(argv)
     try:
         t0 = time.time()

@@ -6,14 +6,15 @@ draws N weightings w ~ Dirichlet(alpha) and scores a rollout by its best answer 
 
     R_g = (1/N) sum_n max_m  w_n . r_gm          (a Monte-Carlo estimate of E_w[best-of-M])
 
-then z-normalises R within the group as GRPO does. A set scores high only if its answers cover
+then z-normalizes R within the group as GRPO does. A set scores high only if its answers cover
 different trade-offs: a second copy of an answer adds nothing. All else is GRPO's.
 
 Ablations (the paper's): Multi-RLVR scores the M-answer set by the sum of its fixed scalar rewards
-(no random weights); random-weight GRPO scores one answer by w.r, one w per group (no sets).
+(no random weights); random-weight GRPO scores one answer by w.r, one w per group (no sets). Beside
+them, not part of VPO: `leave_one_out_advantages`, the RLOO baseline (an exercise).
 
-Deliberately left out: per-answer credit assignment and leave-one-out baselines (the method has
-none; docs/EXERCISES.md has a variant), learned weight distributions, non-linear scalarisations.
+Deliberately left out: per-answer credit assignment (the method has none), learned weight
+distributions, non-linear scalarizations.
 """
 
 import numpy as np
@@ -26,8 +27,7 @@ WEIGHT_SAMPLERS = ("dirichlet", "sobol")
 
 
 def sample_weights(num_groups, num_weights, dim, alpha=1.0, sampler="dirichlet", generator=None):
-    """(P, N, D) weightings on the simplex, N per prompt group; `generator` makes the draw
-    reproducible.
+    """(P, N, D) weightings on the simplex, N per prompt group, reproducible from `generator`.
 
     sampler "dirichlet": i.i.d. Dirichlet(alpha * 1_D). sampler "sobol": scrambled Sobol points in
     [0,1]^(D-1) turned into simplex points by sorted-uniform spacings, which is uniform on the
@@ -38,15 +38,8 @@ def sample_weights(num_groups, num_weights, dim, alpha=1.0, sampler="dirichlet",
     if dim == 1:
         return torch.ones(num_groups, num_weights, 1)
     # the seed is drawn on the generator's own device (a CUDA generator cannot make a CPU tensor)
-    seed = int(
-        torch.randint(
-            0,
-            2**62,
-            (1,),
-            generator=generator,
-            device=generator.device if generator is not None else "cpu",
-        ).item()
-    )
+    device = generator.device if generator is not None else "cpu"
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=device).item())
     if sampler == "dirichlet":
         # numpy's Dirichlet accepts a seeded generator; torch's does not
         rng = np.random.default_rng(seed)
@@ -68,31 +61,27 @@ def sample_weights(num_groups, num_weights, dim, alpha=1.0, sampler="dirichlet",
 
 def set_scores(rewards, weights):
     """rewards (P, G, M, D), weights (P, N, D) -> (P, G): mean over n of max over m of w_n . r_m."""
-    scalarised = torch.einsum("pgmd,pnd->pgnm", rewards, weights)  # (P, G, N, M)
-    return scalarised.max(dim=-1).values.mean(dim=-1)  # (P, G)
+    scalarized = torch.einsum("pgmd,pnd->pgnm", rewards, weights)  # (P, G, N, M)
+    return scalarized.max(dim=-1).values.mean(dim=-1)  # (P, G)
 
 
-def vpo_advantages(rewards, weights, eps=1e-6, scale="group"):
-    """rewards (P, G, M, D) with zero rows for missing/duplicate answers, weights (P, N, D) -> (P,
-    G)."""
-    return grpo_advantages(set_scores(rewards, weights), eps, scale)
+def vpo_advantages(rewards, weights, eps=1e-6, std="group"):
+    """rewards (P, G, M, D), zero rows for missing or repeated, weights (P, N, D) -> (P, G)."""
+    return grpo_advantages(set_scores(rewards, weights), eps, std)
 
 
 def multi_rlvr_scores(scalar_rewards):
-    """scalar_rewards (P, G, M) of the fixed scalarisation, zero for missing/duplicate answers ->
-    (P, G) set sums."""
+    """scalar_rewards (P, G, M) of the fixed scalarization (zero rows stay 0) -> (P, G) sums."""
     return scalar_rewards.sum(dim=-1)
 
 
 def random_weight_scores(rewards, weights):
-    """rewards (P, G, D) single answers, weights (P, D) one weighting per group -> (P, G) of w .
-    r."""
-    return torch.einsum("pgd,pd->pg", rewards, weights)
+    """rewards (P, G, 1, D) of one answer, weights (P, 1, D): one per group -> (P, G) of w . r."""
+    return torch.einsum("pgd,pd->pg", rewards[:, :, 0], weights[:, 0])
 
 
 def leave_one_out_advantages(scores):
-    """scores (P, G) -> (P, G): each rollout's score minus the mean of the OTHER G-1 rollouts
-    (RLOO).
+    """scores (P, G) -> (P, G): each score minus the mean of the OTHER G-1 in its group (RLOO).
 
     Not part of VPO: an example of a new advantage idea (docs/EXERCISES.md). Unlike the z-norm it
     keeps the scale of the score, so groups with a larger spread push harder.

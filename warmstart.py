@@ -90,11 +90,16 @@ def sft_step(model, opt, task, tok, cfg, rng, device, single_only=False, graph=N
     with autocast(cfg, device):
         logp, _ = model.score(p, pm, c, cm)
     loss = demo_nll(logp, cm)
-    opt.zero_grad(set_to_none=True)
+    sft_update(model, opt, loss)
+    return loss, int(cm.sum())
+
+
+def sft_update(model, opt, loss):
+    """The warm start's gradient step (eager or inside a CUDA graph): backward, clip at 1, AdamW."""
+    opt.zero_grad(set_to_none=True)  # in a graph: its backward writes the gradients afresh
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
-    return loss, int(cm.sum())
 
 
 class CapturedSFT:
@@ -115,7 +120,8 @@ class CapturedSFT:
         )
         self.completion_mask = torch.zeros(batch, completion_len, dtype=torch.bool, device=device)
         self.loss = torch.zeros((), device=device)
-        self.updates, self.replay = 0, None
+        self.updates = 0
+        self.replay = None  # the captured update, once recorded
 
     def fits(self, prompt, completion):
         return (
@@ -131,10 +137,7 @@ class CapturedSFT:
             self.prompt, self.prompt_mask, self.completion, self.completion_mask, check=False
         )
         loss = demo_nll(logp, self.completion_mask)
-        self.opt.zero_grad(set_to_none=True)  # in a graph: its backward writes the gradients afresh
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-        self.opt.step()
+        sft_update(self.model, self.opt, loss)
         self.loss.copy_(loss.detach())
 
     def __call__(self, prompt, prompt_mask, completion, completion_mask):
@@ -223,7 +226,8 @@ def warm_start(cfg, task, tok, device, log):
         prompt_len = max(1, cfg["block_size"] - completion_len)
         graph = CapturedSFT(model, opt, cfg["sft_batch"], prompt_len, completion_len, tok.eos)
     model.train()
-    t0, tokens = time.time(), 0
+    t0 = time.time()
+    tokens = 0
     for step in range(cfg["sft_steps"]):
         set_lr(
             opt,

@@ -29,7 +29,7 @@ Answers range over the plausible programs: no program outside the family passes 
 best@1; for best@k (k > 1) and the set score it is a restriction checked on small cases, not proven
 (docs/RESULTS.md). Held-out problems are chosen by a hash, which we treat as independent of the
 truth. Deliberately left out: the persona task (its answers are not a small set), answers outside
-the family, and exact optimisation beyond brute force (branch and bound, integer programming).
+the family, and exact optimization beyond brute force (branch and bound, integer programming).
 """
 
 import itertools
@@ -76,7 +76,7 @@ def greedy_path(scores, k, block=1 << 21):
 
 
 def best_subset(scores, k, exact_limit=50_000):
-    """The k answers (columns) of scores (S, A) >= 0 maximising mean_s max_{a in set} scores[s, a]
+    """The k answers (columns) of scores (S, A) >= 0 maximizing mean_s max_{a in set} scores[s, a]
     -> (value, chosen, upper). Exact (upper == value) when C(A, k) <= exact_limit, else greedy."""
     Q = np.asarray(scores, dtype=float)
     A = Q.shape[1]

@@ -16,7 +16,7 @@ from grpo import grpo_advantages
 
 def brute_max_at_k(group, k, eps=1e-6):
     """By definition: every k-subset is an attempt worth its max; a rollout's credit is the mean
-    worth of the attempts it joins, centred and scaled by the attempts' mean and population std."""
+    worth of the attempts it joins, centered and scaled by the attempts' mean and population std."""
     subsets = list(itertools.combinations(range(len(group)), k))
     worth = [max(group[i] for i in s) for s in subsets]
     rho, sigma = statistics.fmean(worth), statistics.pstdev(worth)
@@ -162,7 +162,7 @@ def test_baselines_give_zeros_never_nan_on_groups_without_signal(fn):
 
 def test_max_at_k_without_std_division_keeps_the_credit_undivided():
     # the hand case above: m = (.75, .75, 1), rho = 5/6, left undivided
-    got = max_at_k_advantages(torch.tensor([[0.0, 0.5, 1.0]]), 2, scale="none")
+    got = max_at_k_advantages(torch.tensor([[0.0, 0.5, 1.0]]), 2, std="none")
     assert torch.allclose(got, torch.tensor([[-1 / 12, -1 / 12, 1 / 6]]), atol=1e-6)
 
 
@@ -198,7 +198,7 @@ def test_scale_rewards_is_decided_for_every_algorithm():
 
 
 @pytest.mark.parametrize("algo", sorted(UNDIVIDED))
-def test_scale_rewards_none_is_honoured(algo):
+def test_scale_rewards_none_is_honored(algo):
     from train import ADVANTAGES, resolve_config
 
     fn = ADVANTAGES[algo][0]
@@ -237,7 +237,7 @@ def test_rloo_is_each_score_minus_the_mean_of_the_others():
     assert torch.allclose(got, torch.tensor([[-3.0, -1.5, 4.5], [0.0, 0.0, 0.0]]))
 
 
-def test_rloo_trains_on_the_fixed_scalarisation_of_one_answer():
+def test_rloo_trains_on_the_fixed_scalarization_of_one_answer():
     from train import ADVANTAGES, resolve_config
 
     fn, uses_sets = ADVANTAGES["rloo"]
@@ -258,25 +258,31 @@ def test_batch_scale_divides_by_one_std_for_the_whole_batch():
     mean = 8 / 6
     std = (sum((x - mean) ** 2 for x in [0, 1, 0, 3, 2, 2]) / 6) ** 0.5
     want = torch.tensor([[-0.5, 0.5], [-1.5, 1.5], [0.0, 0.0]]) / std
-    assert torch.allclose(grpo_advantages(scores, scale="batch"), want, atol=1e-5)
-    with pytest.raises(ValueError, match="scale must be group, batch or none"):
-        grpo_advantages(scores, scale="rank")
+    assert torch.allclose(grpo_advantages(scores, std="batch"), want, atol=1e-5)
+    with pytest.raises(ValueError, match="std must be group, batch or none"):
+        grpo_advantages(scores, std="rank")
 
 
-def test_max_at_k_batch_scale_divides_by_the_groups_pooled_sigma():
-    from baselines import max_at_k_advantages
-
+def test_max_at_k_batch_std_is_grpos_at_k_1_and_every_attempts_std():
+    """std="batch" divides by the std of every best-of-k attempt in the batch: at k = 1 GRPO's batch
+    option (TRL's scale_rewards="batch"), not a mean of the groups' own spreads."""
+    scores = torch.tensor([[0.0, 1.0], [2.0, 3.0]])
+    # every score minus its group mean (0.5) over the std of 0, 1, 2, 3: sqrt(1.25)
+    want = torch.tensor([[-0.5, 0.5], [-0.5, 0.5]]) / 1.25**0.5  # +-0.447
+    assert torch.allclose(grpo_advantages(scores, std="batch"), want, atol=1e-6)
+    assert torch.allclose(max_at_k_advantages(scores, 1, std="batch"), want, atol=1e-6)
+    # k = 2 of 3: the attempts (subset maxima) are 0.5, 1, 1 in the first group and 0, 2, 2 in the
+    # second; their std over all six, around their mean 13/12
     scores = torch.tensor([[0.0, 0.5, 1.0], [0.0, 0.0, 2.0]])
-    none, group = (
-        max_at_k_advantages(scores, 2, scale="none"),
-        max_at_k_advantages(scores, 2, scale="group"),
-    )
-    sigma = none / group  # each group's own sigma (the credit is undivided in `none`)
-    pooled = (sigma[:, :1] ** 2).mean().sqrt()
-    assert torch.allclose(max_at_k_advantages(scores, 2, scale="batch"), none / pooled, atol=1e-5)
+    attempts = torch.tensor([0.5, 1.0, 1.0, 0.0, 2.0, 2.0], dtype=torch.float64)
+    none = max_at_k_advantages(scores, 2, std="none")
+    batch = max_at_k_advantages(scores, 2, std="batch")
+    assert torch.allclose(batch, none / attempts.std(unbiased=False), atol=1e-6)
+    with pytest.raises(ValueError, match="std must be group, batch or none"):
+        max_at_k_advantages(scores, 2, std="rank")
 
 
-def test_reward_weights_set_the_fixed_scalarisation_and_are_checked():
+def test_reward_weights_set_the_fixed_scalarization_and_are_checked():
     import numpy as np
 
     from tasks import make_task

@@ -203,7 +203,7 @@ def test_make_task_rejects_unknown():
     with pytest.raises(ValueError):
         make_task("chess")
     with pytest.raises(TypeError):
-        make_task("persona", colour=3)
+        make_task("persona", color=3)
     # the earlier (if (< x t) a b) family is gone (commit b5f2386 has it)
     with pytest.raises(TypeError):
         make_task("code", family="easy")
@@ -226,7 +226,7 @@ BAD = [
     ("fresh", ["answers_per_rollout=0"], None, "answers_per_rollout (m) must be >= 1"),
     ("fresh", ["alpha=0"], None, "alpha must be > 0"),
     ("fresh", ["alpha=-2"], None, "alpha must be > 0"),
-    ("fresh", ["task_options={noise: 0.5, colour: 3}"], None, "task_options for task 'persona'"),
+    ("fresh", ["task_options={noise: 0.5, color: 3}"], None, "task_options for task 'persona'"),
 ]
 
 
@@ -278,3 +278,21 @@ def test_bad_configuration_subprocess(runs, baseline):
         assert len(err.splitlines()) == 1 and err.startswith("error: ") and message in err, err
     assert snapshot(runs) == before
     assert not (runs / "fresh").exists()
+
+
+def test_every_setting_says_why_and_help_lists_it(capsys):
+    """Each setting's reason is the trailing comment of its line in train.DEFAULTS or
+    config.EVALUATION, every key has one, and --help of train.py and search.py prints them."""
+    import search
+
+    reasons = config.declared_reasons(trainer.__file__, "DEFAULTS")
+    evaluation = config.declared_reasons(config.__file__, "EVALUATION")
+    assert set(reasons) | set(evaluation) == set(DEFAULTS) and all(
+        {**reasons, **evaluation}.values()
+    )
+    for main, shown in ((trainer.main, ("lr=0.001", "pool_n=30")), (search.main, ("pool_n=30",))):
+        with pytest.raises(SystemExit):
+            main(["--help"])
+        out = capsys.readouterr().out
+        assert all(line in out for line in shown) and evaluation["pool_n"] in out
+        assert main is search.main or reasons["lr"] in out

@@ -221,7 +221,7 @@ def test_cuda_graph_setting_captures_on_cuda_only_and_changes_no_answer_on_the_c
     problems = task.problems("train", 3, random.Random(0))
     batches = [
         rollouts.sample_rollouts(
-            model, tok, task, problems, 3, 4, cfg, torch.Generator().manual_seed(0), "cpu"
+            model, tok, task, problems, 3, 4, cfg, torch.Generator().manual_seed(0)
         )
         for cfg in (off, on)
     ]

@@ -1,7 +1,7 @@
 """grpo.py: the GRPO advantage on exact small cases and invariances, the clipped policy loss every
-method trains with (KL, clip-higher, entropy bonus, loss normaliser), the format advantage, and the
+method trains with (KL, clip-higher, entropy bonus, loss normalizer), the format advantage, and the
 terms beside the advantage: fixed-weight terms (format reward, entropy bonus) on the same footing
-for every method (advantage_scale), and the clip fraction as TRL and veRL count it."""
+for every method (advantage_rms), and the clip fraction as TRL and veRL count it."""
 
 import math
 import os
@@ -108,7 +108,7 @@ def test_k3_kl_is_zero_at_reference_and_positive_elsewhere():
 def test_grpo_without_std_division_is_dr_grpo():
     scores = torch.tensor([[1.0, 2.0, 6.0], [4.0, 4.0, 4.0]])
     assert_close(
-        grpo_advantages(scores, scale="none"), torch.tensor([[-2.0, -1.0, 3.0], [0.0, 0.0, 0.0]])
+        grpo_advantages(scores, std="none"), torch.tensor([[-2.0, -1.0, 3.0], [0.0, 0.0, 0.0]])
     )
 
 
@@ -172,21 +172,21 @@ def test_clip_higher_acts_once_the_ratio_passes_1_plus_clip():
         assert abs(at_one.item() + 1.0) < 1e-6
 
 
-def test_constant_normaliser_gives_every_token_the_same_weight():
+def test_constant_normalizer_gives_every_token_the_same_weight():
     """Dr. GRPO's loss: token sum / (rollouts x longest possible completion). A token's gradient is
-    -A / normaliser however long the batch's other completions are; under the token mean it is
+    -A / normalizer however long the batch's other completions are; under the token mean it is
     -A / (tokens in the batch), so a long completion elsewhere shrinks it."""
 
-    def grad(lengths, normaliser):
+    def grad(lengths, normalizer):
         mask = torch.tensor([[t < n for t in range(4)] for n in lengths])
         logp = torch.zeros(len(lengths), 4, requires_grad=True)
         loss, stats = policy_loss(
-            logp, logp.detach(), torch.tensor([1.0] * len(lengths)), mask, normaliser=normaliser
+            logp, logp.detach(), torch.tensor([1.0] * len(lengths)), mask, normalizer=normalizer
         )
         loss.backward()
         return logp.grad[0, 0].item(), loss.item(), stats
 
-    # two rollouts, at most 4 tokens each: normaliser 2 x 4 = 8
+    # two rollouts, at most 4 tokens each: normalizer 2 x 4 = 8
     assert abs(grad([1, 1], 8)[0] + 1 / 8) < 1e-7 and abs(grad([1, 4], 8)[0] + 1 / 8) < 1e-7
     assert abs(grad([1, 1], None)[0] + 1 / 2) < 1e-7 and abs(grad([1, 4], None)[0] + 1 / 5) < 1e-7
     _, loss, stats = grad([1, 4], 8)
@@ -207,7 +207,7 @@ def test_the_format_term_weighs_the_same_against_every_methods_task_signal():
     """For GRPO, Max@K, MaxRL, Dr. GRPO and VPO on the same rewards, the format term's size over the
     task advantage's (RMS over the groups with a signal) is format_coef times the format z-score's
     RMS, within 1%; unscaled (as before), Max@K's would be several times larger."""
-    from grpo import advantage_scale
+    from grpo import advantage_rms
     from train import ADVANTAGES, resolve_config
 
     g = torch.Generator().manual_seed(0)
@@ -231,11 +231,11 @@ def test_the_format_term_weighs_the_same_against_every_methods_task_signal():
         fmt = format_advantages(r)
         signal = task.abs().sum(1) > 0
         task_rms = task[signal].pow(2).mean().sqrt()
-        ratios[name] = float(coef * advantage_scale(task) * fmt.pow(2).mean().sqrt() / task_rms)
+        ratios[name] = float(coef * advantage_rms(task) * fmt.pow(2).mean().sqrt() / task_rms)
         unscaled[name] = float(coef * fmt.pow(2).mean().sqrt() / task_rms)
         assert ratios[name] == pytest.approx(coef * float(fmt.pow(2).mean().sqrt()), rel=0.01), name
     assert (
-        advantage_scale(
+        advantage_rms(
             ADVANTAGES["grpo"][0](
                 rewards[:, :, :1],
                 rewards[:, :, :1].mean(-1),
@@ -249,14 +249,14 @@ def test_the_format_term_weighs_the_same_against_every_methods_task_signal():
     assert unscaled["max_at_k"] > 2 * unscaled["grpo"]  # the unfairness the scale removes
 
 
-def test_advantage_scale_is_the_rms_over_groups_with_a_signal():
-    from grpo import advantage_scale
+def test_advantage_rms_is_the_rms_over_groups_with_a_signal():
+    from grpo import advantage_rms
 
     adv = torch.tensor([[0.3, -0.3], [0.0, 0.0], [0.4, -0.4]])  # the flat middle group is left out
-    assert advantage_scale(adv) == pytest.approx(((0.09 * 2 + 0.16 * 2) / 4) ** 0.5)
-    assert advantage_scale(torch.zeros(2, 3)) == 1.0
+    assert advantage_rms(adv) == pytest.approx(((0.09 * 2 + 0.16 * 2) / 4) ** 0.5)
+    assert advantage_rms(torch.zeros(2, 3)) == 1.0
     # a z-score's RMS snaps to exactly 1
-    assert advantage_scale(torch.tensor([[1.004, -1.004]])) == 1.0
+    assert advantage_rms(torch.tensor([[1.004, -1.004]])) == 1.0
 
 
 def test_clip_fraction_counts_the_tokens_whose_loss_the_clip_changes():
@@ -283,7 +283,7 @@ def test_the_entropy_bonus_is_scaled_like_the_format_term(tmp_path, monkeypatch)
         "policy_update",
         lambda run, batch, adv, coef=0.0: seen.append(coef) or real(run, batch, adv, coef),
     )
-    monkeypatch.setattr(trainer.grpo, "advantage_scale", lambda adv: 0.25)
+    monkeypatch.setattr(trainer.grpo, "advantage_rms", lambda adv: 0.25)
     cfg = trainer.resolve_config(
         os.path.join(ROOT, "configs", "tiny.yaml"),
         [

@@ -18,6 +18,7 @@ import pytest
 import train
 from config import read_yaml
 from lab import experiment
+from runfiles import EVAL_KEYS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -89,7 +90,7 @@ def test_set_reaches_search_settings_and_refuses_unknown_keys(capsys):
     with pytest.raises(SystemExit) as e:
         experiment.main(["--set", "evo_budgett=5"])
     assert e.value.code == 2 and "unknown config key 'evo_budgett'" in capsys.readouterr().err
-    assert "evo_budget" in train.EVAL_KEYS
+    assert "evo_budget" in EVAL_KEYS
 
 
 def test_set_is_checked_against_each_chosen_task_config(capsys, monkeypatch):
@@ -103,29 +104,10 @@ def test_set_is_checked_against_each_chosen_task_config(capsys, monkeypatch):
     assert e.value.code == 2 and "on task persona" in capsys.readouterr().err and len(started) == 1
 
 
-def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
-    out = tmp_path / "exp"
-    command = [
-        sys.executable,
-        os.path.join(ROOT, "lab", "experiment.py"),
-        "--quick",
-        "--tasks",
-        "code",
-        "--algos",
-        "vpo",
-        "--set",
-        f"out_dir={out}",
-        "steps=150",
-        "ckpt_every=2",
-        "eval_every=0",
-    ]
-    # 150 steps (~9 s here) so that Ctrl-C sent after the first checkpoint lands mid-run: with 30
-    # (~2 s)
-    # the run sometimes finished before the signal did
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
-    # Ctrl-C's default action, even when this suite runs in a background job (`nohup ... &` starts
-    # it with
-    # SIGINT ignored, and Python keeps an ignored SIGINT ignored): what a user at a terminal has
+def interrupt_at_first_checkpoint(command, env, ckpt):
+    """Start the command, send Ctrl-C once `ckpt` exists (the run mid-way) -> what it printed."""
+    # Ctrl-C's default action even when this suite runs in a background job (`nohup ... &` starts
+    # it with SIGINT ignored, and Python keeps an ignored SIGINT ignored), as at a terminal
     proc = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -135,7 +117,6 @@ def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
         cwd=ROOT,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    ckpt = out / "runs" / "code-vpo-s0" / "ckpt.pt"
     deadline = time.time() + 240
     while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
@@ -144,19 +125,29 @@ def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
     proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
     output = proc.communicate(timeout=60)[0]
     assert proc.returncode == 130 and "Traceback" not in output, output
+    return output
+
+
+def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
+    out = tmp_path / "exp"
+    run = out / "runs" / "code-vpo-s0"
+    # 150 steps (~9 s here) so that Ctrl-C sent after the first checkpoint lands mid-run: with 30
+    # (~2 s) the run sometimes finished before the signal did
+    settings = [f"out_dir={out}", "steps=150", "ckpt_every=2", "eval_every=0"]
+    experiment_py = os.path.join(ROOT, "lab", "experiment.py")
+    command = [sys.executable, experiment_py, "--quick", "--tasks", "code", "--algos", "vpo"]
+    command += ["--set", *settings]
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    output = interrupt_at_first_checkpoint(command, env, run / "ckpt.pt")
     assert "kept 0 finished run(s), 1 unfinished run(s)" in output.splitlines()[-1]
-    assert not (out / "runs" / "code-vpo-s0" / "final.pt").exists()
+    assert not (run / "final.pt").exists()
 
     again = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "resuming unfinished run" in again.stdout
-    log = (out / "runs" / "code-vpo-s0" / "log.txt").read_text()
-    assert "resumed from step" in log
-    steps = [
-        json.loads(line)["step"]
-        for line in Path(out / "runs" / "code-vpo-s0" / "metrics.jsonl").read_text().splitlines()
-        if '"train"' in line
-    ]
+    assert "resumed from step" in (run / "log.txt").read_text()
+    logged = (run / "metrics.jsonl").read_text().splitlines()
+    steps = [json.loads(line)["step"] for line in logged if '"train"' in line]
     # every step exactly once: nothing lost, nothing trained twice
     assert steps == list(range(1, 151))
 

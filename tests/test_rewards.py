@@ -1,5 +1,5 @@
 """rewards.py: the persona task's exact reward values, the tasks' splits and demonstrations, and one
-scalarisation for numpy and torch. The code task is codetask.py's (test_codetask.py); rollouts
+scalarization for numpy and torch. The code task is codetask.py's (test_codetask.py); rollouts
 parsed from any string are rollouts.py's (test_rollouts.py)."""
 
 import random
@@ -142,7 +142,7 @@ def test_demonstrations_are_valid_format():
 
 
 @pytest.mark.parametrize("name", ["persona", "code"])
-def test_one_scalarisation_for_numpy_and_torch(name):
+def test_one_scalarization_for_numpy_and_torch(name):
     """Training, evaluation and search all score answers through task.scalarize: the mean of the
     components."""
     import torch

@@ -45,10 +45,10 @@ def test_pool_metrics_on_a_collapsed_and_a_spread_pool():
     assert out["pass_at_k"] == [0.0, 0.0]
 
 
-def test_island_keeps_one_program_per_behaviour_and_the_best():
+def test_island_keeps_one_program_per_behavior_and_the_best():
     island = Island(capacity=2)
     island.add("(if (< x 3) 1 2)", np.array([1.0, 0.0]), 0.5)
-    island.add("(if  (< x 3) 1 2)", np.array([1.0, 0.0]), 0.5)  # same behaviour: not a new program
+    island.add("(if  (< x 3) 1 2)", np.array([1.0, 0.0]), 0.5)  # same behavior: not a new program
     assert len(island.programs) == 1
     island.add("(if (< x 4) 1 2)", np.array([1.0, 1.0]), 1.0)
     # worse than both, capacity 2: dropped
@@ -342,9 +342,7 @@ def test_the_evaluation_settings_have_one_home(monkeypatch):
     import train
     from runfiles import EVAL_KEYS
 
-    assert train.EVAL_KEYS == EVAL_KEYS == tuple(config.EVALUATION) and set(EVAL_KEYS) <= set(
-        train.DEFAULTS
-    )
+    assert tuple(config.EVALUATION) == EVAL_KEYS and set(EVAL_KEYS) <= set(train.DEFAULTS)
     assert (
         SETTINGS["evo_budget"] == 200
         and SETTINGS["evo_problems"] == 64
@@ -365,10 +363,10 @@ def test_the_evaluation_settings_have_one_home(monkeypatch):
         monkeypatch.setitem(config.EVALUATION, key, value)
     edited = importlib.reload(search)
     try:
-        assert (
-            inspect.signature(edited.evaluate_checkpoint).parameters["num_heldout_weights"].default
-            == 1064
-        )
+        # None: read from config.EVALUATION when called, never written out as a number
+        weightings = inspect.signature(edited.evaluate_checkpoint).parameters["num_heldout_weights"]
+        assert weightings.default is None
+        assert 'EVALUATION["heldout_weightings"]' in inspect.getsource(edited.evaluate_checkpoint)
 
         class Parsed(Exception):
             pass
@@ -382,7 +380,8 @@ def test_the_evaluation_settings_have_one_home(monkeypatch):
         with pytest.raises(Parsed) as parsed:
             edited.main()
         args = parsed.value.args[0]
-        assert (args.n, args.problems, args.children_per_call) == (1030, 1040, 1001)
+        # --n, --problems and --children-per-call default to the settings as --set leaves them
+        assert (args.n, args.problems, args.children_per_call) == (None, None, None)
     finally:
         monkeypatch.undo()
         importlib.reload(search)

@@ -380,21 +380,10 @@ def _run_all(jobs_path, out_path):
     for label, job in jobs["runs"].items():
         enter(job["cwd"])
         os.chdir(job["cwd"])
-        recorder, t0 = Recorder(), time.time()
-        pytest.main(
-            [
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                "-p",
-                "no:hypothesispytest",
-                "-p",
-                "no:benchmark",
-                f"--rootdir={job['cwd']}",
-                *job["args"],
-            ],
-            plugins=[recorder],
-        )
+        recorder = Recorder()
+        t0 = time.time()
+        quiet = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark"]
+        pytest.main(["-q", *quiet, f"--rootdir={job['cwd']}", *job["args"]], plugins=[recorder])
         os.chdir(home)
         out["runs"][label] = {**vars(recorder), "seconds": round(time.time() - t0, 1)}
     for probe in jobs["probes"]:

@@ -241,9 +241,9 @@ def test_dr_grpo_loss_divides_by_rollouts_times_the_longest_completion(tmp_path,
     seen = []
     real = trainer.grpo.policy_loss
 
-    def policy_loss(*args, normaliser=None, **kwargs):
-        seen.append(normaliser)
-        return real(*args, normaliser=normaliser, **kwargs)
+    def policy_loss(*args, normalizer=None, **kwargs):
+        seen.append(normalizer)
+        return real(*args, normalizer=normalizer, **kwargs)
 
     monkeypatch.setattr(trainer.grpo, "policy_loss", policy_loss)
     for norm, algo, m in [("constant", "grpo", 1), ("constant", "vpo", 3), ("tokens", "grpo", 1)]:
@@ -316,16 +316,9 @@ def test_parent_replay_adds_the_warm_starts_loss_on_parent_prompts(tmp_path):
         rng=random.Random(1),
         generator=torch.Generator().manual_seed(0),
     )
+    problems = task.problems("train", 2, random.Random(0))
     batch = trainer.sample_rollouts(
-        model,
-        tok,
-        task,
-        task.problems("train", 2, random.Random(0)),
-        1,
-        cfg["group_size"],
-        cfg,
-        run.generator,
-        "cpu",
+        model, tok, task, problems, 1, cfg["group_size"], cfg, run.generator
     )
     adv = torch.zeros(len(batch["answers"]) * cfg["group_size"])
     state = run.rng.getstate()

@@ -122,8 +122,8 @@ def test_multi_rlvr_is_the_set_sum():
 
 
 def test_random_weight_scores():
-    rewards = torch.tensor([[[1.0, 0.0], [0.2, 0.8]]])  # (P=1, G=2, D=2)
-    w = torch.tensor([[0.25, 0.75]])
+    rewards = torch.tensor([[[[1.0, 0.0]], [[0.2, 0.8]]]])  # (P=1, G=2, m=1, D=2)
+    w = torch.tensor([[[0.25, 0.75]]])  # (P=1, N=1, D=2)
     assert_close(random_weight_scores(rewards, w), torch.tensor([[0.25, 0.65]]))
 
 

@@ -2,19 +2,19 @@
 (SFT) step, for a config of train.py: medians over repeated steps after a warm-up. A benchmark,
 not a test: nothing here asserts a speed.
 
-    python tools/bench.py                        # train.py's DEFAULTS: persona, cpu preset, 8
-    prompts x 8 samples python tools/bench.py --checkpoint out/run/final.pt --set algo=vpo   #
-    trained weights: real rollout lengths python tools/bench.py --device cuda          # bf16
-    autocast unless --set dtype=...; --json FILE saves it all python tools/bench.py --config
-    configs/code.yaml --warm-start-steps 1500   # the warm start, per phase python tools/bench.py
-    --step-times out/headline/runs/*/timing.jsonl      # what finished runs took a step
+    python tools/bench.py                  # DEFAULTS: persona, cpu preset, 8 prompts x 8 samples
+    python tools/bench.py --checkpoint out/run/final.pt --set algo=vpo     # real rollout lengths
+    python tools/bench.py --device cuda    # bf16 autocast unless --set dtype=...; --json FILE
+    python tools/bench.py --config configs/code.yaml --warm-start-steps 1500   # the warm start
+    python tools/bench.py --step-times out/headline/runs/*/timing.jsonl   # what runs took a step
+    python tools/bench.py --naive          # also without the shared prompt, without the KV cache
 
 Measured: engine.generate for P prompts x G samples (tokens/s counts sampled tokens, eos included);
 train.rl_step exactly as training runs it (sampling and rewards, advantages, update); one
 warmstart.sft_step; peak memory, ru_maxrss after sampling and RL steps (and max_memory_allocated on
 CUDA). Random weights rarely sample <|eos|>, so without --checkpoint rollouts run to max_new_tokens.
 On a shared machine the CPU time of this process is the steadier number; the load average is
-printed. The TRL comparison and the profile are in commit 031b1a2 (tools/bench.py there).
+printed. tools/trl_compare.py times TRL's GRPOTrainer beside this code.
 Deliberately left out: timing under torchrun, per-kernel profiles (torch.profiler's job), search.py.
 """
 
@@ -24,8 +24,9 @@ from pathlib import Path
 # before torch: OpenMP's busy-waiting slows shared CPUs
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import argparse
+import contextlib
 import copy
+import functools
 import json
 import platform
 import random
@@ -44,10 +45,34 @@ import config  # noqa: E402
 import engine  # noqa: E402
 import train  # noqa: E402
 import warmstart  # noqa: E402
-from model import Tokenizer, build_model, pad_left  # noqa: E402
-from rollouts import rollout_prompt  # noqa: E402
+from model import GPT, Tokenizer, build_model, pad_left  # noqa: E402
+from rollouts import max_completion_tokens, rollout_prompt  # noqa: E402
 from runfiles import load_checkpoint, model_from_checkpoint  # noqa: E402
 from tasks import make_task  # noqa: E402
+
+# --naive: engine.generate and engine.score with one trick off, then model.py's plain versions
+VARIANTS = {
+    "no shared prompt": (
+        functools.partial(engine.generate, share_prompt=False),
+        functools.partial(engine.score, share_prompt=False, buckets=1),
+    ),
+    "naive": (GPT.generate, GPT.score),  # no KV cache either
+}
+
+
+@contextlib.contextmanager
+def variant(name):
+    """engine.generate and engine.score are variant `name`'s inside (all sample the same tokens)."""
+    saved = (engine.generate, engine.score)
+    engine.generate, engine.score = VARIANTS[name]
+    try:
+        yield
+    finally:
+        engine.generate, engine.score = saved
+
+
+def peak_rss_gib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
 
 
 def load():
@@ -56,7 +81,9 @@ def load():
 
 def timed(fn, device, warmup, repeats):
     """fn() warmup + repeats times -> (median wall s, median CPU s, last result, the wall times)."""
-    walls, cpus, out = [], [], None
+    walls = []
+    cpus = []
+    out = None
     sync = torch.cuda.synchronize if device == "cuda" else lambda: None
     for i in range(warmup + repeats):
         sync()
@@ -73,43 +100,17 @@ def measure(cfg, device, warmup, repeats, checkpoint=None):
     """Every figure (sampling alone, an RL step, an SFT step); weights `checkpoint`'s, else random,
     seeded."""
     torch.manual_seed(0)
-    tok, task = Tokenizer(cfg["tokenizer"]), make_task(cfg["task"], **cfg["task_options"])
-    model = (
-        model_from_checkpoint(checkpoint, device)[0]
-        if checkpoint
-        else build_model(cfg, tok, device)
-    )
-    m = train.answers_per_rollout(cfg)
-    problems = task.problems("train", cfg["prompts_per_step"], random.Random(0))
-    prompt, prompt_mask = pad_left(
-        [tok.encode(rollout_prompt(task, p, m)) for p in problems], tok.eos, device
-    )
-    generator = torch.Generator(device=device).manual_seed(0)
+    tok = Tokenizer(cfg["tokenizer"])
+    task = make_task(cfg["task"], **cfg["task_options"])
+    if checkpoint:
+        model = model_from_checkpoint(checkpoint, device)[0]
+    else:
+        model = build_model(cfg, tok, device)
     r = {"params": model.num_params(), "load_before": load()}
-    wall, cpu, out, _ = timed(
-        lambda: engine.generate(
-            model.eval(),
-            prompt,
-            prompt_mask,
-            cfg["group_size"],
-            m * task.max_answer_tokens + 1,
-            tok.eos,
-            temperature=cfg["temperature"],
-            generator=generator,
-        ),
-        device,
-        warmup,
-        repeats,
-    )
-    r.update(
-        sample_s=wall,
-        sample_cpu_s=cpu,
-        sample_tok_per_s=int(out["mask"].sum()) / wall,
-        prompt_tokens=prompt.size(1),
-        completion_tokens=out["tokens"].size(1),
-    )
+    r.update(measure_sampling(model, tok, task, cfg, device, warmup, repeats))
     # its steps train the copy
-    run, steps = train.make_run(cfg, task, tok, copy.deepcopy(model), device), []
+    run = train.make_run(cfg, task, tok, copy.deepcopy(model), device)
+    steps = []
     wall, cpu, _, walls = timed(
         lambda: steps.append(train.rl_step(run)[0]), device, warmup, repeats
     )
@@ -120,25 +121,46 @@ def measure(cfg, device, warmup, repeats, checkpoint=None):
         step_tok_per_s=sum(s["tokens"] for s in steps) / sum(walls),
         step_sample_s=statistics.median(s["sample_s"] for s in steps),  # rl_step's own clock
         step_rest_s=statistics.median(s["step_s"] - s["sample_s"] for s in steps),
-        # KiB on Linux
-        peak_rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        peak_rss_gib=peak_rss_gib(),
     )
     if device == "cuda":
         r["peak_cuda_gib"] = torch.cuda.max_memory_allocated() / 2**30
-    opt, rng, counted = warmstart.sft_optimizer(model.train(), cfg), random.Random(1000), []
+    opt = warmstart.sft_optimizer(model.train(), cfg)
+    rng = random.Random(1000)
+    counted = []  # tokens of each step: formats alternate per batch, so tokens/s over all of them
     wall, cpu, _, walls = timed(
         lambda: counted.append(warmstart.sft_step(model, opt, task, tok, cfg, rng, device)[1]),
-        # tokens/s over all steps: formats alternate per batch
         device,
         warmup,
         repeats,
     )
+    tokens = sum(counted[warmup:])
+    return dict(r, sft_s=wall, sft_cpu_s=cpu, sft_tok_per_s=tokens / sum(walls), load_after=load())
+
+
+def measure_sampling(model, tok, task, cfg, device, warmup, repeats):
+    """engine.generate alone, P prompts x G samples at the config's temperature."""
+    m = train.answers_per_rollout(cfg)
+    problems = task.problems("train", cfg["prompts_per_step"], random.Random(0))
+    prompts = [tok.encode(rollout_prompt(task, p, m)) for p in problems]
+    prompt, prompt_mask = pad_left(prompts, tok.eos, device)
+    generator = torch.Generator(device=device).manual_seed(0)
+    max_tokens = max_completion_tokens(task, m)
+    G = cfg["group_size"]
+
+    def sample():
+        settings = dict(temperature=cfg["temperature"], generator=generator)
+        return engine.generate(
+            model.eval(), prompt, prompt_mask, G, max_tokens, tok.eos, **settings
+        )
+
+    wall, cpu, out, _ = timed(sample, device, warmup, repeats)
     return dict(
-        r,
-        sft_s=wall,
-        sft_cpu_s=cpu,
-        sft_tok_per_s=sum(counted[warmup:]) / sum(walls),
-        load_after=load(),
+        sample_s=wall,
+        sample_cpu_s=cpu,
+        sample_tok_per_s=int(out["mask"].sum()) / wall,
+        prompt_tokens=prompt.size(1),
+        completion_tokens=out["tokens"].size(1),
     )
 
 
@@ -148,7 +170,9 @@ def time_warm_start(cfg, device, steps):
     checksum of the weights it ends with (equal checksums: two versions of the code trained the same
     warm start)."""
     # single_only -> step seconds
-    seconds, phase, real_step = {True: [], False: []}, [], warmstart.sft_step
+    seconds = {True: [], False: []}
+    phase = []  # single_only of every step so far
+    real_step = warmstart.sft_step
 
     # CUDA steps run ahead of the GPU as in warm_start: the wait is booked where a phase ends
     def settle():
@@ -197,11 +221,8 @@ def time_warm_start(cfg, device, steps):
 def step_times(path):
     """A run's timing.jsonl -> one line: its steps done and median seconds a step (finished or cut
     short)."""
-    rows = (
-        [json.loads(line) for line in Path(path).read_text().splitlines()]
-        if os.path.exists(path)
-        else []
-    )
+    lines = Path(path).read_text().splitlines() if os.path.exists(path) else []
+    rows = [json.loads(line) for line in lines]
     name = os.path.basename(os.path.dirname(path)) or path
     if not rows:
         return f"{name}: no steps timed"
@@ -235,37 +256,16 @@ def table(r):
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
-    parser.add_argument("--config", help="YAML file of overrides to train.py's DEFAULTS")
-    parser.add_argument(
-        "--set",
-        nargs="*",
-        action="extend",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override config keys",
-    )
+    description = __doc__.split("\n\n")[0].strip()
+    parser = config.settings_parser(description, train.DEFAULTS, [(train.__file__, "DEFAULTS")])
     parser.add_argument("--device", default="cpu", help="cpu | cuda | mps | auto (default cpu)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
-    parser.add_argument(
-        "--repeats", type=int, default=5, help="timed steps; medians are reported (default 5)"
-    )
-    parser.add_argument(
-        "--checkpoint", help="load these weights (a train.py checkpoint) instead of random ones"
-    )
-    parser.add_argument(
-        "--warm-start-steps",
-        type=int,
-        metavar="N",
-        help="instead: time the config's warm start "
-        "for N steps as a run builds it, per phase (single-answer, then mixed formats)",
-    )
-    parser.add_argument(
-        "--step-times",
-        nargs="+",
-        metavar="TIMING_JSONL",
-        help="instead: each run's steps and median seconds a step, from its timing.jsonl",
-    )
+    parser.add_argument("--repeats", type=int, default=5, help="timed steps; medians reported")
+    parser.add_argument("--checkpoint", help="a train.py checkpoint's weights, not random ones")
+    # instead: the warm start as a run builds it, N steps, per phase; or finished runs' step times
+    parser.add_argument("--warm-start-steps", type=int, metavar="N")
+    parser.add_argument("--step-times", nargs="+", metavar="TIMING_JSONL")
+    parser.add_argument("--naive", action="store_true", help="also without each trick of engine")
     parser.add_argument("--json", help="write every figure to this JSON file")
     return parser.parse_args(argv)
 
@@ -308,12 +308,12 @@ def main(argv=None):
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "gpu": torch.cuda.get_device_name() if device == "cuda" else None,
     }
-    m, task = train.answers_per_rollout(cfg), make_task(cfg["task"], **cfg["task_options"])
+    m = train.answers_per_rollout(cfg)
+    task = make_task(cfg["task"], **cfg["task_options"])
+    shape = f"P={cfg['prompts_per_step']} G={cfg['group_size']} m={m}"
     print(
-        f"bench: task={cfg['task']} algo={cfg['algo']} model={cfg['model']} "
-        f"P={cfg['prompts_per_step']} "
-        f"G={cfg['group_size']} m={m} max_new_tokens={m * task.max_answer_tokens + 1} "
-        f"kl_coef={cfg['kl_coef']} "
+        f"bench: task={cfg['task']} algo={cfg['algo']} model={cfg['model']} {shape} "
+        f"max_new_tokens={max_completion_tokens(task, m)} kl_coef={cfg['kl_coef']} "
         f"dtype={cfg['dtype']}\nmachine: {machine}; load average at start {load()}"
     )
     if args.warm_start_steps:
@@ -332,6 +332,10 @@ def main(argv=None):
             f"completions {r['completion_tokens']} tokens wide; medians of {args.repeats} after "
             f"{args.warmup} warm-up\n{table(r)}\nload: {r['load_before']} -> {r['load_after']}"
         )
+        for name in VARIANTS if args.naive else ():
+            with variant(name):
+                v = r[name] = measure(cfg, device, args.warmup, args.repeats, args.checkpoint)
+            print(f"{name}: sampling {v['sample_s']:.3f} s, RL step {v['step_s']:.3f} s")
         saved = {"warmup": args.warmup, "repeats": args.repeats, "results": r}
     if args.json:
         with open(args.json, "w") as f:

@@ -6,19 +6,16 @@ to OUT/gpu_check.json; exits 1 if any check failed. Needs a CUDA device; a few m
     python tools/gpu_check.py --device cpu     # a dry run of the script itself: CPU against CPU
 
 1. score: engine.score on CUDA against the same weights on the CPU, float32 with TF32 off:
-log-probs,
-   entropies and gradients; under bf16 autocast how far they move (bounded loosely).
+   log-probs, entropies and gradients; under bf16 autocast how far they move (bounded loosely).
 2. generate: engine.generate against model.generate on CUDA, same seed, TF32 off: the same tokens
-(as
-   tests/test_engine.py checks on the CPU); TF32 on too: the same tokens again on a rerun.
+   (as tests/test_engine.py checks on the CPU); TF32 on too: the same tokens again on a rerun.
 3. graph: the captured decode step (engine.generate_static) against engine.generate, TF32 off: the
    same tokens, and uncaptured too (which of the two a difference comes from); all three timed.
 4. sft: the warm start's update captured (warmstart.CapturedSFT) against warmstart.sft_step eagerly,
    TF32 off, from the same weights: the same losses and weights up to float rounding; both timed.
 5. train: train.py end to end on CUDA (configs/tiny.yaml): persona and code in float32, and the
-README's
-   GPU path (bf16, gpu preset, torch.compile); each must finish, log its device, leave a final.pt
-   the CPU loads.
+   README's GPU path (bf16, gpu preset, torch.compile); each must finish, log its device, leave a
+   final.pt the CPU loads.
 6. bench: tools/bench.py --device cuda at train.py's defaults, the gpu preset, and cuda_graph=false.
 Left out: multi-GPU torchrun (NCCL) and any learning-quality claim; tests/ runs separately.
 """
@@ -69,14 +66,9 @@ def score_batch(seed=1):
     ]
     p, pm = pad_left(prompts, tok.eos)
     p, pm = p.repeat_interleave(4, 0), pm.repeat_interleave(4, 0)
-    c, cm = pad_right(
-        [
-            torch.randint(0, 256, (int(n),), generator=g).tolist()
-            for n in torch.randint(1, 60, (32,), generator=g)
-        ],
-        tok.eos,
-    )
-    return p, pm, c, cm
+    lengths = torch.randint(1, 60, (32,), generator=g)
+    completions = [torch.randint(0, 256, (int(n),), generator=g).tolist() for n in lengths]
+    return (p, pm, *pad_right(completions, tok.eos))
 
 
 def scored(model, batch, bf16=False):
@@ -101,11 +93,12 @@ def seeded():
 
 def timed(fn, times):
     """fn() `times` times -> the mean seconds of one call, the device's queue included."""
-    torch.cuda.synchronize() if DEVICE == "cuda" else None
+    sync = torch.cuda.synchronize if DEVICE == "cuda" else lambda: None
+    sync()
     t0 = time.time()
     for _ in range(times):
         fn()
-    torch.cuda.synchronize() if DEVICE == "cuda" else None
+    sync()
     return round((time.time() - t0) / times, 5)
 
 
@@ -126,28 +119,18 @@ def check_score(results):
         batch = score_batch()
         reference = scored(cpu, batch)
         d = score_diffs(reference, scored(gpu, batch))
-        record(
-            results,
-            f"score float32 {preset} preset: CUDA = CPU",
-            d["max_logprob_diff"] < 1e-4
-            and d["max_entropy_diff"] < 1e-4
-            and d["grad_rel_diff"] < 1e-4,
-            **d,
-        )
+        same = max(d["max_logprob_diff"], d["max_entropy_diff"], d["grad_rel_diff"]) < 1e-4
+        record(results, f"score float32 {preset} preset: CUDA = CPU", same, **d)
         d = score_diffs(reference, scored(gpu, batch, bf16=True))
         # loose: a bug (a wrong mask, a cast in the wrong place) moves log-probs by whole nats
-        record(
-            results,
-            f"score bf16 autocast {preset} preset: near float32",
-            d["mean_logprob_diff"] < 0.05 and d["grad_rel_diff"] < 0.1,
-            **d,
-        )
+        near = d["mean_logprob_diff"] < 0.05 and d["grad_rel_diff"] < 0.1
+        record(results, f"score bf16 autocast {preset} preset: near float32", near, **d)
     set_tf32(True)
 
 
 def check_generate(results):
     """With TF32 on (as train.py runs on CUDA) the two samplers compute logits through different
-    matmul shapes, a little apart, and a uniform that close to a CDF step picks the neighbouring
+    matmul shapes, a little apart, and a uniform that close to a CDF step picks the neighboring
     token: reported."""
     gpu = model_pair("cpu")[1].eval()
     p, pm = pad_left(
@@ -162,14 +145,12 @@ def check_generate(results):
             )
             agree = float((fast["tokens"] == plain["tokens"]).float().mean())
             rerun = torch.equal(fast["tokens"], again["tokens"])
-            record(
-                results,
-                f"generate on CUDA, TF32 {'on' if tf32 else 'off'}, {sampling or 'temperature 1'}: "
-                + ("rerun = run" if tf32 else "fast = plain, rerun = run"),
-                rerun and (tf32 or agree == 1.0),
-                token_agreement=agree,
-                rerun_equal=rerun,
+            name = (
+                f"generate on CUDA, TF32 {'on' if tf32 else 'off'}, {sampling or 'temperature 1'}"
             )
+            name += ": rerun = run" if tf32 else ": fast = plain, rerun = run"
+            ok = rerun and (tf32 or agree == 1.0)
+            record(results, name, ok, token_agreement=agree, rerun_equal=rerun)
 
 
 def check_graph(results):
@@ -189,19 +170,11 @@ def check_graph(results):
             draw = functools.partial(sampler, gpu, p, pm, G, new, tok.eos)
             tokens[name] = draw(generator=seeded())["tokens"]
             seconds[name] = timed(lambda draw=draw: draw(generator=seeded()), 5)
-        agree, agree_eager = (
-            float((tokens["generate"] == tokens[k]).float().mean())
-            for k in ("generate_static", "generate_static eager")
-        )
-        record(
-            results,
-            f"generate_static captured ({preset} preset, {P}x{G} samples of {new}): the same "
-            "tokens",
-            agree == 1.0,
-            token_agreement=agree,
-            token_agreement_uncaptured=agree_eager,
-            **seconds,
-        )
+        agree = {k: float((tokens["generate"] == tokens[k]).float().mean()) for k in tokens}
+        details = dict(token_agreement=agree["generate_static"], **seconds)
+        details["token_agreement_uncaptured"] = agree["generate_static eager"]
+        name = f"generate_static captured ({preset} preset, {P}x{G} samples of {new}): same tokens"
+        record(results, name, agree["generate_static"] == 1.0, **details)
 
 
 def check_sft(results, steps=40):
@@ -213,35 +186,23 @@ def check_sft(results, steps=40):
     torch.manual_seed(0)
     models = {"eager": build_model(cfg, tok, DEVICE).train()}
     models["captured"] = copy.deepcopy(models["eager"])
-    capture, width = DEVICE == "cuda", max_completion_tokens(task, cfg["answers_per_rollout"])
-    losses, seconds, graph = {}, {}, None
+    capture = DEVICE == "cuda"
+    width = max_completion_tokens(task, cfg["answers_per_rollout"])
+    losses = {}
+    seconds = {}
+    graph = None
     for name, model in models.items():
         opt = warmstart.sft_optimizer(model, cfg, capturable=capture and name == "captured")
         if name == "captured":
-            graph = warmstart.CapturedSFT(
-                model,
-                opt,
-                cfg["sft_batch"],
-                cfg["block_size"] - width,
-                width,
-                tok.eos,
-                capture=capture,
-            )
-        rng, losses[name] = random.Random(1000), []
+            shape = (cfg["sft_batch"], cfg["block_size"] - width, width)
+            graph = warmstart.CapturedSFT(model, opt, *shape, tok.eos, capture=capture)
+        rng = random.Random(1000)
+        losses[name] = []
 
         # the formats alternate, single answers first
         def step(model=model, opt=opt, rng=rng, name=name, graph=graph):
-            loss, _ = warmstart.sft_step(
-                model,
-                opt,
-                task,
-                tok,
-                cfg,
-                rng,
-                DEVICE,
-                single_only=len(losses[name]) % 2 == 0,
-                graph=graph,
-            )
+            single = len(losses[name]) % 2 == 0
+            loss, _ = warmstart.sft_step(model, opt, task, tok, cfg, rng, DEVICE, single, graph)
             losses[name].append(loss.detach().clone())
 
         for _ in range(10):  # the warm-up and the capture
@@ -253,14 +214,9 @@ def check_sft(results, steps=40):
         float((a - b).detach().abs().max())
         for a, b in zip(models["eager"].parameters(), models["captured"].parameters())
     )
-    record(
-        results,
-        f"warm-start update captured (code, {steps} steps): the eager losses and weights",
-        loss_rel < 1e-3 and weight_diff < 1e-4 and graph.updates == steps,
-        loss_rel_diff=loss_rel,
-        weight_max_diff=weight_diff,
-        **seconds,
-    )
+    name = f"warm-start update captured (code, {steps} steps): the eager losses and weights"
+    ok = loss_rel < 1e-3 and weight_diff < 1e-4 and graph.updates == steps
+    record(results, name, ok, loss_rel_diff=loss_rel, weight_max_diff=weight_diff, **seconds)
 
 
 def run_script(*args):
@@ -270,51 +226,32 @@ def run_script(*args):
 
 
 def check_train(results, out):
-    runs = {
-        "persona float32": ["task=persona"],
-        "code float32": ["task=code"],
-        "persona bf16 gpu preset compile": [
-            "task=persona",
-            "dtype=bfloat16",
-            "model=gpu",
-            "compile=true",
-        ],
-    }
+    gpu_path = ["task=persona", "dtype=bfloat16", "model=gpu", "compile=true"]  # the README's
+    runs = {"persona float32": ["task=persona"], "code float32": ["task=code"]}
+    runs["persona bf16 gpu preset compile"] = gpu_path
     for name, extra in runs.items():
         run_dir = os.path.join(out, "runs", name.replace(" ", "_"))
         t0 = time.time()
-        proc = run_script(
-            "train.py",
-            "--config",
-            "configs/tiny.yaml",
-            "--set",
-            f"out_dir={run_dir}",
-            f"warmstart_dir={out}/warmstart",
-            f"device={DEVICE}",
-            *extra,
-        )
-        seconds, log_path = time.time() - t0, os.path.join(run_dir, "log.txt")
+        where = [f"out_dir={run_dir}", f"warmstart_dir={out}/warmstart", f"device={DEVICE}"]
+        proc = run_script("train.py", "--config", "configs/tiny.yaml", "--set", *where, *extra)
+        seconds = time.time() - t0
+        log_path = os.path.join(run_dir, "log.txt")
         log = Path(log_path).read_text() if os.path.exists(log_path) else ""
         loads = proc.returncode == 0 and all(
             q.device.type == "cpu" and torch.isfinite(q).all()
             for q in model_from_checkpoint(os.path.join(run_dir, "final.pt"))[0].parameters()
         )
-        record(
-            results,
-            f"train.py {name} on CUDA: finishes, final.pt loads on the CPU",
-            proc.returncode == 0 and f"device {DEVICE}" in log and loads,
-            seconds=round(seconds, 1),
-            last_log_line=(log.strip().splitlines() or [""])[-1],
-            stderr_tail=proc.stderr[-1500:],
-        )
+        last_line = (log.strip().splitlines() or [""])[-1]
+        details = dict(seconds=round(seconds, 1), last_log_line=last_line)
+        ok = proc.returncode == 0 and f"device {DEVICE}" in log and loads
+        check = f"train.py {name} on CUDA: finishes, final.pt loads on the CPU"
+        record(results, check, ok, **details, stderr_tail=proc.stderr[-1500:])
 
 
 def check_bench(results, out):
-    for name, extra in {
-        "defaults": [],
-        "gpu preset bf16": ["--set", "model=gpu"],
-        "no cuda_graph": ["--set", "cuda_graph=false"],
-    }.items():
+    runs = {"defaults": [], "gpu preset bf16": ["--set", "model=gpu"]}
+    runs["no cuda_graph"] = ["--set", "cuda_graph=false"]
+    for name, extra in runs.items():
         path = os.path.join(out, f"bench_{name.replace(' ', '_')}.json")
         proc = run_script(
             os.path.join("tools", "bench.py"), "--device", DEVICE, "--json", path, *extra
@@ -343,13 +280,8 @@ def main():
         "--out", default="out/gpu_check", help="folder for the runs and gpu_check.json"
     )
     parser.add_argument("--device", default="cuda", help="cuda (default); cpu dry-runs the script")
-    parser.add_argument(
-        "--skip",
-        nargs="*",
-        default=[],
-        metavar="CHECK",
-        choices=["score", "generate", "graph", "sft", "train", "bench"],
-    )
+    names = ["score", "generate", "graph", "sft", "train", "bench"]
+    parser.add_argument("--skip", nargs="*", default=[], metavar="CHECK", choices=names)
     args = parser.parse_args()
     global DEVICE
     DEVICE = args.device
@@ -358,17 +290,15 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     device_name = torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
     print(f"torch {torch.__version__}, {device_name}, CUDA {torch.version.cuda}", flush=True)
-    results, checks = (
-        [],
-        {
-            "score": check_score,
-            "generate": check_generate,
-            "graph": check_graph,
-            "sft": check_sft,
-            "train": functools.partial(check_train, out=args.out),
-            "bench": functools.partial(check_bench, out=args.out),
-        },
-    )
+    results = []
+    checks = {
+        "score": check_score,
+        "generate": check_generate,
+        "graph": check_graph,
+        "sft": check_sft,
+        "train": functools.partial(check_train, out=args.out),
+        "bench": functools.partial(check_bench, out=args.out),
+    }
     for check_name, check in checks.items():
         if check_name in args.skip:
             continue
