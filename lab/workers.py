@@ -29,7 +29,7 @@ import train
 import warmstart
 from config import pick_device
 from lab import oracle
-from model import Tokenizer
+from model import GPT, PRESETS, GPTConfig, Tokenizer
 from runfiles import model_from_checkpoint
 from tasks import make_task
 
@@ -202,19 +202,39 @@ EXPECTED_S = {
 # steps x prompts_per_step behind EXPECTED_S
 EXPECTED_STEPS = {"persona": 250 * 8, "code": 400 * 16}
 QUICK_SCALE = 0.04  # a --quick job takes about this share of its headline time
-# float32 matmuls without AVX-512: the default experiment took this many times as long
-AVX2_SCALE = 2.1
+# the fastest forward_seconds() on the 2-core VM EXPECTED_S was measured on (docs/SPEED.md)
+REFERENCE_FORWARD_S = 0.0127
+
+
+def forward_seconds(budget_s=1.0):
+    """The fastest of the calls that fit in `budget_s` seconds of one forward of the cpu preset
+    (16 rows of 48 tokens, one thread): how fast this machine runs the model the lab trains."""
+    with torch.random.fork_rng(devices=[]):  # the lab's own random draws stay as they were
+        model = GPT(GPTConfig(**PRESETS["cpu"])).eval()
+    idx = torch.randint(0, 256, (16, 48), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(idx, dtype=torch.bool)
+    positions = torch.arange(48).expand(16, -1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the lab's workers run
+    fastest = float("inf")
+    end = time.perf_counter() + budget_s
+    with torch.no_grad():
+        while time.perf_counter() < end:
+            t0 = time.perf_counter()
+            model(idx, mask, positions)
+            fastest = min(fastest, time.perf_counter() - t0)
+    torch.set_num_threads(threads)
+    return fastest
 
 
 def machine_scale():
     """(how many times EXPECTED_S a job takes on this CPU, a note saying why) before any job has
-    run."""
-    kernels = torch.backends.cpu.get_cpu_capability()
-    if "AVX512" in kernels:
-        return 1.0, f"times measured on a 2-core AVX-512 VM, and this CPU has {kernels} kernels"
-    return AVX2_SCALE, (
-        f"{AVX2_SCALE}x the times measured on a 2-core AVX-512 VM: this CPU has {kernels} kernels, "
-        f"as the 2-core AVX2 VM on which the default experiment took {AVX2_SCALE}x as long"
+    run: a second of the model's own forward here against the VM the times were measured on."""
+    seconds = forward_seconds()
+    scale = seconds / REFERENCE_FORWARD_S
+    return scale, (
+        f"{scale:.1f}x the times measured on a 2-core VM: a forward of the model takes "
+        f"{1000 * seconds:.1f} ms here, {1000 * REFERENCE_FORWARD_S:.1f} ms there"
     )
 
 
