@@ -27,9 +27,7 @@ MODULES = {
     os.path.splitext(os.path.basename(p))[0]: p for p in glob.glob(os.path.join(ROOT, "*.py"))
 }
 LAB = sorted(glob.glob(os.path.join(ROOT, "lab", "*.py")))
-SCRIPTS = sorted(
-    glob.glob(os.path.join(ROOT, "tools", "*.py")) + glob.glob(os.path.join(ROOT, "probes", "*.py"))
-)
+SCRIPTS = sorted(glob.glob(os.path.join(ROOT, "tools", "*.py")))
 TESTS = sorted(glob.glob(os.path.join(ROOT, "tests", "*.py")))
 
 
@@ -75,12 +73,8 @@ def test_no_project_module_is_imported_inside_a_function():
 
 
 def test_the_reference_never_imports_the_lab():
-    """One run needs nothing of lab/ (or of probes/ and tools/); the lab imports the reference."""
-    wrong = [
-        (name, path)
-        for name, path in MODULES.items()
-        if imports_of(path) & {"lab", "probes", "tools"}
-    ]
+    """One run needs nothing of lab/ (or of tools/); the lab imports the reference."""
+    wrong = [(name, path) for name, path in MODULES.items() if imports_of(path) & {"lab", "tools"}]
     assert not wrong, wrong
 
 
@@ -314,3 +308,32 @@ def test_the_tour_visits_the_files_in_the_readme_order():
     assert stops == [n for n in readme_order() if reading[n] == "1"] + [
         n for n in readme_order() if reading[n] == "2"
     ]
+
+
+def test_every_file_under_docs_is_referenced():
+    """Each file under docs/ is named by a document or a script of the tree (outside docs/figures):
+    the file itself or, below docs/figures/, a folder holding it (what a documented command
+    writes). A file no reader can reach goes; git history keeps it."""
+    sources = []
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "__")) and d != "out"]
+        if os.path.relpath(folder, ROOT).startswith(os.path.join("docs", "figures")):
+            continue
+        names = [f for f in files if f.endswith((".md", ".py", ".sh", ".yaml"))]
+        sources += [Path(folder, f).read_text(errors="replace") for f in names]
+    text = "\n".join(sources)
+
+    def named(relpath):
+        parts = relpath.split("/")
+        shortest = 3 if parts[1] == "figures" else len(parts)  # docs/figures/<folder> at least
+        prefixes = ["/".join(parts[:n]) for n in range(shortest, len(parts) + 1)]
+        written = prefixes + [p.removeprefix("docs/") for p in prefixes]
+        return any(re.search(re.escape(w) + r"(?![\w.-])", text) for w in written)
+
+    files = [
+        os.path.relpath(os.path.join(folder, f), ROOT).replace(os.sep, "/")
+        for folder, _, names in os.walk(os.path.join(ROOT, "docs"))
+        for f in names
+    ]
+    unnamed = sorted(f for f in files if not named(f))
+    assert not unnamed, f"{len(unnamed)} files under docs/ that nothing names: {unnamed[:10]}"
