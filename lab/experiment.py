@@ -45,7 +45,7 @@ import torch
 
 import search
 import train
-from config import ConfigError, parse_value, pick_device
+from config import ConfigError, parse_value, pick_device, settings_parser
 from lab import report, tables
 from lab.report import read_record, training_summary, update_record
 from lab.stored import (
@@ -500,7 +500,7 @@ def evaluation_settings(tasks, quick, overrides):
 def against_records(board_dir, out_dir, tasks, methods, seeds):
     """The board's records of the tasks and seeds run here and this run's; a method already on the
     board is this run's as its own row, "<method> (yours)", beside the board's -> (records, this
-    run's commits, the new rows' names)."""
+    run's commits and machines, the new rows' names)."""
     board = [
         r for r in report.load_records([board_dir]) if r["task"] in tasks and r["seed"] in seeds
     ]
@@ -512,8 +512,9 @@ def against_records(board_dir, out_dir, tasks, methods, seeds):
     ]
     for r in mine:
         r["method"] = f"{r['method']} (yours)" if r["method"] in on_board else r["method"]
-    commits = sorted({r.get("commit", "unknown") for r in mine})
-    return board + mine, commits, [f"{m} (yours)" if m in on_board else m for m in methods]
+    made = {"commits": sorted({r.get("commit", "unknown") for r in mine})}
+    made["machines"] = sorted({r.get("machine", "not recorded") for r in mine})
+    return board + mine, made, [f"{m} (yours)" if m in on_board else m for m in methods]
 
 
 def run_headline(
@@ -550,15 +551,13 @@ def run_headline(
         raise
     # the board's records of the tasks and seeds run here, so every interval pairs the same seeds
     if against:
-        records, commits, new_rows = against_records(
-            against, out_dir, headline.tasks, methods, seeds
-        )
+        records, made, new_rows = against_records(against, out_dir, headline.tasks, methods, seeds)
     else:
         records = report.load_records([out_dir])
     results = report.merge(records, TASKS)
     results.update(settings=settings, quick=quick, wall_s=round(time.time() - progress.t0, 1))
     if against:  # the new methods' rows beside the board's; the code is this run's
-        results.update(against=against, new_methods=new_rows, commits=commits)
+        results.update(against=against, new_methods=new_rows, **made)
     paths = tables.write_report(out_dir, results, tables.figure_samples(records))
     # against a board the comparison fits a screen; summary.md adds what it means
     table = tables.against_table(results, header=True) if against else []
@@ -570,16 +569,11 @@ def run_headline(
 
 
 def parser():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
-    p.add_argument(
-        "--set",
-        nargs="*",
-        action="extend",
-        default=[],
-        metavar="KEY=VALUE",
-        help="train.DEFAULTS keys applied to every run, evaluation and search keys included "
-        "(out_dir: the experiment's folder; overwrite=true: every run and result made again)",
-    )
+    # --set: train.DEFAULTS applied to every run (out_dir: the experiment's folder; overwrite=true:
+    # every run and result made again); --help lists them
+    description = __doc__.split("\n\n")[0].strip()
+    declared = [(train.__file__, "DEFAULTS")]
+    p = settings_parser(description, train.DEFAULTS, declared, config_file=False)
     p.add_argument("--quick", action="store_true", help="smoke-test size (numbers mean nothing)")
     p.add_argument("--ablations", action="store_true", help=f"also run {', '.join(ABLATIONS)}")
     p.add_argument("--tasks", nargs="*", metavar="TASK", help=f"only these (of {', '.join(TASKS)})")

@@ -7,8 +7,8 @@ an earlier commit and on the working tree, on this machine, and compares what th
 Compared byte for byte: every result file (results/*.json: pools, per-problem values, searches,
 training summaries), every run's metrics.jsonl, samples.jsonl and config.yaml, and the weights in
 every run's final.pt and every warm start. Left out, because they name the code or the clock, not
-the results: the commit and machine fields, a search's seconds, timing.jsonl and log.txt, and the
-hash in a warm start's file name (it follows the task's code, so it changes when that code moves).
+the results: the commit, machine and source fields, a search's seconds, timing.jsonl and log.txt,
+and the hash in a warm start's file name (it follows the code, so it changes when that code moves).
 A refactor that keeps every number passes this; a seed reproduces bit for bit only on one machine,
 so both sides run here. Needs git (the earlier commit is checked out in a temporary worktree).
 """
@@ -39,7 +39,9 @@ def quick_run(tree):
     runner = os.path.join("lab", "experiment.py")
     runner = runner if os.path.exists(os.path.join(tree, runner)) else "train.py"
     subprocess.run(
-        [sys.executable, runner, "--quick", "--set", f"out_dir={OUT}", "overwrite=true"],
+        # the warm starts beside the results on both sides, not in the shared cache
+        [sys.executable, runner, "--quick", "--set", f"out_dir={OUT}", "overwrite=true"]
+        + [f"warmstart_dir={OUT}/warmstart"],
         cwd=tree,
         env=env,
         check=True,
@@ -53,8 +55,9 @@ def comparable_text(path):
     text = Path(path).read_text()
     if path.endswith(".json"):
         record = json.loads(text)
-        for key in ("commit", "machine", "commits", "machines", "wall_s"):
+        for key in ("commit", "machine", "commits", "machines", "wall_s", "source"):
             record.pop(key, None)
+        record.get("pools", {}).pop("reward_vectors", None)  # a figure's copy of the pools
         for search in (record.get(kind, {}) for kind in ("search", "search_set")):
             search.pop("seconds", None), search.pop("sampling_seconds", None)
         text = json.dumps(record, sort_keys=True)

@@ -342,6 +342,10 @@ def against_table(results, header=False):
 IN_WORDS = {"yes": "better than", "no": "worse than", "within noise": "not distinguishable from"}
 
 
+def listed(names):
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+
+
 def against_meaning(results):
     """The table in words: per board and new method, which of the board's rows it beats, trails or
     cannot be told from; then what the words rest on."""
@@ -352,7 +356,7 @@ def against_meaning(results):
         for other, iv in zip(AGAINST, intervals):
             if iv:
                 by_verdict.setdefault(IN_WORDS[verdict(iv)], []).append(names[other])
-        parts = [f"{words} the board's {' and '.join(o)}" for words, o in by_verdict.items()]
+        parts = [f"{words} the board's {listed(o)}" for words, o in by_verdict.items()]
         lines.append(f"- {title}, {method}: " + ("; ".join(parts) or "not measured") + ".")
     return lines + [
         "",
