@@ -69,9 +69,8 @@ def distances(rows, source, blocked=()):
 
 
 def zone(rows, corner):
-    """The open cells within Manhattan distance 2 of a corner, less S, E and the centre."""
-    near = [(r, c) for r, c in cells(rows, ".GDLB") if abs(r - corner[0]) + abs(c - corner[1]) <= 2]
-    return [x for x in near if x != CENTRE]
+    """The open cells within Manhattan distance 2 of a corner, less S and E (the centre is far)."""
+    return [(r, c) for r, c in cells(rows, ".GDLB") if abs(r - corner[0]) + abs(c - corner[1]) <= 2]
 
 
 OPEN = ["." * SIZE] * SIZE  # AROUND: each cell's neighbours, walls or not (the frontier's)
@@ -247,23 +246,33 @@ def demonstrate(maze, rng, noise):
     raise AssertionError("unreachable: the generator keeps a lava-free route within the budget")
 
 
+def family(maze, path):
+    """A walk's family: the one corner zone it enters, else "bonus" if it passes the centre, else
+    "direct" (a walk through both zones, which cannot arrive, is no corner's)."""
+    corners = (("gold", maze.gold_corner), ("diamond", maze.diamond_corner))
+    hits = [k for k, x in corners if x and set(zone(maze.rows, x)) & set(path)]
+    return hits[0] if len(hits) == 1 else "bonus" if CENTRE in path else "direct"
+
+
 def route_families(problem, answers):
-    """The conflict as a number: the share of answers whose walk reaches the exit, enters the gold
-    corner's zone, the diamond corner's zone, the bonus cell (walks that stop short count too)."""
-    maze, shares = maze_of(problem), dict.fromkeys(["exit", "gold", "diamond", "bonus"], 0.0)
-    corners = (maze.gold_corner, maze.diamond_corner)
-    zones = [set(zone(maze.rows, x)) if x else set() for x in corners]
-    for answer in answers:
-        path, reached = walk(maze, answer)
-        bonus = any(maze.rows[r][c] == "B" for r, c in path)
-        for key, hit in zip(shares, [reached, zones[0] & set(path), zones[1] & set(path), bonus]):
-            shares[key] += bool(hit) / len(answers)
-    return shares
+    """The conflict as numbers: the share of answers that arrive, and of each family (walks that
+    stop short count too)."""
+    maze = maze_of(problem)
+    walks = [walk(maze, answer) for answer in answers]
+    names = [family(maze, path) for path, _ in walks]
+    shares = {k: names.count(k) / len(answers) for k in FAMILY_COLOURS}
+    return {"exit": sum(reached for _, reached in walks) / len(answers), **shares}
+
+
+# a walk's colour says its family: by the gold corner, the diamond corner, the bonus, or none
+MARK_NAMES = ["start", "exit", "gold", "diamond", "lava", "bonus"]  # S E G D L B
+MARK_COLOURS = ["green", "black", "gold", "deepskyblue", "red", "purple"]
+FAMILY_COLOURS = {"gold": "darkorange", "diamond": "royalblue", "bonus": "purple", "direct": "grey"}
 
 
 def draw_routes(ax, problem, answers):
     """The maze and the distinct walks of `answers` on a matplotlib axis: a line per walk, as wide
-    as the number of answers taking it; walks that never reach the exit faint and dashed."""
+    as the number of answers taking it, coloured by its family; walks that never arrive dashed."""
     maze = maze_of(problem)
     ax.imshow([[float(x == "#") for x in row] for row in maze.rows], cmap="Greys", vmax=1.4)
     walks = Counter()
@@ -274,10 +283,9 @@ def draw_routes(ax, problem, answers):
         shift = 0.06 * (i % 5 - 2)  # side by side: routes that share a corridor stay visible
         rows, cols = np.array(path).T + shift
         width = 1 + 5 * count / max(walks.values())
-        style = dict(alpha=0.7, linestyle="-") if reached else dict(alpha=0.3, linestyle="--")
-        ax.plot(cols, rows, color=f"C{i % 10}", linewidth=width, **style)
-    colours = ["green", "black", "gold", "deepskyblue", "red", "purple"]
-    for char, marker, colour in zip("SEGDLB", "^XoDs*", colours):  # on top of the routes
+        style = dict(alpha=0.75, linestyle="-") if reached else dict(alpha=0.3, linestyle="--")
+        ax.plot(cols, rows, color=FAMILY_COLOURS[family(maze, path)], linewidth=width, **style)
+    for char, marker, colour in zip("SEGDLB", "^XoDs*", MARK_COLOURS):  # on top of the routes
         for r, c in maze.find(char):
             ax.plot(c, r, marker=marker, color=colour, ms=8, mec="white", ls="none", zorder=3)
     ax.set(xticks=[], yticks=[])
@@ -287,16 +295,23 @@ def route_figure(path, problems, pools_by_method):
     """A PNG, a row per maze and a column per method: pools_by_method = {method: [answers of each
     problem]}, e.g. {"GRPO": [...], "VPO": [...]}."""
     from matplotlib.figure import Figure  # only the picture needs matplotlib; no display needed
+    from matplotlib.lines import Line2D
 
     methods = list(pools_by_method)
-    fig = Figure(figsize=(2.6 * len(methods), 2.6 * len(problems)))
+    fig = Figure(figsize=(2.6 * len(methods), 2.6 * len(problems) + 0.8))
     axes = fig.subplots(len(problems), len(methods), squeeze=False)
     for i, problem in enumerate(problems):
         for j, method in enumerate(methods):
-            draw_routes(axes[i][j], problem, pools_by_method[method][i])
+            answers = pools_by_method[method][i]
+            draw_routes(axes[i][j], problem, answers)
+            arrive = f"{route_families(problem, answers)['exit']:.0%} arrive"
+            axes[i][j].set_xlabel(f"{len(answers)} routes, {arrive}", fontsize=8)
             axes[0][j].set_title(method)
-        axes[i][0].set_ylabel(f"maze {problem}" if not isinstance(problem, Maze) else "maze")
-    fig.tight_layout()
+    marks = [Line2D([], [], marker=m, color=c, ls="none") for m, c in zip("^XoDs*", MARK_COLOURS)]
+    routes = [Line2D([], [], color=c, lw=3) for c in FAMILY_COLOURS.values()]
+    labels = MARK_NAMES + [f"via {k}" for k in FAMILY_COLOURS]
+    fig.legend(marks + routes, labels, loc="lower center", ncol=5, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.8 / fig.get_figheight(), 1, 1))
     fig.savefig(path, dpi=90)
     return path
 

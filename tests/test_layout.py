@@ -104,7 +104,7 @@ def test_the_line_budgets_hold():
     # lines as `ruff format --line-length 100` writes them (CI checks the formatting)
     reference = [p for name, p in MODULES.items() if name != "maze"]
     assert len(MODULES) <= 18 and python_lines(reference) <= 4300
-    assert "maze" not in MODULES or python_lines([MODULES["maze"]]) <= 350
+    assert "maze" not in MODULES or python_lines([MODULES["maze"]]) <= 370
     assert python_lines(LAB) <= 3000
     # all Python outside the tests, the maze task's file aside
     assert python_lines(reference + LAB + SCRIPTS) <= 8300

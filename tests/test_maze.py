@@ -197,7 +197,8 @@ def test_route_families_counts_the_corners_the_walks_enter():
     diamond = maze._route(m, [m.diamond_corner], rng, [])
     shares = maze.route_families(seed, [gold, diamond, ""])
     assert shares["exit"] == pytest.approx(2 / 3)
-    assert shares["gold"] >= 1 / 3 - 1e-9 and shares["diamond"] >= 1 / 3 - 1e-9
+    assert shares["gold"] == shares["diamond"] == shares["direct"] == pytest.approx(1 / 3)
+    assert sum(shares.values()) - shares["exit"] == pytest.approx(1)  # each walk one family
 
 
 # ---- hostile answers and the picture -----------------------------------------------------------
