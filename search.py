@@ -26,6 +26,7 @@ import torch
 from matplotlib.figure import Figure  # no pyplot: files only, on any machine, no display
 from matplotlib.ticker import MaxNLocator
 
+import maze
 from config import EVALUATION, resolve_evaluation, settings_parser
 from metrics import (
     best_at_k_curve,
@@ -432,8 +433,8 @@ def print_pools(rows, problems, seed, split="heldout"):
     if not passed:
         print(
             "\npass@k is 0 at every k: no answer passed every reward component (on the persona "
-            "tasks none can: each persona scores only its own letters, and a word has room for "
-            "only so many)"
+            "tasks none can: a word has room for only so many letters; nor on the maze: no route "
+            "passes both corners)"
         )
 
 
@@ -452,17 +453,18 @@ def report_run(run_dir, seed=12345):
     task = make_task(cfg["task"], **cfg["task_options"])
     problems = task.problems("heldout", cfg["eval_problems"], random.Random(seed))
     n = max(m, cfg["pool_n"] // m * m)
-    rows = [
-        (
-            name,
-            evaluate_checkpoint(path, problems, n, seed, cfg["heldout_weightings"], m=m, task=task)[
-                0
-            ],
+    pools = {
+        name: evaluate_checkpoint(
+            path, problems, n, seed, cfg["heldout_weightings"], m=m, task=task
         )
         for name, path in (("this run", final), (warm_label(m), saved["warm_start"]))
-    ]
+    }
+    rows = [(name, result) for name, (result, _, _) in pools.items()]
     print()
     print_pools(rows, len(problems), seed)
+    if cfg["task"] == "maze":  # the routes themselves: what a policy's answers do on the grid
+        drawn = {name: answers[:3] for name, (_, _, answers) in pools.items()}
+        maze.route_figure(os.path.join(run_dir, "routes.png"), problems[:3], drawn)
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         logged = [json.loads(line) for line in f]
     return run_figure(os.path.join(run_dir, "run.png"), cfg, logged, rows)
