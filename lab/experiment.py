@@ -187,11 +187,8 @@ class Headline:
                 self.first[(SHARED_WARMSTART[t] if SHARED_WARMSTART.get(t) in tasks else t, s)]
             )
         if self.board:  # a method's own keys may differ from the board's runs, nothing else
-            own = {
-                a: set(VARIANTS.get(a, (a, {}))[1])
-                | ({"prompts_per_step"} if a == "grpo_x3" else set())
-                for a in methods + ["grpo"]
-            }
+            own = {a: set(VARIANTS.get(a, (a, {}))[1]) for a in methods + ["grpo"]}
+            own["grpo_x3"] = {"prompts_per_step"}  # m times the prompts: its one difference
             check_against(self.board, against, self.configs, settings, own)
         # the working tree's code behind each row, and what it makes of the results on disk
         self.sources = row_sources()
@@ -501,15 +498,13 @@ def against_records(board_dir, out_dir, tasks, methods, seeds):
     """The board's records of the tasks and seeds run here and this run's; a method already on the
     board is this run's as its own row, "<method> (yours)", beside the board's -> (records, this
     run's commits and machines, the new rows' names)."""
-    board = [
-        r for r in report.load_records([board_dir]) if r["task"] in tasks and r["seed"] in seeds
-    ]
+
+    def here(r):
+        return r["task"] in tasks and r["seed"] in seeds
+
+    board = [r for r in report.load_records([board_dir]) if here(r)]
     on_board = {r["method"] for r in board}
-    mine = [
-        r
-        for r in report.load_records([out_dir])
-        if r["task"] in tasks and r["method"] in methods and r["seed"] in seeds
-    ]
+    mine = [r for r in report.load_records([out_dir]) if here(r) and r["method"] in methods]
     for r in mine:
         r["method"] = f"{r['method']} (yours)" if r["method"] in on_board else r["method"]
     made = {"commits": sorted({r.get("commit", "unknown") for r in mine})}

@@ -83,19 +83,11 @@ def _curves(ax, per_method, metric):
             continue
         values, spread = np.array(e[metric]), np.array(e[metric + "_spread"])
         style = "o-" if e["m"] > 1 or a == "warm_start" else "o--"
-        ax.plot(
-            e["ks"],
-            values,
-            style,
-            color=color(a),
-            label=a,
-            ms=3,
-            lw=2 if a in ("grpo", "vpo") else 1.2,
-        )
+        width = 2 if a in ("grpo", "vpo") else 1.2
+        ax.plot(e["ks"], values, style, color=color(a), label=a, ms=3, lw=width)
         if spread.any():
-            ax.fill_between(
-                e["ks"], values - spread / 2, values + spread / 2, color=color(a), alpha=0.15
-            )
+            low, high = values - spread / 2, values + spread / 2
+            ax.fill_between(e["ks"], low, high, color=color(a), alpha=0.15)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("k (answers)")
     ax.grid(alpha=0.3)
@@ -109,9 +101,8 @@ def best_at_k(out_dir, results):
         axes[row][0].set_title(f"{t}: best@k, fixed mean")
         _curves(axes[row][1], per_algo, "heldout_weight_best_at_k")
         axes[row][1].set_title(f"{t}: best@k, held-out weightings w.r")
-        axes[row][0].legend(
-            fontsize=7 if len(per_algo) < 8 else 6, ncol=1 if len(per_algo) < 8 else 2
-        )
+        many = len(per_algo) >= 8
+        axes[row][0].legend(fontsize=6 if many else 7, ncol=2 if many else 1)
     _mark(fig, results.get("quick"))
     return _save(fig, os.path.join(out_dir, "best_at_k.png"))
 
@@ -155,14 +146,8 @@ def reward_vectors(out_dir, results, samples, problems_shown=3):
                 order = np.lexsort(r.T[::-1])  # sort rows so that identical answers sit together
                 blocks.append(r[order])
                 blocks.append(np.full((1, r.shape[1]), np.nan))  # a gap between problems
-            image = ax.imshow(
-                np.concatenate(blocks[:-1]),
-                aspect="auto",
-                cmap="viridis",
-                vmin=0,
-                vmax=1,
-                interpolation="nearest",
-            )
+            shown = np.concatenate(blocks[:-1])
+            image = ax.imshow(shown, aspect="auto", vmin=0, vmax=1, interpolation="nearest")
             ax.set_title(f"{t}: {a}", fontsize=9)
             ax.set(xlabel="reward component", yticks=[])
         axes[row][0].set_ylabel(f"{problems_shown} problems x n answers")
@@ -178,11 +163,8 @@ def reward_vectors(out_dir, results, samples, problems_shown=3):
 
 def training(out_dir, results):
     tasks = results["tasks"]
-    panels = [
-        ("reward_scalar", "mean fixed reward"),
-        ("set_score", "set score E_w[max w.r]"),
-        ("entropy", "token entropy"),
-    ]
+    panels = [("reward_scalar", "mean fixed reward"), ("set_score", "set score E_w[max w.r]")]
+    panels.append(("entropy", "token entropy"))
     fig, axes = plt.subplots(
         len(tasks), len(panels), figsize=(4 * len(panels), 3 * len(tasks)), squeeze=False
     )
@@ -218,24 +200,12 @@ def evolution(out_dir, results):
             ev = e.get(name)
             if not ev:
                 continue
-            curve = ev["solved_curve"]
-            ax.plot(
-                range(1, len(curve) + 1),
-                curve,
-                style,
-                color=color(a),
-                lw=1.8,
-                label=f"{a}{what} ({ev['solved']}/{ev['searches']})",
-            )
+            curve, budget = ev["solved_curve"], range(1, len(ev["solved_curve"]) + 1)
+            label = f"{a}{what} ({ev['solved']}/{ev['searches']})"
+            ax.plot(budget, curve, style, color=color(a), lw=1.8, label=label)
             if name == "evolution" and "sampling_curve" in ev:
-                ax.plot(
-                    range(1, len(curve) + 1),
-                    ev["sampling_curve"],
-                    "--",
-                    color=color(a),
-                    lw=0.9,
-                    label=f"{a}, sampling ({ev.get('sampling_solved', 0)}/{ev['searches']})",
-                )
+                label = f"{a}, sampling ({ev.get('sampling_solved', 0)}/{ev['searches']})"
+                ax.plot(budget, ev["sampling_curve"], "--", color=color(a), lw=0.9, label=label)
     ax.set(xlabel="candidates evaluated", ylabel="fraction of searches solved")
     ax.set_title(
         "Evolutionary search vs same-budget sampling, hard held-out code problems", fontsize=9

@@ -21,18 +21,8 @@ from lab import oracle
 from metrics import paired_bootstrap_interval, rank_correlation_interval
 
 CURVES = ("best_at_k", "heldout_weight_best_at_k", "pass_at_k")
-SCALARS = (
-    "diversity",
-    "distinct_answers",
-    "pareto_fraction",
-    "entropy",
-    "wasted",
-    "nonzero_answers",
-    "tokens_generated",
-    "mean_scalar",
-    "set_score",
-    "valid",
-)
+SCALARS = ("diversity", "distinct_answers", "pareto_fraction", "entropy", "wasted")
+SCALARS += ("nonzero_answers", "tokens_generated", "mean_scalar", "set_score", "valid")
 
 
 # ---- The result files ----
@@ -53,11 +43,7 @@ def read_record(out_dir, task, method, seed):
 def update_record(out_dir, task, method, seed, **fields):
     """Merge fields into results/<task>-<method>-s<seed>.json (written whole, then renamed)."""
     path = record_path(out_dir, task, method, seed)
-    record = read_record(out_dir, task, method, seed) or {
-        "task": task,
-        "method": method,
-        "seed": seed,
-    }
+    record = read_record(out_dir, task, method, seed) or dict(task=task, method=method, seed=seed)
     record.update(fields)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".tmp", "w") as f:
@@ -84,21 +70,13 @@ def training_summary(rows):
     steps = [r for r in rows if r["kind"] == "train"]
     keys = ("reward_scalar", "set_score", "entropy", "distinct_first_answers", "valid_answers")
     every = max(1, len(steps) // 100)
+    logged = [k for k in ("step",) + keys if steps and k in steps[0]]
+    heldout = [evals[0]["heldout_scalar"], evals[-1]["heldout_scalar"]] if evals else []
     return {
-        "heldout_scalar": [evals[0]["heldout_scalar"], evals[-1]["heldout_scalar"]]
-        if evals
-        else [],
-        "first10": {
-            k: float(np.mean([r[k] for r in steps[:10]])) for k in keys if steps and k in steps[0]
-        },
-        "last10": {
-            k: float(np.mean([r[k] for r in steps[-10:]])) for k in keys if steps and k in steps[0]
-        },
-        "curve": {
-            k: [round(r[k], 4) for r in steps[::every]]
-            for k in ("step",) + keys
-            if steps and k in steps[0]
-        },
+        "heldout_scalar": heldout,
+        "first10": {k: float(np.mean([r[k] for r in steps[:10]])) for k in logged[1:]},
+        "last10": {k: float(np.mean([r[k] for r in steps[-10:]])) for k in logged[1:]},
+        "curve": {k: [round(r[k], 4) for r in steps[::every]] for k in logged},
     }
 
 
@@ -113,15 +91,11 @@ def merge(records, task_order=()):
         "machines": sorted({r.get("machine", "not recorded") for r in records}),
     }
     tasks = {t: i for i, t in enumerate(task_order)}
-    for r in sorted(
-        records,
-        key=lambda r: (
-            tasks.get(r["task"], len(tasks)),
-            r["task"],
-            r["method"] != "warm_start",
-            r["seed"],
-        ),
-    ):
+
+    def order(r):
+        return tasks.get(r["task"], len(tasks)), r["task"], r["method"] != "warm_start", r["seed"]
+
+    for r in sorted(records, key=order):
         results["tasks"].setdefault(r["task"], {}).setdefault(r["method"], []).append(r)
     for per_method in results["tasks"].values():
         for method, rows in per_method.items():
@@ -161,11 +135,7 @@ def add_gap_closed(per_method):
         return
     opt = per_method["optimum"]
     best = {
-        seed: {
-            "mean_scalar": opt["mean_scalar_per_seed"][i],
-            "set_score": opt["set_score_per_seed"][i],
-            "pass_at_k": opt["pass_at_k_per_seed"][i],
-        }
+        seed: {k: opt[k + "_per_seed"][i] for k in ("mean_scalar", "set_score", "pass_at_k")}
         for i, seed in enumerate(opt["seeds"])
     }
     for method, entry in per_method.items():
@@ -182,13 +152,8 @@ def add_gap_closed(per_method):
             per_seed["objective"].append(
                 oracle.gap_closed(value, warm[own + "_per_seed"][j], best[seed][own])
             )
-            per_seed["pass"].append(
-                oracle.gap_closed(
-                    entry["pass_at_k_per_seed"][i][-1],
-                    warm["pass_at_k_per_seed"][j][-1],
-                    best[seed]["pass_at_k"][-1],
-                )
-            )
+            passed = entry["pass_at_k_per_seed"][i][-1], warm["pass_at_k_per_seed"][j][-1]
+            per_seed["pass"].append(oracle.gap_closed(*passed, best[seed]["pass_at_k"][-1]))
         if per_seed["objective"]:
             entry["gap_closed"] = {
                 "objective_name": own,
@@ -209,24 +174,19 @@ def merge_searches(seeded):
         "solved_per_seed": [s["solved"] for s in searches],
         "solved_problems": [f"s{seed}:{p}" for seed, s in seeded for p in s["solved_problems"]],
     }
-    # which of the searched problems each seed solved, in the searched order: what a paired interval
-    # needs
+    # which of the searched problems each seed solved, in the searched order: a paired interval's
     if all("problems" in s.get("key", {}) for s in searches):
-        out["per_problem"] = {
-            seed: (
-                s["key"]["problems"],
-                [int(p in s["solved_problems"]) for p in s["key"]["problems"]],
-            )
-            for seed, s in seeded
-        }
+        out["per_problem"] = {}
+        for seed, s in seeded:
+            problems = s["key"]["problems"]
+            out["per_problem"][seed] = problems, [int(p in s["solved_problems"]) for p in problems]
     if all("sampling_solved" in s for s in searches):
         out["sampling_solved"] = sum(s["sampling_solved"] for s in searches)
     weights = np.array([s["searches"] for s in searches], dtype=float)
     for curve in ("solved_curve", "sampling_curve"):
         if all(curve in s for s in searches):
-            out[curve] = (
-                np.array([s[curve] for s in searches]).T @ weights / weights.sum()
-            ).tolist()
+            curves = np.array([s[curve] for s in searches]).T
+            out[curve] = (curves @ weights / weights.sum()).tolist()
     if all("mutations" in s for s in searches):
         out["mutations"] = {
             c: sum(s["mutations"][c] for s in searches) for c in ("children", "invalid", "improved")
@@ -246,9 +206,8 @@ def solved_only(a, b):
 def paired(results, task, a, b, key):
     """(mean difference a - b, low, high) of a per-problem value (key: "best", "pass", ...) at the
     largest k, paired on the seeds both have; None when either method is missing."""
-    pa, pb = (
-        results["tasks"].get(task, {}).get(method, {}).get("per_problem") for method in (a, b)
-    )
+    per_method = results["tasks"].get(task, {})
+    pa, pb = (per_method.get(method, {}).get("per_problem") for method in (a, b))
     seeds = [s for s in pa if s in pb] if pa and pb else []
     if not seeds:
         return None
@@ -258,19 +217,15 @@ def paired(results, task, a, b, key):
 
 
 # One rule for every verdict: a 95% interval decides, never a point estimate. A claim that a method
-# has
-# MORE of something (best@k, pass@k, diversity, search solved) is "yes" when the interval's low end
-# is
-# above zero, "no" when its high end is below zero, else "within noise". A claim of NO GAIN (the
-# collinear
-# control) is "yes" only when the whole interval lies inside +-NO_GAIN_MARGIN, declared before any
-# run.
+# has MORE of something (best@k, pass@k, diversity, search solved) is "yes" when the interval's low
+# end is above zero, "no" when its high end is below zero, else "within noise". A claim of NO GAIN
+# (the collinear control) is "yes" only when the whole interval lies inside +-NO_GAIN_MARGIN,
+# declared before any run.
 NO_GAIN_MARGIN = 0.02
 
 # A method "did not train" when its rollouts' valid answers stayed below this share over its last 10
 # RL steps on some seed: nearly every reward and advantage is zero, its checkpoint its warm start;
-# it is
-# shown apart, not ranked beside methods that trained.
+# it is shown apart, not ranked beside methods that trained.
 DID_NOT_TRAIN_VALID = 0.05
 UNTRAINED = " (did not train)"  # appended to such a method's name in tables and figures
 
@@ -433,21 +388,13 @@ def claim_search(results):
             for name, s in searches.items()
         )
     ]
-    # VPO writing one or its m children per call vs GRPO; then the pair RL also trained on parent
-    # prompts
-    pairs = [
-        ("vpo", "grpo"),
-        ("vpo" + SET_SEARCH_SUFFIX, "grpo"),
-        ("vpo_mutation", "grpo_mutation"),
-    ]
-    for name, other in pairs:
+    # VPO writing one or its m children per call vs GRPO; then the pair RL also trained on parents
+    pairs = [("vpo", "grpo"), ("vpo" + SET_SEARCH_SUFFIX, "grpo")]
+    for name, other in pairs + [("vpo_mutation", "grpo_mutation")]:
         if name in searches and other in searches:
             a, g = searches[name], searches[other]
-            iv = (
-                paired_search(a["per_problem"], g["per_problem"])
-                if "per_problem" in a and "per_problem" in g
-                else None
-            )
+            both = "per_problem" in a and "per_problem" in g
+            iv = paired_search(a["per_problem"], g["per_problem"]) if both else None
             only_a, only_g = solved_only(a, g)
             out.append(
                 f"{name} - {other}, share solved {fmt_interval(iv) if iv else '(not paired)'}: "
@@ -548,31 +495,22 @@ def search_points(results):
     points = []
     for method, e in results["tasks"].get("code", {}).items():
         ev = e.get("evolution", {})
-        if (
-            method in ("warm_start", "warm_start_m3", "optimum")
-            or method.endswith("_mutation")
-            or did_not_train(e)
-            or "mutations_per_seed" not in ev
-            or "per_problem" not in ev
-        ):
+        untrained = method in ("warm_start", "warm_start_m3", "optimum") or did_not_train(e)
+        searched = "mutations_per_seed" in ev and "per_problem" in ev
+        if untrained or method.endswith("_mutation") or not searched:
             continue
         for i, seed in enumerate(e["seeds"]):
             mutations = ev["mutations_per_seed"][i]
             children = max(1, mutations["children"])
-            points.append(
-                (
-                    method,
-                    seed,
-                    {
-                        "solved": float(np.mean(ev["per_problem"][seed][1])),
-                        "diversity": e["diversity_per_seed"][i],
-                        "distinct_answers": e["distinct_answers_per_seed"][i],
-                        "best": e["best_at_k_per_seed"][i][-1],
-                        "invalid": mutations["invalid"] / children,
-                        "improved": mutations["improved"] / children,
-                    },
-                )
-            )
+            point = {
+                "solved": float(np.mean(ev["per_problem"][seed][1])),
+                "diversity": e["diversity_per_seed"][i],
+                "distinct_answers": e["distinct_answers_per_seed"][i],
+                "best": e["best_at_k_per_seed"][i][-1],
+                "invalid": mutations["invalid"] / children,
+                "improved": mutations["improved"] / children,
+            }
+            points.append((method, seed, point))
     return points
 
 

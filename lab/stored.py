@@ -129,14 +129,9 @@ def keep_by_source(path, made_by, now):
 
 
 def result_key(cfg, settings, keys):
-    return {
-        "run": {
-            k: v
-            for k, v in sorted(cfg.items())
-            if k not in RESULT_NEUTRAL_KEYS + EVAL_KEYS + ("warmstart_dir",)
-        },
-        "settings": {k: settings[k] for k in keys},
-    }
+    neutral = RESULT_NEUTRAL_KEYS + EVAL_KEYS + ("warmstart_dir",)
+    run = {k: v for k, v in sorted(cfg.items()) if k not in neutral}
+    return {"run": run, "settings": {k: settings[k] for k in keys}}
 
 
 def with_defaults(run_settings):
@@ -153,15 +148,10 @@ def same_key(stored, key):
     default."""
     if not isinstance(stored, dict) or not isinstance(stored.get("run"), dict):
         return False
-    settings = {
-        k: v
-        for k, v in stored.get("settings", {}).items()
-        if RETIRED_SETTINGS.get(k, object()) != v
-    }
-    return {**stored, "run": with_defaults(stored["run"]), "settings": settings} == {
-        **key,
-        "run": with_defaults(key["run"]),
-    }
+    kept = stored.get("settings", {}).items()
+    settings = {k: v for k, v in kept if RETIRED_SETTINGS.get(k, object()) != v}
+    ours = {**key, "run": with_defaults(key["run"])}
+    return {**stored, "run": with_defaults(stored["run"]), "settings": settings} == ours
 
 
 # ---- A committed board to compare against ----
@@ -201,23 +191,17 @@ def check_against(board, board_dir, configs, settings, method_keys):
         theirs, ours = ref["pools"]["key"]["run"], result_key(cfg, settings, POOL_KEYS)["run"]
         theirs, ours = with_defaults(theirs), with_defaults(ours)
         mine = method_keys[method] | method_keys["grpo"] | {"algo", "warmstart_from"}
-        for key in sorted(
-            k
-            for k in train.DEFAULTS
-            if k not in mine
-            and k not in RESULT_NEUTRAL_KEYS + EVAL_KEYS
-            and theirs.get(k) != ours.get(k)
-        ):
+        mine |= set(RESULT_NEUTRAL_KEYS + EVAL_KEYS)
+        differ = [k for k in train.DEFAULTS if k not in mine and theirs.get(k) != ours.get(k)]
+        for key in sorted(differ):
             raise ConfigError(
                 f"--against {board_dir}: {task} seed {seed}: '{key}' is {ours[key]!r} here and "
                 f"{theirs[key]!r} on the board; compare with the board's settings"
             )
         # the pools' problems, drawn as workers.pools_job draws them
         task_code = make_task(cfg["task"], **cfg["task_options"])
-        if [
-            repr(p)
-            for p in task_code.problems("heldout", settings["pool_problems"], random.Random(seed))
-        ] != ref["pools"]["problems"]:
+        drawn = task_code.problems("heldout", settings["pool_problems"], random.Random(seed))
+        if [repr(p) for p in drawn] != ref["pools"]["problems"]:
             raise ConfigError(
                 f"--against {board_dir}: {task} seed {seed}: the held-out problems differ from the "
                 f"board's (the task's code changed since the board was made)"

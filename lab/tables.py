@@ -171,22 +171,15 @@ def leaderboard_table(results):
     """Every board's methods ranked, with their differences from VPO and GRPO and 95% intervals (a
     gap whose interval holds 0 is not a gap); methods that did not train last, unranked."""
     lines = []
+    head = ["", "| method | mean (per seed) | - VPO [95%] | - GRPO [95%] |", "|---|---|---|---|"]
     for title, rows in leaderboards(results):
-        lines += [
-            f"#### {title}, ranked",
-            "",
-            "| method | mean (per seed) | - VPO [95%] | - GRPO [95%] |",
-            "|---|---|---|---|",
-        ]
-        for method, values, vs_vpo, vs_grpo in sorted(
+        lines += [f"#### {title}, ranked", *head]
+        for method, values, *intervals in sorted(
             rows, key=lambda r: (r[0].endswith(UNTRAINED), -np.mean(r[1]))
         ):
-            cells = [fmt_interval(iv) if iv else "" for iv in (vs_vpo, vs_grpo)]
-            lines.append(
-                f"| {method} | {np.mean(values):.3f} ({' '.join(f'{v:.3f}' for v in values)}) | "
-                + " | ".join(cells)
-                + " |"
-            )
+            cells = " | ".join(fmt_interval(iv) if iv else "" for iv in intervals)
+            per_seed = " ".join(f"{v:.3f}" for v in values)
+            lines.append(f"| {method} | {np.mean(values):.3f} ({per_seed}) | {cells} |")
         lines.append("")
     return lines
 
@@ -209,9 +202,8 @@ def mutation_table(results):
     ]
     for a, mu in rows:
         n = max(1, mu["children"])
-        lines.append(
-            f"| {a} | {mu['children']} | {mu['invalid'] / n:.2f} | {mu['improved'] / n:.3f} |"
-        )
+        shares = f"{mu['invalid'] / n:.2f} | {mu['improved'] / n:.3f}"
+        lines.append(f"| {a} | {mu['children']} | {shares} |")
     return lines + [""]
 
 
@@ -229,22 +221,18 @@ def training_table(results):
         "| task | method | held-out scalar | token entropy | distinct first answers | set score |",
         "|---|---|---|---|---|---|",
     ]
+
+    def change(pairs):  # [(first, last) of each seed] -> "first / first -> last / last"
+        return " -> ".join(" / ".join(f"{v:.2f}" for v in ends) for ends in zip(*pairs))
+
     for t, per_method in results["tasks"].items():
         for a, e in per_method.items():
             runs = [r for r in e.get("training", []) if r.get("first10")]
             if not runs:
                 continue
-            cells = [
-                " / ".join(f"{r['heldout_scalar'][0]:.2f}" for r in runs)
-                + " -> "
-                + " / ".join(f"{r['heldout_scalar'][1]:.2f}" for r in runs)
-            ]
+            cells = [change([r["heldout_scalar"] for r in runs])]
             for k in ("entropy", "distinct_first_answers", "set_score"):
-                cells.append(
-                    " / ".join(f"{r['first10'][k]:.2f}" for r in runs)
-                    + " -> "
-                    + " / ".join(f"{r['last10'][k]:.2f}" for r in runs)
-                )
+                cells.append(change([(r["first10"][k], r["last10"][k]) for r in runs]))
             lines.append(f"| {t} | {a} | " + " | ".join(cells) + " |")
     return lines
 
