@@ -1,6 +1,6 @@
 """
 The maze task (the VPO paper's grid world): walk from S to the exit E within a step budget, past
-gold (one corner), diamonds (the opposite one), the bonus B (the centre), off lava. The reward
+gold (one corner), diamonds (the opposite one), the bonus B (the center), off lava. The reward
 [completion, gold, diamond, avoid_lava] in [0,1]^4 is zero unless the route arrives; g = (gold
 share)^2, d likewise, a = (1 - lava share)^2, each x1.5 (clipped to 1) once B is visited. A problem
 is a seed; `generate` keeps a maze only if no route within the budget (the longer corner route + 7)
@@ -20,7 +20,7 @@ import numpy as np
 
 from rewards import checked_weights, format_goal, heldout, weighted_sum
 
-SIZE, CENTRE = 9, (4, 4)
+SIZE, CENTER = 9, (4, 4)
 MOVES = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 # the generator rejects longer budgets (rare): prompt, goal and 3 answers then fit 224 tokens
 MAX_BUDGET = 37
@@ -69,7 +69,7 @@ def distances(rows, source, blocked=()):
 
 
 def zone(rows, corner):
-    """The open cells within Manhattan distance 2 of a corner, less S and E (the centre is far)."""
+    """The open cells within Manhattan distance 2 of a corner, less S and E (the center is far)."""
     return [(r, c) for r, c in cells(rows, ".GDLB") if abs(r - corner[0]) + abs(c - corner[1]) <= 2]
 
 
@@ -104,13 +104,13 @@ def generate(seed):
     corners = [(0, n - start[1]), (n, n - end[1])]
     rng.shuffle(corners)
     gold, diamond = corners
-    for (r, c), char in zip((start, end, gold, diamond, CENTRE), "SE..B"):
+    for (r, c), char in zip((start, end, gold, diamond, CENTER), "SE..B"):
         grid[r][c] = char
     pairs = {(x, y): n for x in (start, gold, diamond) for y, n in distances(grid, x).items()}
     d = defaultdict(lambda: FAR, pairs)  # FAR: cut off
     budget = max(d[start, x] + d[x, end] for x in corners) + 7
     both = min(d[start, x] + d[x, y] + d[y, end] for x, y in (corners, corners[::-1]))
-    if budget > MAX_BUDGET or both <= budget or d[start, CENTRE] >= FAR:
+    if budget > MAX_BUDGET or both <= budget or d[start, CENTER] >= FAR:
         return None
     zones = [zone(grid, x) for x in corners]
     if min(len(z) for z in zones) < 3:
@@ -231,7 +231,7 @@ def demonstrate(maze, rng, noise):
     straight lava-free route, fits in every maze the generator keeps."""
     family = rng.choice(["gold", "diamond", "bonus", "straight"])
     corner = {"gold": maze.gold_corner, "diamond": maze.diamond_corner}.get(family)
-    plan = [corner or CENTRE] if family != "straight" else []
+    plan = [corner or CENTER] if family != "straight" else []
     plans, lava, at = [plan], maze.find("L"), rng.randint(0, len(plan))
     if rng.random() < noise:
         flaw = rng.choice([rng.choice(maze.find(".GDLB")), rng.randint(2, 4)])  # an int: a wander
@@ -247,11 +247,11 @@ def demonstrate(maze, rng, noise):
 
 
 def family(maze, path):
-    """A walk's family: the one corner zone it enters, else "bonus" if it passes the centre, else
+    """A walk's family: the one corner zone it enters, else "bonus" if it passes the center, else
     "direct" (a walk through both zones, which cannot arrive, is no corner's)."""
     corners = (("gold", maze.gold_corner), ("diamond", maze.diamond_corner))
     hits = [k for k, x in corners if x and set(zone(maze.rows, x)) & set(path)]
-    return hits[0] if len(hits) == 1 else "bonus" if CENTRE in path else "direct"
+    return hits[0] if len(hits) == 1 else "bonus" if CENTER in path else "direct"
 
 
 def route_families(problem, answers):
@@ -260,19 +260,19 @@ def route_families(problem, answers):
     maze = maze_of(problem)
     walks = [walk(maze, answer) for answer in answers]
     names = [family(maze, path) for path, _ in walks]
-    shares = {k: names.count(k) / len(answers) for k in FAMILY_COLOURS}
+    shares = {k: names.count(k) / len(answers) for k in FAMILY_COLORS}
     return {"exit": sum(reached for _, reached in walks) / len(answers), **shares}
 
 
-# a walk's colour says its family: by the gold corner, the diamond corner, the bonus, or none
+# a walk's color says its family: by the gold corner, the diamond corner, the bonus, or none
 MARK_NAMES = ["start", "exit", "gold", "diamond", "lava", "bonus"]  # S E G D L B
-MARK_COLOURS = ["green", "black", "gold", "deepskyblue", "red", "purple"]
-FAMILY_COLOURS = {"gold": "darkorange", "diamond": "royalblue", "bonus": "purple", "direct": "grey"}
+MARK_COLORS = ["green", "black", "gold", "deepskyblue", "red", "purple"]
+FAMILY_COLORS = {"gold": "darkorange", "diamond": "royalblue", "bonus": "purple", "direct": "grey"}
 
 
 def draw_routes(ax, problem, answers):
     """The maze and the distinct walks of `answers` on a matplotlib axis: a line per walk, as wide
-    as the number of answers taking it, coloured by its family; walks that never arrive dashed."""
+    as the number of answers taking it, colored by its family; walks that never arrive dashed."""
     maze = maze_of(problem)
     ax.imshow([[float(x == "#") for x in row] for row in maze.rows], cmap="Greys", vmax=1.4)
     walks = Counter()
@@ -284,10 +284,10 @@ def draw_routes(ax, problem, answers):
         rows, cols = np.array(path).T + shift
         width = 1 + 5 * count / max(walks.values())
         style = dict(alpha=0.75, linestyle="-") if reached else dict(alpha=0.3, linestyle="--")
-        ax.plot(cols, rows, color=FAMILY_COLOURS[family(maze, path)], linewidth=width, **style)
-    for char, marker, colour in zip("SEGDLB", "^XoDs*", MARK_COLOURS):  # on top of the routes
+        ax.plot(cols, rows, color=FAMILY_COLORS[family(maze, path)], linewidth=width, **style)
+    for char, marker, color in zip("SEGDLB", "^XoDs*", MARK_COLORS):  # on top of the routes
         for r, c in maze.find(char):
-            ax.plot(c, r, marker=marker, color=colour, ms=8, mec="white", ls="none", zorder=3)
+            ax.plot(c, r, marker=marker, color=color, ms=8, mec="white", ls="none", zorder=3)
     ax.set(xticks=[], yticks=[])
 
 
@@ -307,9 +307,9 @@ def route_figure(path, problems, pools_by_method):
             arrive = f"{route_families(problem, answers)['exit']:.0%} arrive"
             axes[i][j].set_xlabel(f"{len(answers)} routes, {arrive}", fontsize=8)
             axes[0][j].set_title(method)
-    marks = [Line2D([], [], marker=m, color=c, ls="none") for m, c in zip("^XoDs*", MARK_COLOURS)]
-    routes = [Line2D([], [], color=c, lw=3) for c in FAMILY_COLOURS.values()]
-    labels = MARK_NAMES + [f"via {k}" for k in FAMILY_COLOURS]
+    marks = [Line2D([], [], marker=m, color=c, ls="none") for m, c in zip("^XoDs*", MARK_COLORS)]
+    routes = [Line2D([], [], color=c, lw=3) for c in FAMILY_COLORS.values()]
+    labels = MARK_NAMES + [f"via {k}" for k in FAMILY_COLORS]
     fig.legend(marks + routes, labels, loc="lower center", ncol=5, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.8 / fig.get_figheight(), 1, 1))
     fig.savefig(path, dpi=90)

@@ -26,7 +26,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 import maze  # noqa: E402
 
-# One colour per method, the same in every figure (tab20's twenty, then dark extras for new
+# One color per method, the same in every figure (tab20's twenty, then dark extras for new
 # methods);
 # a method run against a board ("vpo (yours)") is magenta, the optimum black.
 COLORS = {
@@ -57,7 +57,7 @@ SMOKE = "SMOKE TEST (--quick): the numbers mean nothing"
 
 
 def color(method):
-    """The method's colour: its own, magenta for a row run against a board, else a stable extra
+    """The method's color: its own, magenta for a row run against a board, else a stable extra
     one."""
     if method.endswith("(yours)") or " (yours)" in method:
         return "magenta"
@@ -255,7 +255,7 @@ def leaderboard_figure(rows, path, columns=3, smoke=False):
 
 def search_drivers_figure(points, path, smoke=False):
     """points [(method, seed, {"solved", "diversity", "invalid", ...})] -> a PNG at path: a dot per
-    method (mean over seeds), solved against diversity, coloured by its invalid children: diversity
+    method (mean over seeds), solved against diversity, colored by its invalid children: diversity
     or mutation skill?"""
     methods = sorted({m for m, _, _ in points})
     mean = {

@@ -40,7 +40,7 @@ def summary_markdown(results):
         lines += task_table(task, per_method, multi=len(results["seeds"]) > 1)
     lines += maze_table(results, multi=len(results["seeds"]) > 1)
     lines.append(
-        "best@k: fixed scalarisation (mean of components); w-best@k: averaged over held-out "
+        "best@k: fixed scalarization (mean of components); w-best@k: averaged over held-out "
         "random weightings; ± is half the spread (max - min) over seeds; diversity: mean pairwise "
         "L1 between the pool's reward vectors, every answer scored as written; distinct: distinct "
         "answers in a pool; wasted: share of a pool's answers that repeat an earlier answer of "

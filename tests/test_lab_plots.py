@@ -21,12 +21,12 @@ def test_leaderboard_figure_writes_a_png_and_ranks_by_mean(tmp_path):
     assert order["persona"] == methods[::-1]
 
 
-def test_every_method_has_its_own_colour_in_every_figure():
+def test_every_method_has_its_own_color_in_every_figure():
     known = list(plots.COLORS)
     shades = [plots.color(m) for m in known] + [plots.color("vpo (yours)")]
-    # no two methods share a colour (the warm starts and optimum included)
+    # no two methods share a color (the warm starts and optimum included)
     assert len(set(shades)) == len(shades)
-    # a method's search row keeps its colour
+    # a method's search row keeps its color
     assert plots.color("vpo (m per call)") == plots.color("vpo")
     assert plots.color("my_new_method") == plots.color("my_new_method") and plots.color(
         "my_new_method"
@@ -82,12 +82,12 @@ def test_a_figure_with_nothing_to_draw_leaves_no_earlier_one_behind(tmp_path):
     assert not (tmp_path / "reward_vectors.png").exists() and len(paths) == 2
 
 
-def test_the_reward_vectors_carry_their_colour_scale(tmp_path, monkeypatch):
+def test_the_reward_vectors_carry_their_color_scale(tmp_path, monkeypatch):
     figures = []
     save = plots._save
     monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or save(fig, path))
     rng = np.random.default_rng(0)
     samples = {("persona", a, 0): rng.random((3, 6, 4)) for a in ("grpo", "vpo")}
     assert plots.reward_vectors(str(tmp_path), {"tasks": {"persona": {}}}, samples)
-    # the image panels and one colour bar (0 to 1) beside them
+    # the image panels and one color bar (0 to 1) beside them
     assert [ax.get_label() for ax in figures[0].axes].count("<colorbar>") == 1
