@@ -4,6 +4,7 @@ against brute force, hostile answers and the picture. Leaves out training on the
 tests run tasks end to end)."""
 
 import itertools
+import os
 import random
 from collections import deque
 
@@ -235,3 +236,15 @@ def test_the_route_picture_is_written(tmp_path):
     path = maze.route_figure(tmp_path / "routes.png", seeds, pools)
     with open(path, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_maze_run_draws_its_routes(tmp_path):
+    """python train.py --config configs/maze.yaml ends with routes.png beside run.png."""
+    from tiny_runs import tiny
+
+    import search
+    from train import train
+
+    out = train(tiny(tmp_path, "task=maze", "block_size=224", "sft_steps=20", "pool_n=6"))
+    search.report_run(out)
+    assert os.path.getsize(os.path.join(out, "routes.png")) > 10_000

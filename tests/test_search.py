@@ -1,7 +1,6 @@
 """search.py: the pooled evaluation and the evolutionary search, on hand-made pools and a tiny
 model."""
 
-import os
 import random
 
 import numpy as np
@@ -397,15 +396,3 @@ def test_search_problems_refuse_a_size_the_family_never_reaches():
         search_problems(small, "heldout", 4, 57, seed=0, max_draws=2000)
     big = search_problems(small, "heldout", 4, 30, seed=0)
     assert len(big) == 4 and all(small.num_plausible(p) >= 30 for p in big)
-
-
-def test_a_maze_run_draws_its_routes(tmp_path):
-    """python train.py --config configs/maze.yaml ends with routes.png beside run.png."""
-    from tiny_runs import tiny
-
-    import search
-    from train import train
-
-    out = train(tiny(tmp_path, "task=maze", "block_size=224", "sft_steps=20", "pool_n=6"))
-    search.report_run(out)
-    assert os.path.getsize(os.path.join(out, "routes.png")) > 10_000
