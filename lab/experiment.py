@@ -76,9 +76,11 @@ from runfiles import EVAL_KEYS, read_source
 from tasks import make_task
 from warmstart import warmstart_path
 
-TASKS = ["persona", "code", "persona_collinear"]  # each trains with configs/<task>.yaml
+TASKS = ["persona", "code", "maze", "persona_collinear"]  # each trains with configs/<task>.yaml
 # the control's prompts and demonstrations are persona's (only its reward differs): one warm start
 SHARED_WARMSTART = {"persona_collinear": "persona"}
+# the tasks whose optimum lab/oracle.py computes exactly (or bounds)
+ORACLE_TASKS = ("code", "maze")
 ALGOS = ["grpo", "vpo"]
 # Methods that are an algorithm of train.ADVANTAGES run with other settings, each at the value its
 # paper gives (DAPO's clip-higher 0.28; the entropy bonus has no paper default: 0.01 is common).
@@ -229,7 +231,7 @@ class Headline:
             (t, a, s)
             for t in self.tasks
             for s in self.seeds
-            for a in self.evaluated() + (["optimum"] if t == "code" and self.code_search else [])
+            for a in self.evaluated() + (["optimum"] if self.has_optimum(t) else [])
         ]
         notes = {}
         for key in rows:
@@ -290,6 +292,8 @@ class Headline:
                 progress.plan(
                     "train", key, cfg, steps_logged(cfg["out_dir"]) if status == "unfinished" else 0
                 )
+        for s in seeds if "maze" in tasks and not self.board else ():
+            progress.plan("oracle", ("maze", "optimum", s))
         if self.code_search:
             for s in seeds:
                 if not self.board:
@@ -334,13 +338,14 @@ class Headline:
             m = warm_cfg["answers_per_rollout"]
             for name, answers in zip(self.evaluated(), (1, m)):
                 self.checkpoint_ready((t, name, seed), path, answers, warm_cfg)
-            if t == "code" and not self.board:  # the best any policy could reach on these problems
+            # the best any policy could reach on these problems (code, maze)
+            if t in ORACLE_TASKS and not self.board:
                 optimum = (t, "optimum", seed)
                 if not self.stored(
                     "oracle", optimum, "pools", result_key(warm_cfg, self.settings, POOL_KEYS)
                 ):
                     args = (warm_cfg, self.settings, seed, m)
-                    done = partial(self.optimum_found, seed, warm_cfg)
+                    done = partial(self.optimum_found, t, seed, warm_cfg)
                     self.queue("oracle", optimum, oracle_job, args, done)
             for key in [(t, a, seed) for a in self.methods if (t, a, seed) in self.configs]:
                 cfg = self.configs[key]
@@ -368,9 +373,13 @@ class Headline:
         none against a board, which holds them."""
         return [] if self.board else ["warm_start", "warm_start_m3"]
 
-    def optimum_found(self, seed, warm_cfg, optimum):
+    def has_optimum(self, task):
+        """Whether a task's rows include the optimum: code's with its search, the maze's always."""
+        return task == "maze" or (task == "code" and self.code_search)
+
+    def optimum_found(self, task, seed, warm_cfg, optimum):
         optimum["key"] = result_key(warm_cfg, self.settings, POOL_KEYS)
-        self.record(("code", "optimum", seed), m=warm_cfg["answers_per_rollout"], pools=optimum)
+        self.record((task, "optimum", seed), m=warm_cfg["answers_per_rollout"], pools=optimum)
 
     def run_trained(self, key, run_dir):
         """A run finished (now or before): its training summary into its result file, final.pt

@@ -24,6 +24,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+import maze  # noqa: E402
+
 # One colour per method, the same in every figure (tab20's twenty, then dark extras for new
 # methods);
 # a method run against a board ("vpo (yours)") is magenta, the optimum black.
@@ -339,6 +341,22 @@ def compared_only(results):
     }
 
 
+def maze_routes(out_dir, results):
+    """routes.png: a few mazes' pools of routes (the lowest seed's), a column per method: the warm
+    start, GRPO and VPO first (report.merge keeps them)."""
+    per_method = {
+        a: e["routes"] for a, e in results["tasks"].get("maze", {}).items() if "routes" in e
+    }
+    if not per_method:
+        return None
+    order = ["warm_start", "grpo", "vpo"] + sorted(set(per_method) - {"warm_start", "grpo", "vpo"})
+    shown = [a for a in order if a in per_method][:4]
+    problems = [int(p) for p in per_method[shown[0]]["problems"]]
+    pools = {a: per_method[a]["answers"] for a in shown}
+    path = os.path.join(out_dir, "routes.png")
+    return maze.route_figure(path, problems, pools)
+
+
 def make_all(out_dir, results, samples):
     """Every figure of the report; one that has nothing to draw is removed (an earlier run's would
     show other results)."""
@@ -350,8 +368,9 @@ def make_all(out_dir, results, samples):
         reward_vectors(out_dir, results, samples),
         training(out_dir, results),
         evolution(out_dir, results),
+        maze_routes(out_dir, results),
     ]
-    names = ("best_at_k", "pass_at_k", "reward_vectors", "training", "evolution")
+    names = ("best_at_k", "pass_at_k", "reward_vectors", "training", "evolution", "routes")
     for stale in (os.path.join(out_dir, f"{name}.png") for name in names):
         if stale not in paths and os.path.exists(stale):
             os.remove(stale)

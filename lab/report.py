@@ -140,6 +140,16 @@ def merge(records, task_order=()):
                     entry[metric] = round(float(values.mean()), 4)
                     entry[metric + "_spread"] = round(float(values.max() - values.min()), 4)
                     entry[metric + "_per_seed"] = values.round(4).tolist()
+                for key in ("objective_means", "route_families"):  # the maze's (workers)
+                    if all(key in p for p in pools):
+                        entry[key] = mean_of([p[key] for p in pools])
+                if "routes" in pools[0]:  # the lowest seed's first pools' routes, to draw
+                    drawn = len(pools[0]["routes"])
+                    entry["routes"] = {
+                        "seed": entry["seeds"][0],
+                        "problems": pools[0]["problems"][:drawn],
+                        "answers": pools[0]["routes"],
+                    }
                 if all("per_problem" in p for p in pools):
                     entry["per_problem"] = {
                         s: p["per_problem"] for s, p in zip(entry["seeds"], pools)
@@ -152,6 +162,13 @@ def merge(records, task_order=()):
             per_method[method] = entry
         add_gap_closed(per_method)
     return results
+
+
+def mean_of(values):
+    """The mean over seeds of lists (element by element) or dicts (key by key)."""
+    if isinstance(values[0], dict):
+        return {k: round(float(np.mean([v[k] for v in values])), 4) for k in values[0]}
+    return np.mean(values, axis=0).round(4).tolist()
 
 
 def add_gap_closed(per_method):
@@ -369,6 +386,8 @@ def claim_best_at_k(results):
     for task, key, metric, what in (
         ("code", "best", "best_at_k", "code best@k"),
         ("persona", "w_best", "heldout_weight_best_at_k", "persona w-best@k"),
+        ("maze", "best", "best_at_k", "maze best@k"),
+        ("maze", "w_best", "heldout_weight_best_at_k", "maze w-best@k"),
     ):
         if "ks" not in tasks.get(task, {}).get("vpo", {}):
             continue

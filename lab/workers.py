@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+import maze
 import search
 import train
 import warmstart
@@ -53,7 +54,7 @@ def pools_job(path, cfg, settings, seed, m):
     """Pools of pool_n answers on the held-out problems of `seed` -> (record, rewards)."""
     task = make_task(cfg["task"], **cfg["task_options"])
     problems = task.problems("heldout", settings["pool_problems"], random.Random(seed))
-    result, rewards, _ = search.evaluate_checkpoint(
+    result, rewards, answers = search.evaluate_checkpoint(
         path,
         problems,
         settings["pool_n"],
@@ -63,7 +64,22 @@ def pools_job(path, cfg, settings, seed, m):
         num_heldout_weights=settings["heldout_weightings"],
     )
     result["problems"] = [repr(p) for p in problems]
+    if cfg["task"] == "maze":  # the conflict as numbers, and a few pools' routes to draw
+        result.update(maze_summary(problems, rewards, answers))
     return result, rewards
+
+
+def maze_summary(problems, rewards, answers, drawn=3):
+    """Each objective's mean over the pools, the share of routes that arrive and that pass each
+    corner's zone and the bonus (maze.route_families), and the first `drawn` pools' routes."""
+    families = [maze.route_families(p, pool) for p, pool in zip(problems, answers)]
+    return {
+        "objective_means": rewards.reshape(-1, rewards.shape[-1]).mean(0).round(4).tolist(),
+        "route_families": {
+            k: round(float(np.mean([f[k] for f in families])), 4) for k in families[0]
+        },
+        "routes": answers[:drawn],
+    }
 
 
 def solved_job(path, cfg, problems, settings, seed, m):
@@ -101,6 +117,7 @@ def oracle_job(cfg, settings, seed, m):
         "ks": ks,
         "best_at_k": best["best_at_k"],
         "pass_at_k": best["pass_at_k"],
+        **({"heldout_weight_best_at_k": best["w_best_at_k"]} if "w_best_at_k" in best else {}),
         "mean_scalar": best["best_at_1"],
         "set_score": best["set_score"],
         "valid": 1.0,
@@ -198,9 +215,14 @@ EXPECTED_S = {
     ("search", "code"): 20,
     ("search_set", "code"): 15,
     ("oracle", "code"): 60,
+    ("warm", "maze"): 140,
+    ("train", "maze"): 100,
+    ("train", "maze", "set"): 120,
+    ("pools", "maze"): 5,
+    ("oracle", "maze"): 3,
 }
 # steps x prompts_per_step behind EXPECTED_S
-EXPECTED_STEPS = {"persona": 250 * 8, "code": 400 * 16}
+EXPECTED_STEPS = {"persona": 250 * 8, "code": 400 * 16, "maze": 600 * 8}
 QUICK_SCALE = 0.04  # a --quick job takes about this share of its headline time
 # float32 matmuls without AVX-512: the default experiment took this many times as long
 AVX2_SCALE = 2.1
@@ -378,9 +400,9 @@ def schedule_left(running, waiting, workers):
 
 
 def _family(kind, key):
-    """The jobs a job's speed here is read from: its kind on code or on persona's prompts (either
-    persona task)."""
-    return kind, "code" if key[0] == "code" else "persona"
+    """The jobs a job's speed here is read from: its kind on code, on the maze or on persona's
+    prompts (either persona task)."""
+    return kind, key[0] if key[0] in ("code", "maze") else "persona"
 
 
 def _waits_for(job, other, shared_warmstart):
