@@ -272,7 +272,7 @@ FAMILY_COLORS = {"gold": "darkorange", "diamond": "royalblue", "bonus": "purple"
 
 def draw_routes(ax, problem, answers):
     """The maze and the distinct walks of `answers` on a matplotlib axis: a line per walk, as wide
-    as the number of answers taking it, colored by its family; walks that never arrive dashed."""
+    as the share of answers taking it, colored by its family; walks that never arrive dashed."""
     maze = maze_of(problem)
     ax.imshow([[float(x == "#") for x in row] for row in maze.rows], cmap="Greys", vmax=1.4)
     walks = Counter()
@@ -282,8 +282,8 @@ def draw_routes(ax, problem, answers):
     for i, ((path, reached), count) in enumerate(walks.most_common()):
         shift = 0.06 * (i % 5 - 2)  # side by side: routes that share a corridor stay visible
         rows, cols = np.array(path).T + shift
-        width = 1 + 5 * count / max(walks.values())
-        style = dict(alpha=0.75, linestyle="-") if reached else dict(alpha=0.3, linestyle="--")
+        width = 0.6 + 8 * count / len(answers)  # a walk one answer in ten takes: 1.4 wide
+        style = dict(alpha=0.6, linestyle="-") if reached else dict(alpha=0.3, linestyle="--")
         ax.plot(cols, rows, color=FAMILY_COLORS[family(maze, path)], linewidth=width, **style)
     for char, marker, color in zip("SEGDLB", "^XoDs*", MARK_COLORS):  # on top of the routes
         for r, c in maze.find(char):
