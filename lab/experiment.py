@@ -289,8 +289,9 @@ class Headline:
                 progress.plan(
                     "train", key, cfg, steps_logged(cfg["out_dir"]) if status == "unfinished" else 0
                 )
-        for s in seeds if "maze" in tasks and not self.board else ():
-            progress.plan("oracle", ("maze", "optimum", s))
+        if "maze" in tasks and not self.board:
+            for s in seeds:
+                progress.plan("oracle", ("maze", "optimum", s))
         if self.code_search:
             for s in seeds:
                 if not self.board:

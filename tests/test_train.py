@@ -147,6 +147,20 @@ def test_grpo_fixes_and_mutation_prompts_run_end_to_end(tmp_path, flags):
     assert samples
 
 
+def _plain_run(cfg, task, tok, model):
+    """A train.Run with a default AdamW and fixed random streams, for one rl_step."""
+    return trainer.Run(
+        cfg,
+        task,
+        tok,
+        model,
+        torch.optim.AdamW(model.parameters()),
+        trainer.distributed.Scorer(model),
+        rng=random.Random(1),
+        generator=torch.Generator().manual_seed(0),
+    )
+
+
 def _rl_step_with_flat_groups(tmp_path, monkeypatch, flat, *overrides):
     """One rl_step on a fresh tiny model where the problems `flat` picks score the same in every
     rollout and the others at random -> (metrics, batch, the problems drawn in order, the advantage
@@ -176,16 +190,7 @@ def _rl_step_with_flat_groups(tmp_path, monkeypatch, flat, *overrides):
 
     monkeypatch.setattr(rollouts, "score_answers", score)
     monkeypatch.setattr(trainer, "policy_update", policy_update)
-    run = trainer.Run(
-        cfg,
-        task,
-        tok,
-        model,
-        torch.optim.AdamW(model.parameters()),
-        trainer.distributed.Scorer(model),
-        rng=random.Random(1),
-        generator=torch.Generator().manual_seed(0),
-    )
+    run = _plain_run(cfg, task, tok, model)
     metrics, batch = trainer.rl_step(run)
     return metrics, batch, calls[:: cfg["group_size"]], trained[0]
 
@@ -273,16 +278,7 @@ def test_dynamic_sampling_keeps_the_share_of_mutation_groups(tmp_path, monkeypat
         return np.random.default_rng(len(calls)).random((m, task.dim)).astype(np.float32)
 
     monkeypatch.setattr(rollouts, "score_answers", spread_everywhere)
-    run = trainer.Run(
-        cfg,
-        task,
-        tok,
-        model,
-        torch.optim.AdamW(model.parameters()),
-        trainer.distributed.Scorer(model),
-        rng=random.Random(1),
-        generator=torch.Generator().manual_seed(0),
-    )
+    run = _plain_run(cfg, task, tok, model)
     _, batch = trainer.rl_step(run)
     G = cfg["group_size"]
     prompts = [
