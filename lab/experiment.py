@@ -281,6 +281,8 @@ class Headline:
                     warmstart_path(dict(self.first[(t, s)], warmstart_from=""))
                 ):
                     progress.plan("warm", (t, s))
+                if t == "maze" and not self.board:
+                    progress.plan("oracle", ("maze", "optimum", s))
                 for a in self.evaluated() + [a for a in methods if (t, a, s) in self.configs]:
                     progress.plan("pools", (t, a, s))
         for key, cfg in self.configs.items():
@@ -289,9 +291,6 @@ class Headline:
                 progress.plan(
                     "train", key, cfg, steps_logged(cfg["out_dir"]) if status == "unfinished" else 0
                 )
-        if "maze" in tasks and not self.board:
-            for s in seeds:
-                progress.plan("oracle", ("maze", "optimum", s))
         if self.code_search:
             for s in seeds:
                 if not self.board:
