@@ -85,9 +85,11 @@ def project_imports(module):
     return sorted(found)
 
 
-def source_fingerprint(files):
-    """{file name: a short hash of its code without prose} of reference files."""
-    return {name: parsed(name)[1] for name in files}
+def source_fingerprint(*modules):
+    """{file name: a short hash of its code without prose} of `modules` and every reference file
+    they import."""
+    files = set().union(*(project_imports(m) for m in modules))
+    return {name: parsed(name)[1] for name in sorted(files)}
 
 
 def changed_files(made_by, now):
@@ -264,7 +266,7 @@ class RunFiles:
         self.lead, self.quiet = lead, cfg["quiet"]
         self.out_dir = prepare_out_dir(cfg) if lead else run_dir(cfg)
         # a run's code: train.py and every reference file it imports
-        source = source_fingerprint(project_imports("train"))
+        source = source_fingerprint("train")
         self.resume = resume_point(cfg, self.out_dir, source) if cfg["resume"] else None
         self.mode = "a" if self.resume else "w"
         if lead:

@@ -170,8 +170,7 @@ class CapturedSFT:
 
 def warmstart_source():
     """The code that shapes a warm start: this file, what it imports and every task's data code."""
-    files = set(runfiles.project_imports("warmstart")) | set(runfiles.project_imports("tasks"))
-    return runfiles.source_fingerprint(sorted(files))
+    return runfiles.source_fingerprint("warmstart", "tasks")
 
 
 def warmstart_path(cfg):

@@ -35,7 +35,6 @@ from runfiles import (
     EVAL_KEYS,
     RESULT_NEUTRAL_KEYS,
     changed_files,
-    project_imports,
     source_fingerprint,
 )
 from tasks import make_task
@@ -90,8 +89,8 @@ def run_status(cfg):
 def row_sources():
     """The working tree's fingerprints: a training run's (train.py imports every reference file), a
     warm start's pools' (its training's code and search.py's) and the optimum's (search.py's)."""
-    search = source_fingerprint(project_imports("search"))
-    run = source_fingerprint(project_imports("train"))
+    search = source_fingerprint("search")
+    run = source_fingerprint("train")
     return {"run": run, "warm": {**warmstart_source(), **search}, "optimum": search}
 
 
