@@ -270,6 +270,12 @@ def validate_choices(cfg, algos, samplers):
     for key in ("mutation_share", "parent_replay"):
         only_code = cfg[key] == 0 or cfg["task"] == "code"
         need(only_code, f"{key} > 0 needs the code task (parents are programs)")
+    cells = cfg["task"] == "maze" and cfg["task_options"].get("cells", False)
+    need(
+        not cells or cfg["tokenizer"] == "maze",
+        "the maze's routes with cells (task_options cells: true) need tokenizer=maze: a move and "
+        "the cell it reaches are one token",
+    )
     try:
         make_task(cfg["task"], **cfg["task_options"])
     except (TypeError, ValueError) as e:

@@ -12,6 +12,7 @@ Deliberately left out: other grid sizes, partial credit for not arriving, `paren
 
 import functools
 import random
+import re
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass
 from itertools import groupby, islice
@@ -148,6 +149,14 @@ def walk(maze, answer):
     return path, False
 
 
+def wall_moves(maze, answer):
+    """The moves of a route that go into a wall or off the grid (spent, the agent stays): a policy
+    that reads the maze makes none; the demonstrations make one in ten routes, from their flaws."""
+    path, _ = walk(maze, answer)
+    cells_before = [maze.start] + path[:-1]
+    return sum(after == before for before, after in zip(cells_before, path))
+
+
 def score(maze, gold, diamonds, lava, bonus):
     """Counts collected on an arriving route -> [completion, gold, diamond, avoid_lava]."""
     totals = [len(maze.find(x)) for x in "GDL"]
@@ -246,6 +255,16 @@ def demonstrate(maze, rng, noise):
     raise AssertionError("unreachable: the generator keeps a lava-free route within the budget")
 
 
+def with_cells(maze, route):
+    """A route's letters, each followed by the cell the move reaches ("RD" -> "R01D11" from S at
+    (0, 0)): the route carries its own position, the walk and the reward are unchanged."""
+    cell, out = maze.start, []
+    for letter in route:
+        cell = step(maze.rows, cell, letter)
+        out.append(f"{letter}{cell[0]}{cell[1]}")
+    return "".join(out)
+
+
 def family(maze, path):
     """A walk's family: the one corner zone it enters, else "bonus" if it passes the center, else
     "direct" (a walk through both zones, which cannot arrive, is no corner's)."""
@@ -255,13 +274,46 @@ def family(maze, path):
 
 
 def route_families(problem, answers):
-    """The conflict as numbers: the share of answers that arrive, and of each family (walks that
-    stop short count too)."""
+    """The conflict as numbers: the share of answers that arrive, their moves into a wall per
+    answer, and the share of each family (walks that stop short count too)."""
     maze = maze_of(problem)
     walks = [walk(maze, answer) for answer in answers]
     names = [family(maze, path) for path, _ in walks]
     shares = {k: names.count(k) / len(answers) for k in FAMILY_COLORS}
-    return {"exit": sum(reached for _, reached in walks) / len(answers), **shares}
+    arrive = sum(reached for _, reached in walks) / len(answers)
+    bumps = sum(wall_moves(maze, answer) for answer in answers) / len(answers)
+    return {"exit": arrive, "wall_moves": bumps, **shares}
+
+
+def corner_coverage(problem, answers):
+    """Whether a pool holds an arriving route through each corner: {"gold": bool, "diamond": bool}.
+    A pool that covers both can serve either trade-off; a collapsed one covers one or none."""
+    maze = maze_of(problem)
+    walks = [walk(maze, answer) for answer in answers]
+    arrived = {family(maze, path) for path, reached in walks if reached}
+    return {"gold": "gold" in arrived, "diamond": "diamond" in arrived}
+
+
+def canonical(maze, cell):
+    """A cell in the maze turned so that S is top left, E bottom right and the gold corner top right
+    (a mirror, then a transpose): every maze's routes can then be laid on one map."""
+    r, c = cell
+    if maze.start[1] != 0:  # S top right: mirror left to right
+        c = SIZE - 1 - c
+    gold_row = maze.gold_corner[0]  # mirroring keeps rows: the gold corner is (0, 8) or (8, 0)
+    return (c, r) if gold_row != 0 else (r, c)
+
+
+def visit_map(problem, answers):
+    """(SIZE, SIZE): the share of answers whose walk enters each cell, in the canonical orientation
+    (S top left, E bottom right, gold top right; the diamond corner bottom left)."""
+    maze = maze_of(problem)
+    visits = np.zeros((SIZE, SIZE))
+    for answer in answers:
+        path, _ = walk(maze, answer)
+        for r, c in {canonical(maze, x) for x in [maze.start] + path}:
+            visits[r, c] += 1
+    return visits / max(1, len(answers))
 
 
 # a walk's color says its family: by the gold corner, the diamond corner, the bonus, or none
@@ -319,11 +371,14 @@ def route_figure(path, problems, pools_by_method):
 class MazeTask:
     """The interface every task offers (rewards.PersonaTask): a problem is a generator seed."""
 
-    def __init__(self, noise=0.25, heldout_fraction=0.25, reward_weights=()):
+    def __init__(self, noise=0.25, heldout_fraction=0.25, reward_weights=(), cells=False):
         self.dim = 4
         self.noise = noise  # the share of demonstrations with a flaw (detour, wander, stop short)
         self.heldout_fraction = heldout_fraction
-        self.max_answer_tokens = MAX_BUDGET + 1  # every budget is <= MAX_BUDGET; + one end token
+        # routes write each move with the cell it reaches ("R01"), one token each (tokenizer maze)
+        self.cells = cells
+        # every budget is <= MAX_BUDGET; + one end token (a move is one token, or one byte)
+        self.max_answer_tokens = MAX_BUDGET + 1
         self.reward_weights = checked_weights(reward_weights, self.dim)  # None: the mean
 
     def problems(self, split, n, rng: random.Random):
@@ -341,9 +396,10 @@ class MazeTask:
         return text + (format_goal(goal) if goal is not None else "")
 
     def valid(self, problem, answer):
-        """1..MAX_BUDGET move letters (U, D, L, R); moves past the maze's budget are not taken."""
-        ok = isinstance(answer, str) and 1 <= len(answer) <= MAX_BUDGET
-        return ok and all(x in MOVES for x in answer)
+        """1..MAX_BUDGET moves: letters (U, D, L, R), each followed by two digits where the task
+        writes cells (the digits are the policy's own belief: only the letters are walked)."""
+        move = r"[UDLR]\d\d" if self.cells else "[UDLR]"
+        return isinstance(answer, str) and bool(re.fullmatch(f"({move}){{1,{MAX_BUDGET}}}", answer))
 
     def reward(self, problem, answer):
         return route_reward(maze_of(problem), answer)
@@ -360,4 +416,6 @@ class MazeTask:
 
     def demonstration(self, problem, m, rng, parents=None):
         """m routes, each from a family drawn independently (a set may repeat a family)."""
-        return [demonstrate(maze_of(problem), rng, self.noise) for _ in range(m)]
+        maze = maze_of(problem)
+        routes = [demonstrate(maze, rng, self.noise) for _ in range(m)]
+        return [with_cells(maze, route) for route in routes] if self.cells else routes

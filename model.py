@@ -34,20 +34,28 @@ SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 class Tokenizer:
-    """Text <-> token ids; `name`: bytes, numbers or a tiktoken encoding (needs a download).
+    """Text <-> token ids; `name`: bytes, numbers, maze (numbers, and a token per maze move with the
+    cell it reaches: "R34") or a tiktoken encoding (needs a download).
     encode accepts any str: valid Unicode round-trips; surrogates (no UTF-8 bytes) become U+FFFD, so
     decode(encode(text)) == SURROGATES.sub("\ufffd", text). decode never raises: invalid UTF-8 (a
     policy can stop inside a character) becomes U+FFFD. Special tokens are always one id each."""
 
     def __init__(self, name: str = "bytes"):
-        if name in ("bytes", "numbers"):
+        if name in ("bytes", "numbers", "maze"):
             ranks = {bytes([i]): i for i in range(256)}
             pattern = r"[\s\S]"  # one character per piece: with no merges, splitting is irrelevant
-            if name == "numbers":
+            if name in ("numbers", "maze"):
                 # "07" merges from "0" + "7"
                 ranks.update({f"{n:02d}".encode(): 256 + n for n in range(100)})
                 # digits in pieces of two ("123" -> "12", "3"), all else by character
                 pattern = r"\d{1,2}|[\s\S]"
+            if name == "maze":
+                # a maze move and the cell it reaches, "R34", as one token: merges from "R" + "34"
+                moves = [
+                    f"{m}{r}{c}".encode() for m in "UDLR" for r in range(10) for c in range(10)
+                ]
+                ranks.update({move: 356 + i for i, move in enumerate(moves)})
+                pattern = r"[UDLR]\d\d|\d{1,2}|[\s\S]"
             base = len(ranks)
         else:
             try:
@@ -157,6 +165,7 @@ class GPTConfig:
 # "cpu" trains on a laptop in minutes; larger is not always better (docs/RESULTS.md)
 PRESETS = {
     "nano": dict(n_layer=2, n_head=2, n_embd=48),
+    "micro": dict(n_layer=4, n_head=4, n_embd=64),  # the maze's base: deep enough to track a cell
     "cpu": dict(n_layer=4, n_head=4, n_embd=128),
     "cpu_big": dict(n_layer=6, n_head=6, n_embd=192),
     "gpu": dict(n_layer=8, n_head=8, n_embd=512),

@@ -166,11 +166,21 @@ def heldout_weights(dim, n, seed):
 
 
 def evaluate_checkpoint(
-    path, problems, n, seed=0, num_heldout_weights=None, m=None, task=None, as_written=True
+    path,
+    problems,
+    n,
+    seed=0,
+    num_heldout_weights=None,
+    m=None,
+    task=None,
+    as_written=True,
+    temperature=None,
 ):
     """A checkpoint's pools on `problems`, on the CPU, measured; m and task default to its own,
-    num_heldout_weights to heldout_weightings (config.EVALUATION)."""
+    num_heldout_weights to heldout_weightings (config.EVALUATION), temperature to its training's."""
     model, tok, cfg, trained_m = model_from_checkpoint(path)
+    if temperature is not None:
+        cfg = dict(cfg, temperature=temperature)
     task = task or make_task(cfg["task"], **cfg["task_options"])
     m = m or trained_m
     goal_conditioned = cfg["algo"] == "goal_conditioned"

@@ -57,7 +57,7 @@ DEFAULTS = dict(
     # model
     model="cpu",  # size preset from model.PRESETS
     block_size=192,  # longest prompt + completion, in tokens
-    tokenizer="bytes",  # bytes | numbers (a token per 2-digit number) | a tiktoken name (download)
+    tokenizer="bytes",  # bytes | numbers (a token per 2-digit number) | maze | a tiktoken name
     # warm start (supervised, warmstart.py)
     sft_steps=300,  # supervised steps on demonstrations before RL
     sft_batch=64,  # demonstrations per warm-start step

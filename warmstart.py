@@ -205,6 +205,12 @@ def use_graph(cfg, device):
     return engine.captures(cfg, device) and cfg["dtype"] == "float32"
 
 
+def sft_lr_at(cfg, step):
+    """The warm start's learning rate at `step`: 50 steps of linear warm-up, then a cosine to 0."""
+    warmup = min(1.0, (step + 1) / 50)
+    return cfg["sft_lr"] * warmup * 0.5 * (1 + math.cos(math.pi * step / cfg["sft_steps"]))
+
+
 def warm_start(cfg, task, tok, device, log):
     """The warm-start model: loaded from warmstart_from or the cache, else trained and cached."""
     path = cfg["warmstart_from"] or warmstart_path(cfg)
@@ -212,7 +218,13 @@ def warm_start(cfg, task, tok, device, log):
     torch.manual_seed(cfg["seed"])
     model = build_model(cfg, tok, device)
     if cfg["warmstart_from"] or os.path.exists(path):  # a missing warmstart_from fails loudly here
-        model.load_state_dict(runfiles.load_checkpoint(path)["model"])
+        saved = runfiles.load_checkpoint(path)
+        if saved["model_config"] != vars(model.cfg):
+            raise ValueError(
+                f"{path} holds a model of {saved['model_config']}, the settings ask for "
+                f"{vars(model.cfg)} (model, block_size, tokenizer must be the checkpoint's)"
+            )
+        model.load_state_dict(saved["model"])
         log(f"warm start: loaded cached {path}")
         return model, path
     rng = random.Random(cfg["seed"] + 1000)
@@ -228,13 +240,7 @@ def warm_start(cfg, task, tok, device, log):
     t0 = time.time()
     tokens = 0
     for step in range(cfg["sft_steps"]):
-        set_lr(
-            opt,
-            cfg["sft_lr"]
-            * min(1.0, (step + 1) / 50)
-            * 0.5
-            * (1 + math.cos(math.pi * step / cfg["sft_steps"])),
-        )
+        set_lr(opt, sft_lr_at(cfg, step))
         # a curriculum: copying from the prompt forms on the 1-answer format, then transfers
         # (docs/RESULTS.md)
         single_only = step < cfg["sft_single_first"] * cfg["sft_steps"]

@@ -109,8 +109,10 @@ ABLATIONS += ["maxrl", "rloo", *VARIANTS]
 def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
     """The train.py config of one run of method `name` (an algorithm or one of VARIANTS)."""
     base = train.resolve_config(os.path.join(HERE, "configs", f"{task_name}.yaml"))
-    if quick:  # tiny.yaml's sizes over the task's file
+    if quick:  # tiny.yaml's sizes over the task's file; a committed base keeps its own model
+        model = base["model"] if base["warmstart_from"] else None
         base = train.resolve_config(os.path.join(HERE, "configs", "tiny.yaml"), base=base)
+        base["model"] = model or base["model"]
     algo, variant = VARIANTS.get(name, (name, {}))
     if name == "grpo_x3":
         variant = {"prompts_per_step": base["prompts_per_step"] * base["answers_per_rollout"]}
@@ -183,11 +185,17 @@ class Headline:
         }
         # a task's settings
         self.first = {(t, s): self.configs[(t, methods[0], s)] for t in tasks for s in seeds}
-        # a run names its warm start: another's is never taken
+        # a run names its warm start: its task's committed base (the maze's), else the cached one
+        # of its task and seed; another's is never taken
+        self.warm_files = {}
+        for t in tasks:
+            for s in seeds:
+                first = self.first[
+                    (SHARED_WARMSTART[t] if SHARED_WARMSTART.get(t) in tasks else t, s)
+                ]
+                self.warm_files[t, s] = first["warmstart_from"] or warmstart_path(first)
         for (t, _, s), cfg in self.configs.items():
-            cfg["warmstart_from"] = warmstart_path(
-                self.first[(SHARED_WARMSTART[t] if SHARED_WARMSTART.get(t) in tasks else t, s)]
-            )
+            cfg["warmstart_from"] = self.warm_files[t, s]
         if self.board:  # a method's own keys may differ from the board's runs, nothing else
             own = {a: set(VARIANTS.get(a, (a, {}))[1]) for a in methods + ["grpo"]}
             own["grpo_x3"] = {"prompts_per_step"}  # m times the prompts: its one difference
@@ -278,7 +286,7 @@ class Headline:
         for t in tasks:
             for s in seeds:
                 if SHARED_WARMSTART.get(t) not in tasks and not os.path.exists(
-                    warmstart_path(dict(self.first[(t, s)], warmstart_from=""))
+                    self.warm_files[t, s]
                 ):
                     progress.plan("warm", (t, s))
                 if t == "maze" and not self.board:
@@ -317,10 +325,15 @@ class Headline:
         for t in self.tasks:
             if SHARED_WARMSTART.get(t) not in self.tasks:
                 for s in self.seeds:
-                    # train it, or find it in the cache
+                    # train it, or find it in the cache (or the task's committed base)
                     cfg = dict(self.first[(t, s)], warmstart_from="")
-                    if os.path.exists(warmstart_path(cfg)):
-                        self.warm_start_ready(t, s, warmstart_path(cfg))
+                    if os.path.exists(self.warm_files[t, s]):
+                        self.warm_start_ready(t, s, self.warm_files[t, s])
+                    elif self.warm_files[t, s] != warmstart_path(cfg):
+                        raise FileNotFoundError(
+                            f"{t}'s base {self.warm_files[t, s]} is missing (configs/{t}.yaml's "
+                            "warmstart_from; lab/maze_base.py makes the maze's)"
+                        )
                     else:
                         done = partial(self.warm_start_ready, t, s)
                         self.queue("warm", (t, s), warm_start_job, (cfg,), done)

@@ -66,18 +66,49 @@ def pools_job(path, cfg, settings, seed, m):
     result["problems"] = [repr(p) for p in problems]
     if cfg["task"] == "maze":  # the conflict as numbers, and a few pools' routes to draw
         result.update(maze_summary(problems, rewards, answers))
+        # the authors' evaluation samples at 0.7: the same pools' measures at that temperature
+        cool, cool_rewards, cool_answers = search.evaluate_checkpoint(
+            path,
+            problems,
+            settings["pool_n"],
+            seed=seed,
+            m=m,
+            task=task,
+            num_heldout_weights=settings["heldout_weightings"],
+            temperature=MAZE_EVAL_TEMPERATURE,
+        )
+        kept = ("ks", "best_at_k", "heldout_weight_best_at_k", "diversity", "per_problem")
+        summary = maze_summary(problems, cool_rewards, cool_answers, drawn=0)
+        result["at_temperature_0.7"] = {**{k: cool[k] for k in kept}, **summary}
     return result, rewards
 
 
+MAZE_EVAL_TEMPERATURE = 0.7  # the VPO authors' evaluation samples the maze's pools at 0.7
+
+
 def maze_summary(problems, rewards, answers, drawn=3):
-    """Each objective's mean over the pools, the share of routes that arrive and that pass each
-    corner's zone and the bonus (maze.route_families), and the first `drawn` pools' routes."""
+    """Each objective's mean over the pools, the share of routes that arrive, that walk into a wall
+    and that pass each corner's zone and the bonus (maze.route_families), the share of pools that
+    hold an arriving route through each corner (per maze too, for paired intervals), and the first
+    `drawn` pools' routes."""
     families = [maze.route_families(p, pool) for p, pool in zip(problems, answers)]
+    covered = [maze.corner_coverage(p, pool) for p, pool in zip(problems, answers)]
+    both = [float(c["gold"] and c["diamond"]) for c in covered]
     return {
         "objective_means": rewards.reshape(-1, rewards.shape[-1]).mean(0).round(4).tolist(),
         "route_families": {
             k: round(float(np.mean([f[k] for f in families])), 4) for k in families[0]
         },
+        "corner_coverage": {
+            "gold": float(np.mean([c["gold"] for c in covered])),
+            "diamond": float(np.mean([c["diamond"] for c in covered])),
+            "both": float(np.mean(both)),
+        },
+        "per_maze": {"both_corners": both, "arrive": [round(f["exit"], 4) for f in families]},
+        # where the routes go, every maze turned alike (maze.canonical): the picture's heat map
+        "visits": np.mean([maze.visit_map(p, pool) for p, pool in zip(problems, answers)], 0)
+        .round(4)
+        .tolist(),
         "routes": answers[:drawn],
     }
 
