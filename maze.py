@@ -322,48 +322,92 @@ MARK_COLORS = ["green", "black", "gold", "deepskyblue", "red", "purple"]
 FAMILY_COLORS = {"gold": "darkorange", "diamond": "royalblue", "bonus": "purple", "direct": "grey"}
 
 
-def draw_routes(ax, problem, answers):
-    """The maze and the distinct walks of `answers` on a matplotlib axis: a line per walk, as wide
-    as the share of answers taking it, colored by its family; walks that never arrive dashed."""
-    maze = maze_of(problem)
-    ax.imshow([[float(x == "#") for x in row] for row in maze.rows], cmap="Greys", vmax=1.4)
-    walks = Counter()
-    for answer in answers:  # one walk: the cells visited, a bump's repeat dropped
+def family_walks(maze, answers):
+    """{family: (its most common arriving walk, the share of answers that arrive by it)}."""
+    walks = {}
+    for answer in answers:
         path, reached = walk(maze, answer)
-        walks[tuple(x for x, _ in groupby([maze.start] + path)), reached] += 1
-    for i, ((path, reached), count) in enumerate(walks.most_common()):
-        shift = 0.06 * (i % 5 - 2)  # side by side: routes that share a corridor stay visible
-        rows, cols = np.array(path).T + shift
-        width = 0.6 + 8 * count / len(answers)  # a walk one answer in ten takes: 1.4 wide
-        style = dict(alpha=0.6, linestyle="-") if reached else dict(alpha=0.3, linestyle="--")
-        ax.plot(cols, rows, color=FAMILY_COLORS[family(maze, path)], linewidth=width, **style)
+        if reached:  # one walk: the cells visited, a bump's repeat dropped
+            cells = tuple(x for x, _ in groupby([maze.start] + path))
+            walks.setdefault(family(maze, path), Counter())[cells] += 1
+    return {k: (c.most_common(1)[0][0], c.total() / len(answers)) for k, c in walks.items()}
+
+
+def draw_maze(ax, problem, answers):
+    """One maze, walls in black, and each family's most common arriving walk drawn once, as wide as
+    the share of answers that arrive by that family."""
+    maze = maze_of(problem)
+    ax.imshow([[float(x == "#") for x in row] for row in maze.rows], cmap="Greys", vmin=0, vmax=1)
+    shares = family_walks(maze, answers)
+    for i, (name, (cells, share)) in enumerate(sorted(shares.items(), key=lambda x: -x[1][1])):
+        shift = 0.08 * (i - 1.5)  # side by side: families that share a corridor stay visible
+        rows, cols = np.array(cells).T + shift
+        ax.plot(
+            cols,
+            rows,
+            color=FAMILY_COLORS[name],
+            lw=1 + 10 * share,
+            alpha=0.8,
+            solid_capstyle="round",
+        )
     for char, marker, color in zip("SEGDLB", "^XoDs*", MARK_COLORS):  # on top of the routes
         for r, c in maze.find(char):
-            ax.plot(c, r, marker=marker, color=color, ms=8, mec="white", ls="none", zorder=3)
+            ax.plot(c, r, marker=marker, color=color, ms=7, mec="white", ls="none", zorder=3)
+    arrive = sum(share for _, share in shares.values())
+    words = [f"{k} {shares[k][1]:.0%}" for k in FAMILY_COLORS if k in shares]
+    ax.set_xlabel(f"{arrive:.0%} arrive\n" + " ".join(words), fontsize=7)
+    grid_lines(ax)
+
+
+def grid_lines(ax):
+    """Thin lines between the cells, and no ticks: a cell is a square you can count."""
+    ax.set_xticks(np.arange(-0.5, SIZE), minor=True)
+    ax.set_yticks(np.arange(-0.5, SIZE), minor=True)
+    ax.grid(which="minor", color="0.8", lw=0.5)
+    ax.tick_params(which="both", length=0)
     ax.set(xticks=[], yticks=[])
 
 
-def route_figure(path, problems, pools_by_method):
-    """A PNG, a row per maze and a column per method: pools_by_method = {method: [answers of each
-    problem]}, e.g. {"GRPO": [...], "VPO": [...]}."""
+def draw_visits(ax, visits):
+    """The share of routes entering each cell, every maze turned alike (canonical): S top left, E
+    bottom right, the gold corner's zone top right, the diamond corner's bottom left."""
+    ax.imshow(visits, cmap="magma_r", vmin=0, vmax=1)
+    for corner, color in (((0, SIZE - 1), MARK_COLORS[2]), ((SIZE - 1, 0), MARK_COLORS[3])):
+        near = [x for x in cells(OPEN, ".") if abs(x[0] - corner[0]) + abs(x[1] - corner[1]) <= 2]
+        rows, cols = np.array(near).T
+        ax.plot(cols, rows, "s", ms=11, mfc="none", mec=color, mew=1.5)
+    ax.plot(0, 0, "^", color="green", ms=8, mec="white")
+    ax.plot(SIZE - 1, SIZE - 1, "X", color="black", ms=8, mec="white")
+    grid_lines(ax)
+
+
+def conflict_figure(path, pools_by_method, problems, shown=2, visits_by_method=None):
+    """The README's picture, a column per method: on top where its routes go over every maze
+    (draw_visits), below `shown` single mazes with each family's walk (draw_maze).
+    pools_by_method = {method: [answers of each problem]}; visits_by_method: the top row's maps
+    when they come from more mazes than `problems` (the lab's result files)."""
     from matplotlib.figure import Figure  # only the picture needs matplotlib; no display needed
     from matplotlib.lines import Line2D
 
     methods = list(pools_by_method)
-    fig = Figure(figsize=(2.6 * len(methods), 2.6 * len(problems) + 0.8))
-    axes = fig.subplots(len(problems), len(methods), squeeze=False)
-    for i, problem in enumerate(problems):
-        for j, method in enumerate(methods):
-            answers = pools_by_method[method][i]
-            draw_routes(axes[i][j], problem, answers)
-            arrive = f"{route_families(problem, answers)['exit']:.0%} arrive"
-            axes[i][j].set_xlabel(f"{len(answers)} routes, {arrive}", fontsize=8)
-            axes[0][j].set_title(method)
+    fig = Figure(figsize=(2.5 * len(methods), 2.9 * (1 + shown) + 0.6), layout="constrained")
+    axes = fig.subplots(1 + shown, len(methods), squeeze=False)
+    for j, method in enumerate(methods):
+        pools = pools_by_method[method]
+        visits = (visits_by_method or {}).get(method)
+        if visits is None:
+            visits = np.mean([visit_map(p, pool) for p, pool in zip(problems, pools)], 0)
+        draw_visits(axes[0][j], np.asarray(visits))
+        axes[0][j].set_title(method, fontsize=10)
+        for i in range(shown):
+            draw_maze(axes[1 + i][j], problems[i], pools[i])
+    axes[0][0].set_ylabel("all mazes, turned alike", fontsize=8)
     marks = [Line2D([], [], marker=m, color=c, ls="none") for m, c in zip("^XoDs*", MARK_COLORS)]
     routes = [Line2D([], [], color=c, lw=3) for c in FAMILY_COLORS.values()]
     labels = MARK_NAMES + [f"via {k}" for k in FAMILY_COLORS]
-    fig.legend(marks + routes, labels, loc="lower center", ncol=5, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.8 / fig.get_figheight(), 1, 1))
+    fig.legend(
+        marks + routes, labels, loc="outside lower center", ncol=5, fontsize=8, frameon=False
+    )
     fig.savefig(path, dpi=90)
     return path
 

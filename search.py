@@ -472,9 +472,9 @@ def report_run(run_dir, seed=12345):
     rows = [(name, result) for name, (result, _, _) in pools.items()]
     print()
     print_pools(rows, len(problems), seed)
-    if cfg["task"] == "maze":  # the routes themselves: what a policy's answers do on the grid
-        drawn = {name: answers[:3] for name, (_, _, answers) in pools.items()}
-        maze.route_figure(os.path.join(run_dir, "routes.png"), problems[:3], drawn)
+    if cfg["task"] == "maze":  # the routes themselves: where a policy's answers go on the grid
+        drawn = {name: answers for name, (_, _, answers) in pools.items()}
+        maze.conflict_figure(os.path.join(run_dir, "routes.png"), drawn, problems)
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         logged = [json.loads(line) for line in f]
     return run_figure(os.path.join(run_dir, "run.png"), cfg, logged, rows)

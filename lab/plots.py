@@ -312,19 +312,18 @@ def compared_only(results):
 
 
 def maze_routes(out_dir, results):
-    """routes.png: a few mazes' pools of routes (the lowest seed's), a column per method: the warm
-    start, GRPO and VPO first (report.merge keeps them)."""
-    per_method = {
-        a: e["routes"] for a, e in results["tasks"].get("maze", {}).items() if "routes" in e
-    }
+    """routes.png: where each method's routes go (maze.conflict_figure): the mean visit map over
+    every seed's pools, and the lowest seed's first mazes; the warm start, GRPO and VPO first."""
+    per_method = {a: e for a, e in results["tasks"].get("maze", {}).items() if "routes" in e}
     if not per_method:
         return None
     order = ["warm_start", "grpo", "vpo"] + sorted(set(per_method) - {"warm_start", "grpo", "vpo"})
-    shown = [a for a in order if a in per_method][:4]
-    problems = [int(p) for p in per_method[shown[0]]["problems"]]
-    pools = {a: per_method[a]["answers"] for a in shown}
+    shown = [a for a in order if a in per_method][:5]
+    problems = [int(p) for p in per_method[shown[0]]["routes"]["problems"]]
+    pools = {a: per_method[a]["routes"]["answers"] for a in shown}
+    visits = {a: per_method[a].get("visits") for a in shown}
     path = os.path.join(out_dir, "routes.png")
-    return maze.route_figure(path, problems, pools)
+    return maze.conflict_figure(path, pools, problems, visits_by_method=visits)
 
 
 def make_all(out_dir, results, samples):

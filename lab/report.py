@@ -114,7 +114,7 @@ def merge(records, task_order=()):
                     entry[metric] = round(float(values.mean()), 4)
                     entry[metric + "_spread"] = round(float(values.max() - values.min()), 4)
                     entry[metric + "_per_seed"] = values.round(4).tolist()
-                for key in ("objective_means", "route_families"):  # the maze's (workers)
+                for key in ("objective_means", "route_families", "corner_coverage", "visits"):
                     if all(key in p for p in pools):
                         entry[key] = mean_of([p[key] for p in pools])
                 if "routes" in pools[0]:  # the lowest seed's first pools' routes, to draw

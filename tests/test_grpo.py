@@ -103,6 +103,17 @@ def test_k3_kl_is_zero_at_reference_and_positive_elsewhere():
     assert abs(diff["kl"] - (math.exp(-0.3) + 0.3 - 1)) < 1e-6
 
 
+def test_the_papers_kl_coefficient_adds_its_k3_term_to_the_loss():
+    """kl_coef 0.001 (the VPO authors'), policy 1/2 and reference 1/4 on one token, no advantage:
+    k3 = r - log r - 1 with r = ref / policy = 1/2, so the loss is 0.001 * (0.5 + ln 2 - 1)."""
+    logp = torch.log(torch.tensor([[0.5]]))
+    ref = torch.log(torch.tensor([[0.25]]))
+    mask = torch.ones(1, 1, dtype=torch.bool)
+    loss, stats = policy_loss(logp, logp, torch.zeros(1), mask, ref_logprobs=ref, kl_coef=0.001)
+    assert abs(stats["kl"] - 0.1931472) < 1e-6
+    assert abs(loss.item() - 0.001 * 0.1931472) < 1e-9
+
+
 # ---------------------------------------------------------------- GRPO's own fixes (flags, off by
 # default)
 def test_grpo_without_std_division_is_dr_grpo():

@@ -199,7 +199,8 @@ def test_route_families_counts_the_corners_the_walks_enter():
     shares = maze.route_families(seed, [gold, diamond, ""])
     assert shares["exit"] == pytest.approx(2 / 3)
     assert shares["gold"] == shares["diamond"] == shares["direct"] == pytest.approx(1 / 3)
-    assert sum(shares.values()) - shares["exit"] == pytest.approx(1)  # each walk one family
+    families = sum(shares[k] for k in maze.FAMILY_COLORS)
+    assert families == pytest.approx(1)  # each walk one family
 
 
 # ---- hostile answers and the picture -----------------------------------------------------------
@@ -227,13 +228,13 @@ def test_any_answer_gets_a_finite_reward_in_the_unit_box(answer):
     assert task.reward(GRID, "R" * 10**6).sum() == 0
 
 
-def test_the_route_picture_is_written(tmp_path):
+def test_the_conflict_picture_is_written(tmp_path):
     task, rng = MazeTask(), random.Random(4)
-    seeds = task.problems("heldout", 2, rng)
+    seeds = task.problems("heldout", 3, rng)
     pools = {
         k: [task.demonstration(s, 6, rng) + ["", "LLLL"] for s in seeds] for k in ("GRPO", "VPO")
     }
-    path = maze.route_figure(tmp_path / "routes.png", seeds, pools)
+    path = maze.conflict_figure(tmp_path / "routes.png", pools, seeds)
     with open(path, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
@@ -248,3 +249,85 @@ def test_a_maze_run_draws_its_routes(tmp_path):
     out = train(tiny(tmp_path, "task=maze", "block_size=224", "sft_steps=20", "pool_n=6"))
     search.report_run(out)
     assert os.path.getsize(os.path.join(out, "routes.png")) > 10_000
+
+
+# ---- navigation, the route's cells, the corners a pool covers, the turned map -------------------
+
+
+def test_wall_moves_count_the_moves_that_stay():
+    # GRID: S at (0, 0), a wall below it; up is off the grid
+    assert maze.wall_moves(GRID, "RRRR") == 0
+    assert maze.wall_moves(GRID, "DR") == 1  # into the wall below S
+    assert maze.wall_moves(GRID, "UUL") == 3  # off the grid, three times
+    assert maze.wall_moves(GRID, "RRRRDDDD") == 0  # the exit (2, 4) ends it: D past it is no move
+    assert maze.wall_moves(GRID, "") == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(route=st.text(alphabet="UDLR", max_size=40), seed=st.sampled_from(range(50)))
+def test_a_route_with_cells_scores_and_walks_as_its_letters(route, seed):
+    """The encoding changes the text only: the reward of "R01D11" is the reward of "RD"."""
+    problem = MazeTask().problems("train", 1, random.Random(seed))[0]
+    m, task = maze.maze_of(problem), MazeTask(cells=True)
+    written = maze.with_cells(m, route)
+    assert len(written) == 3 * len(route)
+    assert np.array_equal(task.reward(problem, written), MazeTask().reward(problem, route))
+    assert maze.walk(m, written) == maze.walk(m, route)
+    assert task.answer_key(written) == MazeTask().answer_key(route)
+    assert task.valid(problem, written) == (1 <= len(route) <= maze.MAX_BUDGET)
+
+
+def test_with_cells_writes_the_cell_each_move_reaches():
+    assert maze.with_cells(GRID, "RDR") == "R01D11R11"  # right of (1, 1) is a wall: it stays
+    assert maze.with_cells(GRID, "RRRD") == "R01R02R03D13"
+    task = MazeTask(cells=True)
+    assert task.valid(GRID, "R01D11") and not task.valid(
+        GRID, "RD"
+    )  # letters alone: not its format
+    assert not MazeTask().valid(GRID, "R01")
+
+
+def test_demonstrations_with_cells_are_the_same_walks():
+    problem = MazeTask().problems("train", 1, random.Random(5))[0]
+    bare = MazeTask().demonstration(problem, 3, random.Random(9))
+    written = MazeTask(cells=True).demonstration(problem, 3, random.Random(9))
+    assert [MazeTask().answer_key(w) for w in written] == bare
+
+
+def test_the_maze_tokenizer_writes_a_move_and_its_cell_as_one_token():
+    from model import Tokenizer
+
+    tok = Tokenizer("maze")
+    assert len(tok.encode("R34")) == 1 and len(tok.encode("R01D11U99L00")) == 4
+    assert tok.encode("R34") != tok.encode("D34") and tok.encode("34") == Tokenizer(
+        "numbers"
+    ).encode("34")
+    text = "<|bos|>3|maze 26 S..#/..<|answer|>R01D11<|sep|>L00<|eos|>"
+    assert tok.decode(tok.encode(text)) == text
+    assert tok.split_answers(tok.encode("R01D11<|sep|>L00<|eos|>")) == ["R01D11", "L00"]
+
+
+def test_corner_coverage_of_hand_built_pools():
+    problem = MazeTask().problems("train", 1, random.Random(3))[0]
+    m, rng = maze.generate(problem), random.Random(0)
+    gold = maze._route(m, [m.gold_corner], rng, [])
+    diamond = maze._route(m, [m.diamond_corner], rng, [])
+    stop_short = gold[: len(gold) // 2]  # enters no exit: covers nothing
+    assert maze.corner_coverage(problem, [gold, gold]) == {"gold": True, "diamond": False}
+    assert maze.corner_coverage(problem, [gold, diamond]) == {"gold": True, "diamond": True}
+    assert maze.corner_coverage(problem, [stop_short, ""]) == {"gold": False, "diamond": False}
+
+
+def test_every_maze_turns_to_one_layout_and_the_visit_map_counts_routes():
+    for problem in MazeTask().problems("train", 40, random.Random(6)):
+        m = maze.maze_of(problem)
+        assert maze.canonical(m, m.start) == (0, 0)
+        assert maze.canonical(m, m.exit) == (maze.SIZE - 1, maze.SIZE - 1)
+        assert maze.canonical(m, m.gold_corner) == (0, maze.SIZE - 1)
+        assert maze.canonical(m, m.diamond_corner) == (maze.SIZE - 1, 0)
+    rng = random.Random(1)
+    routes = [maze._route(m, [m.gold_corner], rng, []), ""]
+    visits = maze.visit_map(problem, routes)
+    assert visits[0, 0] == 1.0  # every route starts at S
+    assert visits[0, maze.SIZE - 1] == 0.5  # one route of two reaches the gold corner
+    assert visits[maze.SIZE - 1, 0] == 0.0 and visits.max() <= 1.0
