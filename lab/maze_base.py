@@ -181,17 +181,25 @@ def train_base(cfg, out, workers, eval_every, eval_mazes, max_minutes, log=print
     if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
         raise FloatingPointError("the base diverged (non-finite weights); nothing was written")
     provenance = {
+        "steps": done,
+        "seconds": round(time.time() - t0),
+        "workers": workers,
+        "navigation_on_training_mazes": curve,
+    }
+    return write_base(model, cfg, out, provenance, device, log)
+
+
+def write_base(model, cfg, out, provenance, device, log=print):
+    """The base's weights at `out` (a warm-start checkpoint) and its provenance beside it."""
+    provenance = {
+        **provenance,
         "command": "python " + " ".join(sys.argv),
         "commit": commit(),
-        "steps": done,
         "planned_steps": cfg["sft_steps"],
-        "seconds": round(time.time() - t0),
         "machine": machine(),
         "device": device,
-        "workers": workers,
         "torch": str(torch.__version__),
         "settings": {k: cfg[k] for k in BASE_KEYS},
-        "navigation_on_training_mazes": curve,
     }
     state = {k: v.cpu() for k, v in model.state_dict().items()}
     cfg_saved = dict(cfg, device="auto", warmstart_from="")

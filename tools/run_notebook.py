@@ -1,0 +1,54 @@
+"""
+Run a notebook top to bottom and keep its outputs, as a reader sees them on GitHub:
+
+    python tools/run_notebook.py notebooks/maze.ipynb                   # outputs written in place
+    python tools/run_notebook.py notebooks/maze.ipynb --out /tmp/x.ipynb --set RL_STEPS=2
+
+--set replaces a line `NAME = ...` of the cell tagged "parameters" (the tests run tiny values;
+never commit such a run's outputs). Needs nbclient and ipykernel (requirements-dev.txt), not the
+project itself. Deliberately left out: papermill's injected cells, other kernels than Python.
+"""
+
+import argparse
+import re
+import sys
+import time
+
+import nbformat
+from nbclient import NotebookClient
+
+
+def with_parameters(nb, values):
+    """The notebook with `NAME = value` set in its "parameters" cell; an unknown NAME fails."""
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    for name, value in values.items():
+        pattern = re.compile(rf"^{name} = .*$", re.MULTILINE)
+        if not pattern.search(cell.source):
+            raise SystemExit(f"{name} is not set in the notebook's parameters cell")
+        cell.source = pattern.sub(f"{name} = {value}", cell.source)
+    return nb
+
+
+def run(path, out=None, values=None, timeout=1200):
+    """Execute `path` in its own folder's parent (the repository) -> the executed notebook."""
+    nb = with_parameters(nbformat.read(path, as_version=4), values or {})
+    t0 = time.time()
+    NotebookClient(nb, timeout=timeout, kernel_name="python3").execute()
+    nb.metadata["executed_in_seconds"] = round(time.time() - t0)
+    nbformat.write(nb, out or path)
+    return nb
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("notebook")
+    parser.add_argument("--out", help="where the executed notebook goes (default: in place)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE")
+    args = parser.parse_args(argv)
+    values = dict(item.split("=", 1) for item in args.set)
+    nb = run(args.notebook, args.out, values)
+    print(f"ran {args.notebook} in {nb.metadata['executed_in_seconds']} s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
