@@ -235,6 +235,39 @@ def measure(path, split, mazes, answers_per_maze, seed=0):
     return navigation(model, tok, task, cfg, problems, answers_per_maze, "cpu", seed)
 
 
+def diagnose(path, mazes=60, answers_per_maze=10):
+    """Where a base's routes go wrong, on training mazes: the share of moves into a wall by the
+    move's place in the route (rising: the model loses track of where it is), and the wall moves
+    of the routes that arrive and of those that do not."""
+    model, tok, cfg, _ = runfiles.model_from_checkpoint(path)
+    task = make_task(cfg["task"], **cfg["task_options"])
+    problems = task.problems("train", mazes, random.Random(NAVIGATION_SEED + 2))
+    generator = torch.Generator().manual_seed(0)
+    sampling = dict(cfg, temperature=1.0, top_k=0, top_p=1.0)
+    out = sample_rollouts(model, tok, task, problems, 1, answers_per_maze, sampling, generator)
+    moves, bumps = np.zeros(10), np.zeros(10)
+    arrived, failed = [], []
+    for problem, group in zip(problems, out["answers"]):
+        m = maze.maze_of(problem)
+        for (answer,) in group:
+            path_cells, reached = maze.walk(m, answer)
+            for i, (before, after) in enumerate(zip([m.start] + path_cells, path_cells)):
+                moves[i // 4] += 1
+                bumps[i // 4] += before == after
+            (arrived if reached else failed).append(maze.wall_moves(m, answer))
+    rate = {
+        f"moves {4 * i + 1}-{4 * i + 4}": round(b / n, 3)
+        for i, (b, n) in enumerate(zip(bumps, moves))
+        if n
+    }
+    return {
+        "wall_move_share_by_place": rate,
+        "wall_moves_of_arriving_routes": round(float(np.mean(arrived)), 3) if arrived else None,
+        "wall_moves_of_failing_routes": round(float(np.mean(failed)), 3) if failed else None,
+        "arrive": round(len(arrived) / (len(arrived) + len(failed)), 3),
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="bases/maze.pt")
@@ -243,8 +276,13 @@ def main(argv=None):
     parser.add_argument("--eval-mazes", type=int, default=100, help="training mazes, 5 routes each")
     parser.add_argument("--max-minutes", type=float, default=0, help="stop early (0: never)")
     parser.add_argument("--measure", metavar="SPLIT", help="measure OUT on SPLIT's mazes instead")
+    parser.add_argument("--diagnose", action="store_true", help="where OUT's routes go wrong")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
+    if args.diagnose:
+        result = diagnose(args.out)
+        print(json.dumps(result))
+        return result
     if args.measure:
         result = measure(args.out, args.measure, args.eval_mazes, 5)
         print(json.dumps({"split": args.measure, "mazes": args.eval_mazes, **result}))
