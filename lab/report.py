@@ -117,6 +117,12 @@ def merge(records, task_order=()):
                 for key in ("objective_means", "route_families", "corner_coverage", "visits"):
                     if all(key in p for p in pools):
                         entry[key] = mean_of([p[key] for p in pools])
+                if all("at_temperature_0.7" in p for p in pools):  # the maze's cooler pools
+                    cool = [p["at_temperature_0.7"] for p in pools]
+                    entry["at_temperature_0.7"] = {
+                        key: mean_of([c[key] for c in cool])
+                        for key in ("best_at_k", "heldout_weight_best_at_k", "corner_coverage")
+                    }
                 if "routes" in pools[0]:  # the lowest seed's first pools' routes, to draw
                     drawn = len(pools[0]["routes"])
                     entry["routes"] = {
