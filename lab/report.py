@@ -114,15 +114,7 @@ def merge(records, task_order=()):
                     entry[metric] = round(float(values.mean()), 4)
                     entry[metric + "_spread"] = round(float(values.max() - values.min()), 4)
                     entry[metric + "_per_seed"] = values.round(4).tolist()
-                for key in ("objective_means", "route_families", "corner_coverage", "visits"):
-                    if all(key in p for p in pools):
-                        entry[key] = mean_of([p[key] for p in pools])
-                if all("at_temperature_0.7" in p for p in pools):  # the maze's cooler pools
-                    cool = [p["at_temperature_0.7"] for p in pools]
-                    entry["at_temperature_0.7"] = {
-                        key: mean_of([c[key] for c in cool])
-                        for key in ("best_at_k", "heldout_weight_best_at_k", "corner_coverage")
-                    }
+                entry.update(maze_means(pools))
                 if "routes" in pools[0]:  # the lowest seed's first pools' routes, to draw
                     drawn = len(pools[0]["routes"])
                     entry["routes"] = {
@@ -142,6 +134,21 @@ def merge(records, task_order=()):
             per_method[method] = entry
         add_gap_closed(per_method)
     return results
+
+
+def maze_means(pools):
+    """The maze's own measures (workers.maze_summary), each a mean over the seeds' pools."""
+    entry = {}
+    for key in ("objective_means", "route_families", "corner_coverage", "visits"):
+        if all(key in p for p in pools):
+            entry[key] = mean_of([p[key] for p in pools])
+    if all("at_temperature_0.7" in p for p in pools):  # the pools sampled at 0.7
+        cool = [p["at_temperature_0.7"] for p in pools]
+        entry["at_temperature_0.7"] = {
+            key: mean_of([c[key] for c in cool])
+            for key in ("best_at_k", "heldout_weight_best_at_k", "corner_coverage")
+        }
+    return entry
 
 
 def mean_of(values):
