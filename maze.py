@@ -294,24 +294,35 @@ def corner_coverage(problem, answers):
     return {"gold": "gold" in arrived, "diamond": "diamond" in arrived}
 
 
-def canonical(maze, cell):
-    """A cell in the maze turned so that S is top left, E bottom right and the gold corner top right
-    (a mirror, then a transpose): every maze's routes can then be laid on one map."""
+def canonical(maze, cell, first="gold"):
+    """A cell in the maze turned so that S is top left, E bottom right and the `first` corner (gold
+    or diamond) top right, the other bottom left (a mirror, then a transpose): every maze's routes
+    can then be laid on one map."""
     r, c = cell
     if maze.start[1] != 0:  # S top right: mirror left to right
         c = SIZE - 1 - c
-    gold_row = maze.gold_corner[0]  # mirroring keeps rows: the gold corner is (0, 8) or (8, 0)
-    return (c, r) if gold_row != 0 else (r, c)
+    corner = maze.gold_corner if first == "gold" else maze.diamond_corner
+    return (c, r) if corner[0] != 0 else (r, c)  # mirroring keeps rows: (0, 8) or (8, 0)
+
+
+def favorite_corner(maze, answers):
+    """The corner most of a pool's arriving routes pass: "gold" or "diamond" (gold on a tie)."""
+    names = [
+        family(maze, path) for path, reached in map(lambda a: walk(maze, a), answers) if reached
+    ]
+    return "diamond" if names.count("diamond") > names.count("gold") else "gold"
 
 
 def visit_map(problem, answers):
-    """(SIZE, SIZE): the share of answers whose walk enters each cell, in the canonical orientation
-    (S top left, E bottom right, gold top right; the diamond corner bottom left)."""
+    """(SIZE, SIZE): the share of answers whose walk enters each cell, the maze turned so that S is
+    top left, E bottom right and the pool's favorite corner top right. A pool that keeps to one
+    corner leaves the bottom left empty; one that covers both fills both corners."""
     maze = maze_of(problem)
+    first = favorite_corner(maze, answers)
     visits = np.zeros((SIZE, SIZE))
     for answer in answers:
         path, _ = walk(maze, answer)
-        for r, c in {canonical(maze, x) for x in [maze.start] + path}:
+        for r, c in {canonical(maze, x, first) for x in [maze.start] + path}:
             visits[r, c] += 1
     return visits / max(1, len(answers))
 
@@ -369,10 +380,11 @@ def grid_lines(ax):
 
 
 def draw_visits(ax, visits):
-    """The share of routes entering each cell, every maze turned alike (canonical): S top left, E
-    bottom right, the gold corner's zone top right, the diamond corner's bottom left."""
+    """The share of routes entering each cell over many mazes, each turned by visit_map: S top left,
+    E bottom right, the pool's favorite corner's zone top right (framed black), the other corner's
+    bottom left (framed grey)."""
     ax.imshow(visits, cmap="magma_r", vmin=0, vmax=1)
-    for corner, color in (((0, SIZE - 1), MARK_COLORS[2]), ((SIZE - 1, 0), MARK_COLORS[3])):
+    for corner, color in (((0, SIZE - 1), "black"), ((SIZE - 1, 0), "grey")):
         near = [x for x in cells(OPEN, ".") if abs(x[0] - corner[0]) + abs(x[1] - corner[1]) <= 2]
         rows, cols = np.array(near).T
         ax.plot(cols, rows, "s", ms=11, mfc="none", mec=color, mew=1.5)
@@ -401,7 +413,9 @@ def conflict_figure(path, pools_by_method, problems, shown=2, visits_by_method=N
         axes[0][j].set_title(method, fontsize=10)
         for i in range(shown):
             draw_maze(axes[1 + i][j], problems[i], pools[i])
-    axes[0][0].set_ylabel("all mazes, turned alike", fontsize=8)
+    axes[0][0].set_ylabel(
+        "all mazes: favorite corner top right,\nthe other bottom left", fontsize=8
+    )
     marks = [Line2D([], [], marker=m, color=c, ls="none") for m, c in zip("^XoDs*", MARK_COLORS)]
     routes = [Line2D([], [], color=c, lw=3) for c in FAMILY_COLORS.values()]
     labels = MARK_NAMES + [f"via {k}" for k in FAMILY_COLORS]

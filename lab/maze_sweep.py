@@ -11,9 +11,11 @@ figure of each measure against the coefficient, GRPO beside VPO.
     done
     python lab/maze_sweep.py out/maze_kl* --out docs/figures/maze_kl
 
-Writes OUT/kl.png, OUT/routes.png (where each method's routes go, at the adopted coefficient) and
-OUT/tables.md. Deliberately left out: anything the experiment's own report already shows (best@k
-curves per method, training curves); choosing a coefficient (configs/maze.yaml says which and why).
+Writes OUT/kl.png, OUT/routes.png (where each method's routes go at the adopted coefficient, seed
+0's pools sampled again from its checkpoints: run it where the experiments ran, or name that
+folder with --root) and OUT/tables.md. Deliberately left out: anything the experiment's own
+report already shows (best@k curves per method, training curves); choosing a coefficient
+(configs/maze.yaml says which and why).
 """
 
 import argparse
@@ -27,9 +29,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np
 
 import maze
+import search
 from metrics import paired_bootstrap_interval
 
 ADOPTED_KL = 0.001  # configs/maze.yaml's, the paper's
+DRAWN = ("warm_start", "grpo", "vpo", "max_at_k", "multi_rlvr")  # routes.png's columns
 NAMES = {
     "warm_start": "base",
     "warm_start_m3": "base, 3 answers",
@@ -224,24 +228,27 @@ def kl_figure(path, rows):
     return path
 
 
-def routes_figure(path, rows, kl, methods=("warm_start", "grpo", "vpo", "max_at_k", "multi_rlvr")):
-    """maze.conflict_figure for the lowest seed's first mazes and the mean visit map over seeds."""
-    shown = [m for m in methods if any((k, x) == (kl, m) for k, x, _ in rows)]
-    seed = min(s for k, m, s in rows if (k, m) == (kl, shown[0]))
-    first = rows[kl, shown[0], seed]
-    problems = [int(p) for p in first["problems"][: len(first["routes"])]]
-    pools = {NAMES[m]: rows[kl, m, seed]["routes"] for m in shown}
-    visits = {
-        NAMES[m]: np.mean([p["visits"] for (k, x, _), p in rows.items() if (k, x) == (kl, m)], 0)
-        for m in shown
-    }
-    return maze.conflict_figure(path, pools, problems, visits_by_method=visits)
+def routes_figure(path, rows, kl, root=".", seed=0, methods=DRAWN):
+    """maze.conflict_figure of seed `seed`'s pools at coefficient `kl`, sampled again from the
+    checkpoints the result files name (relative to `root`, where the experiment ran): the same
+    draws as the results' pools, every maze's routes (the result files keep only three pools')."""
+    shown = [m for m in methods if (kl, m, seed) in rows]
+    pools = {}
+    for method in shown:
+        record = rows[kl, method, seed]
+        problems = [int(p) for p in record["problems"]]
+        checkpoint = os.path.join(root, record["checkpoint"])
+        n = record["ks"][-1]
+        _, _, answers = search.evaluate_checkpoint(checkpoint, problems, n, seed, m=record["m"])
+        pools[NAMES[method]] = answers
+    return maze.conflict_figure(path, pools, problems)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dirs", nargs="+", help="lab/experiment.py out_dirs, one per coefficient")
     parser.add_argument("--out", default="out/maze_kl")
+    parser.add_argument("--root", default=".", help="where the experiments ran (checkpoint paths)")
     args = parser.parse_args(argv)
     rows = load(args.dirs)
     if not rows:
@@ -258,7 +265,7 @@ def main(argv=None):
     print("\n".join(lines))
     kl_figure(os.path.join(args.out, "kl.png"), rows)
     if any(k == ADOPTED_KL for k, _, _ in rows):
-        routes_figure(os.path.join(args.out, "routes.png"), rows, ADOPTED_KL)
+        routes_figure(os.path.join(args.out, "routes.png"), rows, ADOPTED_KL, args.root)
     print(f"wrote {args.out}/tables.md, kl.png, routes.png")
 
 
