@@ -18,6 +18,7 @@ import signal
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from functools import partial
 from multiprocessing import get_context
 from typing import NamedTuple
 
@@ -54,7 +55,8 @@ def pools_job(path, cfg, settings, seed, m):
     """Pools of pool_n answers on the held-out problems of `seed` -> (record, rewards)."""
     task = make_task(cfg["task"], **cfg["task_options"])
     problems = task.problems("heldout", settings["pool_problems"], random.Random(seed))
-    result, rewards, answers = search.evaluate_checkpoint(
+    evaluate = partial(
+        search.evaluate_checkpoint,
         path,
         problems,
         settings["pool_n"],
@@ -63,20 +65,12 @@ def pools_job(path, cfg, settings, seed, m):
         task=task,
         num_heldout_weights=settings["heldout_weightings"],
     )
+    result, rewards, answers = evaluate()
     result["problems"] = [repr(p) for p in problems]
     if cfg["task"] == "maze":  # the conflict as numbers, and a few pools' routes to draw
         result.update(maze_summary(problems, rewards, answers))
         # the authors' evaluation samples at 0.7: the same pools' measures at that temperature
-        cool, cool_rewards, cool_answers = search.evaluate_checkpoint(
-            path,
-            problems,
-            settings["pool_n"],
-            seed=seed,
-            m=m,
-            task=task,
-            num_heldout_weights=settings["heldout_weightings"],
-            temperature=MAZE_EVAL_TEMPERATURE,
-        )
+        cool, cool_rewards, cool_answers = evaluate(temperature=MAZE_EVAL_TEMPERATURE)
         kept = ("ks", "best_at_k", "heldout_weight_best_at_k", "diversity", "per_problem")
         summary = maze_summary(problems, cool_rewards, cool_answers, drawn=0)
         result["at_temperature_0.7"] = {**{k: cool[k] for k in kept}, **summary}
