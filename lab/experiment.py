@@ -26,6 +26,7 @@ rest. Deliberately left out: hyperparameter sweeps, more than one GPU.
 
 import argparse
 import difflib
+import hashlib
 import json
 import os
 import platform
@@ -149,6 +150,11 @@ def code_state(root=HERE):
     return f"{commit} (edited: {', '.join(edited)})" if edited else f"{commit} (as committed)"
 
 
+def file_sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
 def machine():
     """What the numbers depend on besides the commit: float32 kernels round differently on different
     processors (AVX2 vs AVX-512), and RL grows a last-bit difference into a different policy."""
@@ -261,7 +267,12 @@ class Headline:
             )
 
     def record(self, key, **fields):
-        """Store fields in key's result file with the code and machine that made them."""
+        """Store fields in key's result file with the code and machine that made them, and the
+        committed base it started from (its hash: a base replaced under the same name shows)."""
+        task, _, seed = key
+        base = self.warm_files.get((task, seed), "")
+        if base and base != warmstart_path(dict(self.first[task, seed], warmstart_from="")):
+            fields["base"] = {"path": base, "sha256": file_sha256(base)}
         update_record(self.out_dir, *key, source=self.source(key[1]), **self.stamp, **fields)
 
     def plan(self):
