@@ -223,10 +223,9 @@ def run_jobs(ready, workers, progress):
 # ---- Telling the user what is happening ----
 
 # Seconds one job takes at configs/<task>.yaml on a 2-core AVX-512 VM (one torch thread, both
-# workers
-# busy; docs/RESULTS.md), the first estimate; training at EXPECTED_STEPS (steps x prompts_per_step),
-# a
-# second update per batch adding half. The progress lines rescale by how fast the jobs go here.
+# workers busy; docs/RESULTS.md), the first estimate; training at EXPECTED_STEPS (steps x
+# prompts_per_step), a second update per batch adding half. The progress lines rescale by how fast
+# the jobs go here.
 EXPECTED_S = {
     ("warm", "persona"): 55,
     ("warm", "code"): 220,
