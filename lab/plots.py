@@ -321,7 +321,7 @@ def maze_routes(out_dir, results):
     shown = [a for a in order if a in per_method][:5]
     problems = [int(p) for p in per_method[shown[0]]["routes"]["problems"]]
     pools = {a: per_method[a]["routes"]["answers"] for a in shown}
-    visits = {a: per_method[a].get("visits") for a in shown}
+    visits = {a: per_method[a].get("visit_map") for a in shown}
     path = os.path.join(out_dir, "routes.png")
     return maze.conflict_figure(path, pools, problems, visits_by_method=visits)
 

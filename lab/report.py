@@ -139,7 +139,7 @@ def merge(records, task_order=()):
 def maze_means(pools):
     """The maze's own measures (workers.maze_summary), each a mean over the seeds' pools."""
     entry = {}
-    for key in ("objective_means", "route_families", "corner_coverage", "visits"):
+    for key in ("objective_means", "route_families", "corner_coverage", "visit_map"):
         if all(key in p for p in pools):
             entry[key] = mean_of([p[key] for p in pools])
     if all("at_temperature_0.7" in p for p in pools):  # the pools sampled at 0.7
