@@ -174,8 +174,8 @@ def sweep_table(rows, temperature):
     lines = [
         "| KL | method | seeds | "
         + " | ".join(columns)
-        + " | VPO - GRPO best@30 | VPO - GRPO both corners |",
-        "|---" * (len(columns) + 5) + "|",
+        + " | VPO - GRPO best@30 | VPO - GRPO w-best@30 | VPO - GRPO both corners |",
+        "|---" * (len(columns) + 6) + "|",
     ]
     for kl in kls:
         for method in ("grpo", "vpo"):
@@ -183,11 +183,11 @@ def sweep_table(rows, temperature):
             if not found:
                 continue
             cells = [f"{found[c][0]:.3f}" for c in columns]
-            gaps = ["", ""]
+            gaps = ["", "", ""]
             if method == "vpo":
                 gaps = [
                     fmt(interval(rows, kl, "vpo", "grpo", key, temperature))
-                    for key in ("best", "both_corners")
+                    for key in ("best", "w_best", "both_corners")
                 ]
             lines.append(f"| {kl} | {NAMES[method]} | {n} | " + " | ".join(cells + gaps) + " |")
     return lines
@@ -249,6 +249,7 @@ def main(argv=None):
     parser.add_argument("dirs", nargs="+", help="lab/experiment.py out_dirs, one per coefficient")
     parser.add_argument("--out", default="out/maze_kl")
     parser.add_argument("--root", default=".", help="where the experiments ran (checkpoint paths)")
+    parser.add_argument("--tables-only", action="store_true", help="no figures (seconds)")
     args = parser.parse_args(argv)
     rows = load(args.dirs)
     if not rows:
@@ -263,6 +264,8 @@ def main(argv=None):
     with open(os.path.join(args.out, "tables.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+    if args.tables_only:
+        return
     kl_figure(os.path.join(args.out, "kl.png"), rows)
     if any(k == ADOPTED_KL for k, _, _ in rows):
         routes_figure(os.path.join(args.out, "routes.png"), rows, ADOPTED_KL, args.root)

@@ -1,0 +1,30 @@
+"""lab/maze_sweep.py on a --quick maze experiment (seconds): the sweep's tables name every method
+with its seeds and paired intervals, and the figures are written. Leaves out the real sweep
+(docs/RESULTS.md has it)."""
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "lab"))
+
+
+def test_the_sweep_reads_an_experiments_result_files(tmp_path):
+    import maze_sweep
+
+    out_dir = tmp_path / "maze_kl0.001"
+    subprocess.run(
+        [sys.executable, "lab/experiment.py", "--quick", "--tasks", "maze", "--seeds", "0",
+         "--algos", "grpo", "vpo", "--set", f"out_dir={out_dir}"],
+        cwd=ROOT, check=True, capture_output=True,
+    )  # fmt: skip
+    rows = maze_sweep.load([str(out_dir)])
+    assert {m for _, m, _ in rows} >= {"grpo", "vpo", "warm_start", "optimum"}
+    figures = tmp_path / "figures"
+    maze_sweep.main([str(out_dir), "--out", str(figures), "--root", ROOT])
+    tables = (figures / "tables.md").read_text()
+    assert "| 0.001 | VPO | 1 |" in tables and "VPO - GRPO: best@30" in tables
+    assert "pools at T=0.7" in tables
+    for name in ("kl.png", "routes.png"):
+        assert os.path.getsize(figures / name) > 10_000
