@@ -1,11 +1,12 @@
 """
 The maze's base policy: a long supervised run on the maze's demonstrations (both formats, one
-route and three), the maze's stand-in for the paper's pretrained model. The maze's RL runs start
-from the file it writes instead of a 1,500-step warm start, which walks into a wall three times a
-route (docs/RESULTS.md): reading the walls takes tens of thousands of steps, hours on a laptop CPU.
+route and three, each move written with its cell), the maze's stand-in for the paper's pretrained
+model. The maze's RL runs start from the file it writes (bases/maze.pt): a short warm start walks
+into walls (docs/RESULTS.md), and reading them takes tens of thousands of steps, hours on a CPU.
 
-    python lab/maze_base.py --out bases/maze.pt                          # CPU: hours
     python lab/maze_base.py --out bases/maze.pt --workers 7 --set device=cuda   # one GPU: minutes
+    python lab/maze_base.py --out bases/maze.pt --measure heldout --eval-mazes 200
+    python lab/maze_base.py --out bases/maze.pt --diagnose     # wall moves by place in the route
 
 Settings are configs/maze.yaml's with `--set key=value` on top (model, sft_steps, sft_batch,
 sft_lr, ...). Every step's demonstrations come from their own seeded draw, so the same settings
@@ -287,7 +288,8 @@ def main(argv=None):
         result = measure(args.out, args.measure, args.eval_mazes, 5)
         print(json.dumps({"split": args.measure, "mazes": args.eval_mazes, **result}))
         return result
-    defaults = ["model=micro", "sft_steps=40000", "sft_batch=64", "warmstart_from="]
+    # the committed base's length and batch (configs/maze.yaml gives its model and encoding)
+    defaults = ["sft_steps=22000", "sft_batch=64", "warmstart_from="]
     cfg = train.resolve_config(BASE_CONFIG, defaults + args.set)
     return train_base(
         cfg, args.out, args.workers, args.eval_every, args.eval_mazes, args.max_minutes
