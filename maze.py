@@ -152,9 +152,12 @@ def walk(maze, answer):
 def wall_moves(maze, answer):
     """The moves of a route that go into a wall or off the grid (spent, the agent stays): a policy
     that reads the maze makes none; the demonstrations make one in ten routes, from their flaws."""
-    path, _ = walk(maze, answer)
-    cells_before = [maze.start] + path[:-1]
-    return sum(after == before for before, after in zip(cells_before, path))
+    return stays(maze, walk(maze, answer)[0])
+
+
+def stays(maze, path):
+    """The moves of a walk's path that left the agent where it was (wall_moves, from the path)."""
+    return sum(after == before for before, after in zip([maze.start] + path[:-1], path))
 
 
 def score(maze, gold, diamonds, lava, bonus):
@@ -281,7 +284,7 @@ def route_families(problem, answers):
     names = [family(maze, path) for path, _ in walks]
     shares = {k: names.count(k) / len(answers) for k in FAMILY_COLORS}
     arrive = sum(reached for _, reached in walks) / len(answers)
-    bumps = sum(wall_moves(maze, answer) for answer in answers) / len(answers)
+    bumps = sum(stays(maze, path) for path, _ in walks) / len(answers)
     return {"exit": arrive, "wall_moves": bumps, **shares}
 
 
@@ -305,11 +308,9 @@ def canonical(maze, cell, first="gold"):
     return (c, r) if corner[0] != 0 else (r, c)  # mirroring keeps rows: (0, 8) or (8, 0)
 
 
-def favorite_corner(maze, answers):
-    """The corner most of a pool's arriving routes pass: "gold" or "diamond" (gold on a tie)."""
-    names = [
-        family(maze, path) for path, reached in map(lambda a: walk(maze, a), answers) if reached
-    ]
+def favorite_corner(maze, walks):
+    """The corner most of a pool's arriving walks pass: "gold" or "diamond" (gold on a tie)."""
+    names = [family(maze, path) for path, reached in walks if reached]
     return "diamond" if names.count("diamond") > names.count("gold") else "gold"
 
 
@@ -318,10 +319,10 @@ def visit_map(problem, answers):
     top left, E bottom right and the pool's favorite corner top right. A pool that keeps to one
     corner leaves the bottom left empty; one that covers both fills both corners."""
     maze = maze_of(problem)
-    first = favorite_corner(maze, answers)
+    walks = [walk(maze, answer) for answer in answers]
+    first = favorite_corner(maze, walks)
     visits = np.zeros((SIZE, SIZE))
-    for answer in answers:
-        path, _ = walk(maze, answer)
+    for path, _ in walks:
         for r, c in {canonical(maze, x, first) for x in [maze.start] + path}:
             visits[r, c] += 1
     return visits / max(1, len(answers))

@@ -26,7 +26,6 @@ rest. Deliberately left out: hyperparameter sweeps, more than one GPU.
 
 import argparse
 import difflib
-import hashlib
 import json
 import os
 import platform
@@ -54,6 +53,7 @@ from lab.stored import (
     SEARCH_KEYS,
     board_problems,
     check_against,
+    file_sha256,
     keep_by_source,
     load_board,
     result_key,
@@ -150,11 +150,6 @@ def code_state(root=HERE):
     return f"{commit} (edited: {', '.join(edited)})" if edited else f"{commit} (as committed)"
 
 
-def file_sha256(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
 def machine():
     """What the numbers depend on besides the commit: float32 kernels round differently on different
     processors (AVX2 vs AVX-512), and RL grows a last-bit difference into a different policy."""
@@ -200,6 +195,12 @@ class Headline:
                     (SHARED_WARMSTART[t] if SHARED_WARMSTART.get(t) in tasks else t, s)
                 ]
                 self.warm_files[t, s] = first["warmstart_from"] or warmstart_path(first)
+        # the committed bases among them (configs/<task>.yaml's warmstart_from), hashed once
+        self.bases = {
+            key: {"path": path, "sha256": file_sha256(path)}
+            for key, path in self.warm_files.items()
+            if self.first[key]["warmstart_from"] and os.path.exists(path)
+        }
         for (t, _, s), cfg in self.configs.items():
             cfg["warmstart_from"] = self.warm_files[t, s]
         if self.board:  # a method's own keys may differ from the board's runs, nothing else
@@ -270,9 +271,8 @@ class Headline:
         """Store fields in key's result file with the code and machine that made them, and the
         committed base it started from (its hash: a base replaced under the same name shows)."""
         task, _, seed = key
-        base = self.warm_files.get((task, seed), "")
-        if base and base != warmstart_path(dict(self.first[task, seed], warmstart_from="")):
-            fields["base"] = {"path": base, "sha256": file_sha256(base)}
+        if (task, seed) in self.bases:
+            fields["base"] = self.bases[task, seed]
         update_record(self.out_dir, *key, source=self.source(key[1]), **self.stamp, **fields)
 
     def plan(self):

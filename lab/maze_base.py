@@ -19,7 +19,6 @@ Deliberately left out: resuming, several GPUs, any choice made on held-out mazes
 """
 
 import argparse
-import hashlib
 import json
 import multiprocessing
 import os
@@ -38,6 +37,7 @@ import torch
 import maze
 import runfiles
 import train
+from lab.stored import file_sha256
 from model import Tokenizer, build_model
 from rollouts import max_completion_tokens, sample_rollouts
 from tasks import make_task
@@ -208,7 +208,7 @@ def write_base(model, cfg, out, provenance, device, log=print):
     checkpoint.update(source=warmstart_source(), provenance=provenance)
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
     runfiles.atomic_save(checkpoint, out)
-    provenance["sha256"] = file_hash(out)
+    provenance["sha256"] = file_sha256(out)
     with open(os.path.splitext(out)[0] + ".json", "w") as f:
         json.dump(provenance, f, indent=1)
     megabytes = os.path.getsize(out) / 1e6
@@ -221,11 +221,6 @@ BASE_KEYS = (
     "task", "task_options", "seed", "model", "block_size", "tokenizer", "sft_steps", "sft_batch",
     "sft_lr", "sft_single_first", "answers_per_rollout", "dtype",
 )  # fmt: skip
-
-
-def file_hash(path):
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 def measure(path, split, mazes, answers_per_maze, seed=0):

@@ -30,6 +30,7 @@ import numpy as np
 
 import maze
 import search
+from lab.report import fmt_interval, verdict
 from metrics import paired_bootstrap_interval
 
 ADOPTED_KL = 0.001  # configs/maze.yaml's, the paper's
@@ -101,11 +102,10 @@ def interval(rows, kl, a, b, key, temperature="1.0"):
 
 
 def fmt(interval_or_none):
+    """An interval and its verdict, by lab/report.py's one rule."""
     if interval_or_none is None:
         return "not measured"
-    mean, low, high = interval_or_none
-    verdict = "yes" if low > 0 else "no" if high < 0 else "within noise"
-    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}] ({verdict})"
+    return f"{fmt_interval(interval_or_none)} ({verdict(interval_or_none)})"
 
 
 def mean_over_seeds(rows, kl, method, temperature="1.0"):

@@ -57,6 +57,12 @@ SEARCH_KEYS = (
 RETIRED_SETTINGS = {"evo_seeds": 1}  # searches per problem, never more than one
 
 
+def file_sha256(path):
+    """A file's sha256 in hex: what names a committed base (bases/maze.pt) beside its path."""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
 def run_status(cfg):
     """What cfg's run folder holds: "finished" (this very run), "unfinished" (this run, to resume),
     "other" (a run with other settings: refuse to touch it), or "empty"."""
