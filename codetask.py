@@ -24,7 +24,7 @@ import re
 import numpy as np
 
 import lang
-from rewards import checked_weights, format_goal, heldout, weighted_sum
+from tasks import ParentTask, checked_weights, format_goal, held_out, weighted_sum
 
 
 # A program's outputs depend only on its text, and the same few thousand programs recur.
@@ -41,7 +41,7 @@ def domain_targets(thresholds, domain):
     return tuple(sum(x < t for t in thresholds) for x in range(domain))
 
 
-class CodeTask:
+class CodeTask(ParentTask):
     """A problem is (t1, .., tk, x0, .., xk), x0 < t1 <= x1 < .. <= xk; a program is a tuple of k
     thresholds."""
 
@@ -97,7 +97,7 @@ class CodeTask:
                 pool = self.DOMAIN[start : start + width]
             xs = tuple(sorted(rng.sample(pool, self.k + 1)))
             problem = tuple(rng.randint(xs[i] + 1, xs[i + 1]) for i in range(self.k)) + xs
-            if heldout(repr(problem), self.heldout_fraction) == (split == "heldout"):
+            if held_out(repr(problem), self.heldout_fraction) == (split == "heldout"):
                 out.append(problem)
         return out
 

@@ -19,7 +19,7 @@ from itertools import groupby, islice
 
 import numpy as np
 
-from rewards import checked_weights, format_goal, heldout, weighted_sum
+from tasks import Task, checked_weights, format_goal, held_out, weighted_sum
 
 SIZE, CENTER = 9, (4, 4)
 MOVES = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
@@ -427,8 +427,8 @@ def conflict_figure(path, pools_by_method, problems, shown=2, visits_by_method=N
     return path
 
 
-class MazeTask:
-    """The interface every task offers (rewards.PersonaTask): a problem is a generator seed."""
+class MazeTask(Task):
+    """A problem is a generator seed; an answer is a route."""
 
     def __init__(self, noise=0.25, heldout_fraction=0.25, reward_weights=(), cells=False):
         self.dim = 4
@@ -445,7 +445,9 @@ class MazeTask:
         out = []
         while len(out) < n:
             seed = rng.randrange(2**31)
-            if heldout(str(seed), self.heldout_fraction) == (split == "heldout") and generate(seed):
+            if held_out(str(seed), self.heldout_fraction) == (split == "heldout") and generate(
+                seed
+            ):
                 out.append(seed)
         return out
 

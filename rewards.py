@@ -1,6 +1,6 @@
 """
-The persona tasks, and what every task offers (codetask.py offers the same): a reward VECTOR in
-[0,1]^D per answer, and a fixed scalarization (the mean) that GRPO trains on and best@k reports.
+The persona tasks: a reward VECTOR in [0,1]^D per answer, and a fixed scalarization (the mean) that
+GRPO trains on and best@k reports. tasks.py says what every task offers; this is the simplest one.
 
 PersonaTask: D personas each have a favorite letter, given in the prompt ("likes qxmz"). An answer
 is a word of at most L lowercase letters, and persona d scores it
@@ -10,61 +10,25 @@ The square root bends the Pareto front outwards, so every mix of letter counts i
 for SOME weighting (with linear scores only the D pure words would matter). `overlap` near 1 makes
 the personas nearly collinear: the control task (persona_collinear), on which VPO should not help.
 
-Each task offers problems(split, n, rng) (a fixed hash split), prompt(problem, parents, goal),
-reward(problem, answer) -> (D,), scalarize(r), demonstration(problem, m, rng), answer_key() and
-valid(). Only the code task uses parents, so the policy can serve as search.py's mutation operator.
-Warm-start demonstrations are deliberately imperfect (noise letters, programs that ignore the
-examples): diverse, but not already on the Pareto front, or RL has nothing to show.
+Warm-start demonstrations are deliberately imperfect (noise letters): diverse, but not already on
+the Pareto front, or RL has nothing to show.
 
-Deliberately left out: natural-language tasks, learned reward models, anything loaded from disk.
+Deliberately left out: parents (only the code task shows them), natural-language tasks, learned
+reward models, anything loaded from disk.
 """
 
 import random
-import zlib
 
 import numpy as np
+
+from tasks import Task, checked_weights, format_goal, held_out, weighted_sum
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
-def heldout(key: str, fraction: float) -> bool:
-    """A fixed hash split: the same problem is on the same side on every machine and seed."""
-    return (zlib.crc32(key.encode()) % 1000) < fraction * 1000
+class PersonaTask(Task):
+    """D personas, each with a favorite letter; an answer is one word."""
 
-
-def checked_weights(weights, dim):
-    """A task's `reward_weights` option -> None (the mean) or D non-negative floats summing to 1,
-    else ValueError."""
-    if weights is None or len(weights) == 0:
-        return None
-    w = [float(x) for x in weights]
-    if len(w) != dim:
-        raise ValueError(
-            f"reward_weights needs {dim} numbers (one per reward component), got {len(w)}"
-        )
-    if min(w) < 0 or not np.isfinite(w).all():
-        raise ValueError(f"reward_weights must be finite and non-negative, got {w}")
-    if abs(sum(w) - 1.0) > 1e-6:
-        raise ValueError(f"reward_weights must sum to 1, got {sum(w):.6g}")
-    return w
-
-
-def weighted_sum(r, weights):
-    """Reward vectors (..., D), numpy or torch -> (...): the mean when `weights` is None, else the
-    weighted sum."""
-    if weights is None:
-        return r.mean(-1)
-    return r @ (
-        r.new_tensor(weights) if hasattr(r, "new_tensor") else np.asarray(weights, dtype=r.dtype)
-    )
-
-
-def format_goal(weights) -> str:
-    """Goal-conditioned prompts carry the weighting as one digit per component (0..9)."""
-    return " w" + "".join(str(min(9, int(round(9 * float(w))))) for w in weights)
-
-
-class PersonaTask:
     def __init__(
         self,
         num_personas=4,
@@ -92,7 +56,7 @@ class PersonaTask:
         out = []
         while len(out) < n:
             favs = tuple(rng.sample(LETTERS, self.dim))
-            if heldout("".join(favs), self.heldout_fraction) == (split == "heldout"):
+            if held_out("".join(favs), self.heldout_fraction) == (split == "heldout"):
                 out.append(favs)
         return out
 

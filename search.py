@@ -27,7 +27,7 @@ from matplotlib.figure import Figure  # no pyplot: files only, on any machine, n
 from matplotlib.ticker import MaxNLocator
 
 import maze
-from config import EVALUATION, resolve_evaluation, settings_parser
+from config import EVALUATION, make_task, resolve_evaluation, settings_parser
 from metrics import (
     best_at_k_curve,
     pareto_fraction,
@@ -37,7 +37,6 @@ from metrics import (
 )
 from rollouts import sample_rollouts
 from runfiles import load_checkpoint, model_from_checkpoint
-from tasks import make_task
 from vpo import sample_weights, set_scores
 
 POOL_PROBLEMS = 16  # problems sampled in one call: the memory of a call, never a result

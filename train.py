@@ -40,17 +40,16 @@ import grpo
 import runfiles
 import search
 import vpo
-from config import EVALUATION, ConfigError
+from config import EVALUATION, ConfigError, make_task
 from model import GPT, Tokenizer, autocast
 from rollouts import max_completion_tokens, rollout_prompt, sample_rollouts
-from tasks import make_task
 from warmstart import padded_demos, replay_loss, warm_start, warmstart_path
 
 # ---- Settings: every run's, unless its configs/<task>.yaml or --set key=value changes one (never
 # adds one). Each line's comment is its reason: `python train.py --help` prints them.
 DEFAULTS = dict(
     # what to train
-    task="persona",  # a name in tasks.TASKS: what is asked, and the reward vector of an answer
+    task="persona",  # a name in config.TASKS: what is asked, and the reward vector of an answer
     task_options={},  # the task's constructor arguments (rewards.PersonaTask, codetask.CodeTask)
     algo="vpo",  # a name in train.ADVANTAGES: grpo, vpo, the ablations and baselines
     seed=0,  # the problems, the warm start's weights and every draw follow it

@@ -45,7 +45,7 @@ import torch
 
 import search
 import train
-from config import ConfigError, parse_value, pick_device, settings_parser
+from config import ConfigError, make_task, parse_value, pick_device, settings_parser
 from lab import report, tables
 from lab.report import read_record, training_summary, update_record
 from lab.stored import (
@@ -74,7 +74,6 @@ from lab.workers import (
     warm_start_job,
 )
 from runfiles import EVAL_KEYS, read_source
-from tasks import make_task
 from warmstart import warmstart_path
 
 TASKS = ["persona", "code", "maze", "persona_collinear"]  # each trains with configs/<task>.yaml

@@ -37,10 +37,10 @@ import torch
 import maze
 import runfiles
 import train
+from config import make_task
 from lab.stored import file_sha256
 from model import Tokenizer, build_model
 from rollouts import max_completion_tokens, sample_rollouts
-from tasks import make_task
 from warmstart import (
     CapturedSFT,
     demo_nll,

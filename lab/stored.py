@@ -29,7 +29,7 @@ import shutil
 import yaml
 
 import train
-from config import ConfigError
+from config import ConfigError, make_task
 from lab import report
 from runfiles import (
     EVAL_KEYS,
@@ -37,7 +37,6 @@ from runfiles import (
     changed_files,
     source_fingerprint,
 )
-from tasks import make_task
 from warmstart import warmstart_source
 
 # the settings a stored pool was made with

@@ -29,11 +29,10 @@ import maze
 import search
 import train
 import warmstart
-from config import pick_device
+from config import make_task, pick_device
 from lab import oracle
 from model import GPT, PRESETS, GPTConfig, Tokenizer
 from runfiles import model_from_checkpoint
-from tasks import make_task
 
 # ---- The jobs, each run in a worker process (a training run's job is train.train itself) ----
 

@@ -285,7 +285,7 @@ def test_max_at_k_batch_std_is_grpos_at_k_1_and_every_attempts_std():
 def test_reward_weights_set_the_fixed_scalarization_and_are_checked():
     import numpy as np
 
-    from tasks import make_task
+    from config import make_task
     from train import ConfigError, resolve_config
 
     r = torch.tensor([[1.0, 0.0, 0.5, 0.5]])

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import lang
 from codetask import CodeTask
-from tasks import make_task
+from config import make_task
 
 code = CodeTask()  # the default family: f = (+ (< x t1) (< x t2)) on 0..15 from three examples
 

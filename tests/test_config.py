@@ -14,7 +14,7 @@ import config
 import runfiles
 import train as trainer
 import vpo
-from tasks import make_task
+from config import make_task
 from train import ADVANTAGES, DEFAULTS, ConfigError, resolve_config, train
 
 

@@ -18,8 +18,8 @@ import torch
 
 import search
 import train
+from config import make_task
 from runfiles import model_from_checkpoint
-from tasks import make_task
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the reference

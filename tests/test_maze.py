@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import maze
 from maze import Maze, MazeTask
-from rewards import heldout
+from tasks import held_out
 
 SEEDS = range(1000)
 
@@ -141,7 +141,7 @@ def test_problems_are_kept_seeds_on_their_side_of_the_split():
     for split in ("train", "heldout"):
         seeds = task.problems(split, 20, random.Random(0))
         assert len(seeds) == 20 and all(maze.generate(s) is not None for s in seeds)
-        assert all(heldout(str(s), 0.25) == (split == "heldout") for s in seeds)
+        assert all(held_out(str(s), 0.25) == (split == "heldout") for s in seeds)
 
 
 def test_the_prompt_is_the_budget_and_the_rows():

@@ -12,9 +12,9 @@ import torch
 
 import maze
 import train
+from config import make_task
 from rollouts import sample_rollouts
 from runfiles import model_from_checkpoint
-from tasks import make_task
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = os.path.join(ROOT, "bases", "maze.pt")

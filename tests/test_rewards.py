@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from codetask import CodeTask
+from config import make_task
 from rewards import PersonaTask
-from tasks import make_task
 
 persona = PersonaTask(num_personas=4, answer_len=12)
 

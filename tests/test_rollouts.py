@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 import lang
 from codetask import CodeTask
+from config import make_task
 from model import Tokenizer
 from rewards import PersonaTask
 from rollouts import rollout_prompt, rollout_text, score_answers
-from tasks import make_task
 
 TOK = Tokenizer()
 TASKS = ("persona", "persona_collinear", "code")

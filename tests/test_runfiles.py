@@ -19,8 +19,8 @@ import grpo
 import runfiles
 import train as trainer
 import vpo
+from config import make_task
 from runfiles import load_checkpoint, model_from_checkpoint
-from tasks import make_task
 from train import ConfigError, train
 
 

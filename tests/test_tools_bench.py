@@ -57,8 +57,8 @@ def test_warm_start_timing_splits_the_phases_and_trains_what_warm_start_trains(t
     those warmstart.warm_start makes with the same settings (the timing wraps the step, changes
     nothing)."""
     import warmstart
+    from config import make_task
     from model import Tokenizer
-    from tasks import make_task
 
     cfg = train.resolve_config(overrides=TINY + ["task=code", "sft_single_first=0.3"])
     r = bench.time_warm_start(cfg, "cpu", 20)

@@ -18,9 +18,9 @@ import engine
 import rollouts
 import train as trainer
 import vpo
+from config import make_task
 from model import Tokenizer, build_model
 from runfiles import model_from_checkpoint
-from tasks import make_task
 from train import ADVANTAGES, resolve_config, train
 
 

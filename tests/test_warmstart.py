@@ -18,9 +18,9 @@ from tiny_runs import RUN, TINY, tiny
 import train
 import train as trainer
 import warmstart
+from config import make_task
 from model import Tokenizer, build_model
 from rollouts import max_completion_tokens
-from tasks import make_task
 from train import resolve_config
 
 CODE = ["task=code", "model=nano", "sft_batch=4", "block_size=224"]
@@ -116,8 +116,8 @@ def test_warm_start_depends_on_its_seed_not_on_the_process_history(tmp_path):
     """A worker of the headline experiment runs several jobs in turn: whatever it drew before must
     not change the warm start it trains (it once did: the initial weights came from the global
     RNG)."""
+    from config import make_task
     from model import Tokenizer
-    from tasks import make_task
     from warmstart import warm_start
 
     tok, task = Tokenizer(), make_task("persona")
@@ -179,8 +179,8 @@ def test_single_answer_curriculum_batches():
     """The warm start's first phase shows only the plain 1-answer format; later phases mix in m."""
     import random
 
+    from config import make_task
     from model import Tokenizer
-    from tasks import make_task
     from warmstart import padded_demos
 
     tok, task = Tokenizer(), make_task("code")

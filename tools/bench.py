@@ -45,10 +45,10 @@ import config  # noqa: E402
 import engine  # noqa: E402
 import train  # noqa: E402
 import warmstart  # noqa: E402
+from config import make_task  # noqa: E402
 from model import GPT, Tokenizer, build_model, pad_left  # noqa: E402
 from rollouts import max_completion_tokens, rollout_prompt  # noqa: E402
 from runfiles import load_checkpoint, model_from_checkpoint  # noqa: E402
-from tasks import make_task  # noqa: E402
 
 # --naive: engine.generate and engine.score with one trick off, then model.py's plain versions
 VARIANTS = {

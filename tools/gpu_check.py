@@ -39,10 +39,10 @@ sys.path.insert(0, ROOT)
 import engine  # noqa: E402
 import train  # noqa: E402
 import warmstart  # noqa: E402
+from config import make_task  # noqa: E402
 from model import GPT, PRESETS, GPTConfig, Tokenizer, build_model, pad_left, pad_right  # noqa: E402
 from rollouts import max_completion_tokens  # noqa: E402
 from runfiles import model_from_checkpoint  # noqa: E402
-from tasks import make_task  # noqa: E402
 
 tok = Tokenizer()
 DEVICE = "cuda"  # --device cpu dry-runs every check against the CPU itself

@@ -32,8 +32,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import engine  # noqa: E402
 import train  # noqa: E402
+from config import make_task  # noqa: E402
 from model import Tokenizer, build_model  # noqa: E402
-from tasks import make_task  # noqa: E402
 from tools.bench import load, peak_rss_gib, timed  # noqa: E402
 
 # the settings, as `--set` takes them: GRPO without KL at TRL's batch shape
