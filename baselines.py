@@ -6,7 +6,7 @@ The baselines the field compares VPO against, each an advantage function like gr
   2505.15201): train for the best of k samples, not for the average one.
 - gdpo_advantages: GDPO (arXiv 2601.05242): normalize each reward component on its own.
 - maxrl_advantages: MaxRL (arXiv 2602.02710): GRPO with the group's std replaced by its mean.
-- sample_spread_groups: DAPO's dynamic sampling (the sampler and advantage come in as arguments).
+- pick_groups: the groups DAPO's dynamic sampling keeps (train.sample_groups), as one batch.
 
 Deliberately left out: Max@K's off-policy correction, PKPO's leave-one-out baselines, GDPO's
 conditioned rewards (reward design), anything that needs a learned model.
@@ -80,41 +80,7 @@ def maxrl_advantages(scores, eps=1e-6):
     return torch.where(mean > 0, (scores - mean) / (mean + eps), torch.zeros_like(scores))
 
 
-# ---- DAPO's dynamic sampling (train.py's dynamic_sampling > 0; off by default) -------------------
-
-
-def sample_spread_groups(run, sample_round, advantage):
-    """DAPO's dynamic sampling -> (batch, weightings, metrics): keep groups whose advantage has
-    spread, refill from fresh rounds until P have or dynamic_sampling rounds are drawn, then fill
-    with flat ones. Groups with parents keep their share (else the mutation skill went untrained).
-    sample_round(run) -> (batch, weightings, which groups show parents); advantage: the run's
-    algorithm."""
-    cfg = run.cfg
-    P = cfg["prompts_per_step"] // run.world
-    parents_wanted = round(cfg["mutation_share"] * P)  # of the P groups kept, those showing parents
-    rounds = []  # (batch, weightings) of each round drawn
-    spread = []  # per group drawn, across rounds: whether its advantage has spread
-    shows_parents = []  # likewise: whether its prompt shows parents
-    keep = []
-    while len(rounds) < cfg["dynamic_sampling"] and not (
-        len(keep) == P and all(spread[g] for g in keep)
-    ):
-        batch, weights, shown = sample_round(run)
-        adv = advantage(batch["rewards"], run.task.scalarize(batch["rewards"]), weights, cfg)
-        rounds.append((batch, weights))
-        spread += (adv.abs().sum(1) > 0).tolist()
-        shows_parents += shown
-        # spread first, each in the order drawn
-        ranked = sorted(range(len(spread)), key=lambda g: not spread[g])
-        plain = [g for g in ranked if not shows_parents[g]]
-        mutating = [g for g in ranked if shows_parents[g]]
-        keep = plain[: P - parents_wanted] + mutating[:parents_wanted]
-    # a rank short of one kind (torchrun can split the kinds unevenly): the other kind fills in
-    keep = sorted(keep + (plain[P - parents_wanted :] + mutating[parents_wanted:])[: P - len(keep)])
-    batch = pick_groups([b for b, _ in rounds], keep, run.tok.eos, cfg["group_size"])
-    weights = torch.cat([w for _, w in rounds])[keep]
-    metrics = {"sampling_rounds": len(rounds), "flat_groups_kept": sum(not spread[g] for g in keep)}
-    return batch, weights, metrics
+# ---- DAPO's dynamic sampling (train.sample_groups; dynamic_sampling > 0, off by default) ------
 
 
 def pick_groups(batches, groups, pad_id, G):

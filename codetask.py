@@ -20,6 +20,7 @@ import itertools
 import math
 import random
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -41,47 +42,39 @@ def domain_targets(thresholds, domain):
     return tuple(sum(x < t for t in thresholds) for x in range(domain))
 
 
+@dataclass(eq=False)  # eq=False: a task is hashed by identity, as a plain class is
 class CodeTask(ParentTask):
     """A problem is (t1, .., tk, x0, .., xk), x0 < t1 <= x1 < .. <= xk; a program is a tuple of k
     thresholds."""
 
-    def __init__(
-        self,
-        domain=16,
-        thresholds=2,
-        noise=0.2,
-        early_switch=0.8,
-        heldout_fraction=0.25,
-        max_parents=2,
-        window_share=0.0,
-        fixed_width=False,
-        edits=False,
-        reward_weights=(),
-    ):
-        if not 1 <= thresholds <= 4 or not thresholds + 2 <= domain <= 100:
+    domain: int = 16  # the inputs 0..domain-1
+    thresholds: int = 2  # k: the hidden program's thresholds
+    noise: float = 0.2  # the share of demonstrations that ignore the examples
+    # a habit (_habit), like a pretrained model's bias: RL has something to find
+    early_switch: float = 0.8
+    heldout_fraction: float = 0.25
+    max_parents: int = 2  # parents a prompt shows at most
+    # examples in a narrow window: pinned-down problems beside open ones
+    window_share: float = 0.0
+    # 07, not 7: a child is its parent but for one number, easy to copy
+    fixed_width: bool = False
+    # children written as edits, "2-5": the warm start copied whole programs badly
+    edits: bool = False
+    reward_weights: tuple = ()  # the fixed scalarization's weights (empty: the mean)
+
+    def __post_init__(self):
+        if not 1 <= self.thresholds <= 4 or not self.thresholds + 2 <= self.domain <= 100:
             raise ValueError(
                 f"need 1 <= thresholds <= 4 and thresholds + 2 <= domain <= 100, "
-                f"got {thresholds} and {domain}"
+                f"got {self.thresholds} and {self.domain}"
             )
-        if not 0.0 <= window_share <= 1.0:
-            raise ValueError(f"window_share must be in [0, 1], got {window_share}")
-        self.k = thresholds
-        self.domain = domain
-        self.DOMAIN = list(range(domain))
-        self.dim = domain - (thresholds + 1)  # every input but the k + 1 shown is a hidden test
-        self.noise = noise  # the share of demonstrations that ignore the examples
-        # a habit (_habit), like a pretrained model's bias: RL has something to find
-        self.early_switch = early_switch
-        self.heldout_fraction = heldout_fraction
-        self.max_parents = max_parents
-        # examples in a narrow window: pinned-down problems beside open ones
-        self.window_share = window_share
-        # 07, not 7: a child is its parent but for one number, easy to copy
-        self.fixed_width = fixed_width
-        # children written as edits, "2-5": the warm start copied whole programs badly
-        self.edits = edits
-        self.max_answer_tokens = len(self.program_text([domain - 1] * thresholds)) + 3
-        self.reward_weights = checked_weights(reward_weights, self.dim)  # None: the mean
+        if not 0.0 <= self.window_share <= 1.0:
+            raise ValueError(f"window_share must be in [0, 1], got {self.window_share}")
+        self.k = self.thresholds
+        self.DOMAIN = list(range(self.domain))
+        self.dim = self.domain - (self.k + 1)  # every input but the k + 1 shown is a hidden test
+        self.max_answer_tokens = len(self.program_text([self.domain - 1] * self.k)) + 3
+        self.reward_weights = checked_weights(self.reward_weights, self.dim)  # None: the mean
 
     # ---- problems: the hidden program, its examples, its plausible programs ----------------------
 
@@ -131,7 +124,7 @@ class CodeTask(ParentTask):
             text = f"(+ (< x {t:0{width}d}) {text})"
         return text
 
-    def thresholds(self, text):
+    def thresholds_of(self, text):
         """The numbers a program is compared with, read off the text (answers that do not parse
         too)."""
         return [int(v) for v in re.findall(r"\(< x (\d+)\)", text)]
@@ -311,7 +304,7 @@ class CodeTask(ParentTask):
         if not match:
             return answer
         i, step = int(match[1]) - 1, int(match[3]) * (1 if match[2] == "+" else -1)
-        thresholds = self.thresholds(parents[-1][0])
+        thresholds = self.thresholds_of(parents[-1][0])
         if (
             len(thresholds) != self.k
             or not 0 <= i < self.k

@@ -15,6 +15,7 @@ import torch
 
 import engine
 from config import ConfigError, pick_device
+from model import autocast
 
 
 def start_process(cfg):
@@ -37,14 +38,24 @@ def start_process(cfg):
 
 
 class Scorer(torch.nn.Module):
-    """engine.score as a forward(), which DDP and torch.compile hook into."""
+    """engine.score as a forward(), which DDP and torch.compile hook into, under the run's
+    autocast (model.autocast: bf16 or nothing)."""
 
-    def __init__(self, model):
+    def __init__(self, model, dtype="float32"):
         super().__init__()
         self.model = model
+        self.dtype = dtype
 
     def forward(self, prompt, prompt_mask, completion, completion_mask):
-        return engine.score(self.model, prompt, prompt_mask, completion, completion_mask)
+        device = str(prompt.device)
+        with autocast(self.dtype, device):
+            return engine.score(
+                self.model,
+                prompt,
+                prompt_mask,
+                completion=completion,
+                completion_mask=completion_mask,
+            )
 
 
 def init(name):
@@ -68,11 +79,10 @@ def init(name):
     return torch.distributed.get_rank(), world, device
 
 
-def scorer(model, world, compile=False):
+def scorer(model, world, compile=False, dtype="float32"):
     """engine.score of `model` as a module: DDP-wrapped under torchrun, torch.compiled if asked."""
-    wrapped = (
-        torch.nn.parallel.DistributedDataParallel(Scorer(model)) if world > 1 else Scorer(model)
-    )
+    module = Scorer(model, dtype)
+    wrapped = torch.nn.parallel.DistributedDataParallel(module) if world > 1 else module
     return torch.compile(wrapped) if compile else wrapped
 
 

@@ -13,7 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from model import completion_dict, entropy_of, positions_of, sample_from_logits, token_logprobs
+from model import completion_dict, entropy_of, positions_of, token_logprobs
 
 
 class KVCache:
@@ -68,12 +68,18 @@ def prefill(model, prompt, prompt_mask, num_samples, max_new_tokens, cache_type)
         )
     dtype = next(model.parameters()).dtype
     cache = cache_type(
-        cfg.n_layer, P, cfg.n_head, Tp + max_new_tokens, cfg.n_embd // cfg.n_head, device, dtype
+        cfg.n_layer,
+        P,
+        cfg.n_head,
+        max_len=Tp + max_new_tokens,
+        head_size=cfg.n_embd // cfg.n_head,
+        device=device,
+        dtype=dtype,
     )
     key_mask = torch.ones(P, Tp + max_new_tokens, dtype=torch.bool, device=device)
     key_mask[:, :Tp] = prompt_mask
     positions = positions_of(prompt_mask)  # (P, Tp)
-    logits = model(prompt, key_mask, positions, cache)[:, -1]  # (P, V)
+    logits = model(prompt, key_mask, positions, cache=cache)[:, -1]  # (P, V)
     cache.repeat_rows(num_samples)
     return (
         cache,
@@ -84,30 +90,19 @@ def prefill(model, prompt, prompt_mask, num_samples, max_new_tokens, cache_type)
 
 
 @torch.no_grad()
-def generate(
-    model,
-    prompt,
-    prompt_mask,
-    num_samples,
-    max_new_tokens,
-    eos_id,
-    temperature=1.0,
-    top_k=None,
-    top_p=None,
-    generator=None,
-    share_prompt=True,
-    drop_finished=True,
-):
-    """model.generate's samples, faster; share_prompt / drop_finished=False switch tricks off
-    (bench, tests)."""
-    if not share_prompt:  # each sample gets its own copy of the prompt: G prefills of the same text
-        prompt = prompt.repeat_interleave(num_samples, 0)
-        prompt_mask = prompt_mask.repeat_interleave(num_samples, 0)
-        num_samples = 1
+def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, decoding, drop_finished=True):
+    """model.generate's samples, faster (one prefill per prompt, ended rows dropped);
+    drop_finished=False switches the second trick off (bench, tests)."""
+    eos_id = decoding.eos_id
     B = prompt.size(0) * num_samples
     device = prompt.device
     cache, key_mask, logits, next_pos = prefill(
-        model, prompt, prompt_mask, num_samples, max_new_tokens, KVCache
+        model,
+        prompt,
+        prompt_mask,
+        num_samples=num_samples,
+        max_new_tokens=max_new_tokens,
+        cache_type=KVCache,
     )
 
     tokens = torch.full((B, max_new_tokens), eos_id, dtype=torch.long, device=device)
@@ -118,9 +113,9 @@ def generate(
     for t in range(max_new_tokens):
         # every row's random number is drawn, in the batch or not, so dropping rows changes no
         # sample
-        uniform = torch.rand(B, 1, device=device, generator=generator)[rows]  # (b, 1)
+        uniform = torch.rand(B, 1, device=device, generator=decoding.generator)[rows]  # (b, 1)
         logits = logits.float()
-        tok = sample_from_logits(logits, temperature, top_k, top_p, uniform=uniform)  # (b,)
+        tok = decoding.pick(logits, uniform)  # (b,)
         tok = tok.masked_fill(done, eos_id)
         logp = F.log_softmax(logits, dim=-1)  # (b, V)
         tokens[rows, t] = tok
@@ -135,17 +130,17 @@ def generate(
             rows, tok, done = rows[keep], tok[keep], done[keep]
             key_mask, next_pos = key_mask[keep], next_pos[keep]
             cache.keep_rows(keep)
-        logits = model(tok[:, None], key_mask, next_pos, cache)[:, -1]
+        logits = model(tok[:, None], key_mask, next_pos, cache=cache)[:, -1]
         next_pos = next_pos + 1
-    return completion_dict(tokens, logprobs, entropy, eos_id)
+    return completion_dict(tokens, logprobs, entropy, eos_id=eos_id)
 
 
 class StaticKVCache(KVCache):
     """A KVCache with fixed-shape steps: a new key goes to position `at`; unwritten keys are
     masked."""
 
-    def __init__(self, *args):
-        super().__init__(*args)
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         self.at = torch.zeros(1, dtype=torch.long, device=self.k.device)
 
     def attend(self, layer, q, k, v, attn_mask):
@@ -185,34 +180,34 @@ def captured(step):
     return graph.replay
 
 
+# generate_static checks whether every row has ended once in this many steps (each check waits for
+# the GPU)
+CHECK_EVERY = 8
+
+
 @torch.no_grad()
 def generate_static(
-    model,
-    prompt,
-    prompt_mask,
-    num_samples,
-    max_new_tokens,
-    eos_id,
-    temperature=1.0,
-    top_k=None,
-    top_p=None,
-    generator=None,
-    capture=None,
-    check_every=8,
+    model, prompt, prompt_mask, num_samples, max_new_tokens, decoding, capture=None
 ):
-    """generate's samples at fixed shapes (CUDA-graphed if `capture`); ended rows stay, checked
-    every `check_every`."""
+    """generate's samples at fixed shapes (CUDA-graphed if `capture`, by default on CUDA); ended
+    rows stay, checked every CHECK_EVERY steps."""
+    eos_id = decoding.eos_id
     capture = prompt.is_cuda if capture is None else capture and prompt.is_cuda
     Tp = prompt.size(1)
     B = prompt.size(0) * num_samples
     device = prompt.device
     cache, key_mask, logits, pos = prefill(
-        model, prompt, prompt_mask, num_samples, max_new_tokens, StaticKVCache
+        model,
+        prompt,
+        prompt_mask,
+        num_samples=num_samples,
+        max_new_tokens=max_new_tokens,
+        cache_type=StaticKVCache,
     )
     cache.at.fill_(Tp)  # where the first new token's key goes
     # one (B, 1) draw a step, as generate: one (T, B, 1) draw matches on the CPU only (CUDA offsets
     # each call)
-    generator = generator if generator is not None else default_generator(device)
+    generator = decoding.generator or default_generator(device)
     state = generator.get_state()
     draws = [torch.rand(B, 1, device=device, generator=generator) for _ in range(max_new_tokens)]
     # the step's state, all preallocated; the keys after the prompt are shown one a step
@@ -229,14 +224,14 @@ def generate_static(
         entropy=torch.zeros(B, max_new_tokens, device=device),
         done=torch.zeros(B, dtype=torch.bool, device=device),
     )
-    step = static_step(model, cache, buffers, Tp, eos_id, (temperature, top_k, top_p))
+    step = static_step(model, cache, buffers, Tp=Tp, decoding=decoding)
     if capture:
         replay = captured(step)  # runs the first step, records the next
     else:
         step()
         replay = step
     for i in range(1, max_new_tokens):
-        if i % check_every == 0 and bool(buffers["done"].all()):
+        if i % CHECK_EVERY == 0 and bool(buffers["done"].all()):
             break
         replay()
     if not bool(torch.isfinite(buffers["logprobs"]).all()):
@@ -244,18 +239,21 @@ def generate_static(
             "non-finite logits while sampling: the policy diverged; stopping, the last checkpoint "
             "is kept"
         )
-    rewind(generator, state, buffers["tokens"], eos_id)
-    return completion_dict(buffers["tokens"], buffers["logprobs"], buffers["entropy"], eos_id)
+    rewind(generator, state, buffers["tokens"], eos_id=eos_id)
+    return completion_dict(
+        buffers["tokens"], buffers["logprobs"], buffers["entropy"], eos_id=eos_id
+    )
 
 
-def static_step(model, cache, buf, Tp, eos_id, sampling):
+def static_step(model, cache, buf, Tp, decoding):
     """generate_static's decode step: it reads and writes only `buf` and the cache, in place,
-    so a CUDA graph can replay it. sampling: (temperature, top_k, top_p)."""
+    so a CUDA graph can replay it."""
+    eos_id = decoding.eos_id
 
     def step():
         t = cache.at - Tp  # (1,) the new token's index in the completion
         uniform = buf["uniforms"].index_select(0, t)[0]
-        tok = sample_from_logits(buf["logits"], *sampling, uniform=uniform, check_finite=False)
+        tok = decoding.pick(buf["logits"], uniform, check_finite=False)
         tok = tok.masked_fill(buf["done"], eos_id)  # (B,)
         logp = F.log_softmax(buf["logits"], dim=-1)
         buf["tokens"].index_copy_(1, t, tok[:, None])
@@ -296,27 +294,6 @@ def default_generator(device):
     if device.type != "cpu":
         raise ValueError(f"generate_static on {device.type}: pass a generator on that device")
     return torch.default_generator
-
-
-def captures(cfg, device):
-    """Whether steps are captured as CUDA graphs: on CUDA with cuda_graph on (.get: older
-    checkpoints)."""
-    return bool(cfg.get("cuda_graph", False)) and str(device).startswith("cuda")
-
-
-def sampler_for(cfg, device):
-    """generate_static where captures(); else generate (the same tokens; on the CPU as fast or
-    faster)."""
-    return generate_static if captures(cfg, device) else generate
-
-
-def sample(cfg, model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, generator):
-    """num_samples completions per prompt with the sampler and sampling settings of the run's
-    `cfg`."""
-    sampler = sampler_for(cfg, prompt.device)
-    settings = dict(temperature=cfg["temperature"], top_k=cfg["top_k"] or None, generator=generator)
-    settings["top_p"] = cfg["top_p"] if cfg["top_p"] < 1 else None  # 1 or 0: off
-    return sampler(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, **settings)
 
 
 class SharedPrompts:
@@ -362,7 +339,9 @@ def score(model, prompt, prompt_mask, completion, completion_mask, share_prompt=
         rows = first = torch.arange(B, device=prompt.device)
     cache = SharedPrompts(rows)
     # (P, 1, C)
-    last = model.hidden(prompt[first], prompt_mask[first], positions[first, :Tp], cache)[:, -1:]
+    last = model.hidden(prompt[first], prompt_mask[first], positions[first, :Tp], cache=cache)[
+        :, -1:
+    ]
     lengths = completion_mask.sum(1)
     order = (
         torch.argsort(lengths, descending=True, stable=True)
@@ -381,7 +360,9 @@ def score(model, prompt, prompt_mask, completion, completion_mask, share_prompt=
         if T > 1:
             ids = completion[chunk, : T - 1]
             keys = mask[chunk, : Tp + T - 1]
-            more = model.hidden(ids, keys, positions[chunk, Tp : Tp + T - 1], cache.for_rows(chunk))
+            more = model.hidden(
+                ids, keys, positions[chunk, Tp : Tp + T - 1], cache=cache.for_rows(chunk)
+            )
             h = torch.cat([h, more], dim=1)
         logp, ent = token_logprobs(model.lm_head(h), completion[chunk, :T])
         pad = (0, completion.size(1) - T)  # back to the batch's width

@@ -21,6 +21,8 @@ GRPO's own fixes against collapse, off by default (the paper uses none):
 Deliberately left out: value functions (GRPO has none), per-sequence length normalization.
 """
 
+from dataclasses import dataclass
+
 import torch
 
 
@@ -60,33 +62,38 @@ def advantage_rms(adv: torch.Tensor, snap: float = 0.01) -> float:
     return 1.0 if abs(rms - 1.0) < snap else rms
 
 
+@dataclass
+class LossSettings:
+    """What shapes the policy loss beyond the ratio clip's lower side."""
+
+    clip: float = 0.2  # the ratio's range is [1 - clip, 1 + clip_high]
+    clip_high: float | None = None  # DAPO's clip-higher (None: clip)
+    kl_coef: float = 0.0  # weight of the k3 KL to the reference (needs ref_logprobs)
+    entropy_coef: float = 0.0  # weight of the entropy bonus (needs entropy with its gradient)
+    normalizer: float | None = None  # None: the token mean; a number: a constant (Dr. GRPO)
+
+
 def policy_loss(
-    logprobs,
-    old_logprobs,
-    advantages,
-    mask,
-    clip=0.2,
-    ref_logprobs=None,
-    kl_coef=0.0,
-    clip_high=None,
-    entropy=None,
-    entropy_coef=0.0,
-    normalizer=None,
+    logprobs, old_logprobs, advantages, mask, settings=None, ref_logprobs=None, entropy=None
 ):
     """Clipped policy-gradient loss, summed over the batch's completion tokens and divided by
-    `normalizer` (None: the token count, a token mean; a number: a constant, Dr. GRPO).
+    settings.normalizer (None: the token count, a token mean; a number: a constant, Dr. GRPO).
 
     logprobs (B, T) current policy (with grad), old_logprobs (B, T) sampling policy, advantages (B,)
     one per rollout, mask (B, T) True on completion tokens, ref_logprobs (B, T) frozen reference (if
-    kl_coef > 0), entropy (B, T) WITH grad (if entropy_coef > 0); clip_high: the upper clip (None:
-    clip). -> (loss, stats): clip_frac (tokens whose loss the clip changes, as TRL and veRL count
-    them), ratio_outside_clip, KL, the entropy bonus: token means whatever the normalizer.
+    kl_coef > 0), entropy (B, T) WITH grad (if entropy_coef > 0). -> (loss, stats): clip_frac
+    (tokens whose loss the clip changes, as TRL and veRL count them), ratio_outside_clip, KL, the
+    entropy bonus: token means whatever the normalizer. settings: LossSettings (None: its defaults).
     """
+    settings = settings or LossSettings()
+    clip = settings.clip
+    kl_coef = settings.kl_coef
+    entropy_coef = settings.entropy_coef
     mask = mask.float()
     n_tokens = mask.sum().clamp(min=1)
     ratio = torch.exp(logprobs - old_logprobs)  # (B, T); 1 on the first update of a batch
     adv = advantages[:, None]  # (B, 1): the same advantage for every token of a rollout
-    high = clip if clip_high is None else clip_high
+    high = clip if settings.clip_high is None else settings.clip_high
     unclipped = ratio * adv
     clipped = ratio.clamp(1 - clip, 1 + high) * adv
     pg_loss = -(torch.minimum(unclipped, clipped) * mask).sum() / n_tokens
@@ -103,7 +110,7 @@ def policy_loss(
     if entropy_coef > 0 and entropy is not None:
         bonus = (entropy * mask).sum() / n_tokens
     # token means -> token sums / normalizer, every term alike (exactly 1.0 for the token mean)
-    per_normalizer = 1.0 if normalizer is None else n_tokens / normalizer
+    per_normalizer = 1.0 if settings.normalizer is None else n_tokens / settings.normalizer
     loss = (pg_loss + kl_coef * kl - entropy_coef * bonus) * per_normalizer
     return loss, {
         "clip_frac": clip_frac.item(),

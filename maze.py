@@ -21,7 +21,8 @@ import numpy as np
 
 from tasks import Task, checked_weights, format_goal, held_out, weighted_sum
 
-SIZE, CENTER = 9, (4, 4)
+SIZE = 9  # the grid's side: the paper's 9x9 (other sizes are left out)
+CENTER = (4, 4)  # the bonus B's cell
 MOVES = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 # the generator rejects longer budgets (rare): prompt, goal and 3 answers then fit 224 tokens
 MAX_BUDGET = 37
@@ -38,10 +39,18 @@ class Maze:
     diamond_corner: tuple = None
 
     def find(self, chars):
+        """The cells holding one of `chars`, row by row."""
         return cells(self.rows, chars)
 
-    start = functools.cached_property(lambda self: self.find("S")[0])
-    exit = functools.cached_property(lambda self: self.find("E")[0])
+    @functools.cached_property
+    def start(self):
+        """The cell of S."""
+        return self.find("S")[0]
+
+    @functools.cached_property
+    def exit(self):
+        """The cell of E."""
+        return self.find("E")[0]
 
 
 def cells(rows, chars):
@@ -58,7 +67,8 @@ def step(rows, cell, letter):
 
 def distances(rows, source, blocked=()):
     """Steps from `source` to every cell reachable without entering `blocked` (BFS)."""
-    dist, queue = {source: 0}, deque([source])
+    dist = {source: 0}
+    queue = deque([source])
     while queue:
         cell = queue.popleft()
         for letter in MOVES:
@@ -74,7 +84,8 @@ def zone(rows, corner):
     return [(r, c) for r, c in cells(rows, ".GDLB") if abs(r - corner[0]) + abs(c - corner[1]) <= 2]
 
 
-OPEN = ["." * SIZE] * SIZE  # AROUND: each cell's neighbours, walls or not (the frontier's)
+OPEN = ["." * SIZE] * SIZE  # a grid without walls
+# each cell's neighbours, walls or not: the candidates of Prim's frontier
 AROUND = {x: sorted({step(OPEN, x, m) for m in MOVES} - {x}) for x in cells(OPEN, ".")}
 
 
@@ -100,18 +111,19 @@ def _prim(rng):
 def generate(seed):
     """The maze of a seed, or None where the seed is rejected (the caller tries another)."""
     rng = random.Random(seed)
-    grid, n = _prim(rng), SIZE - 1
-    start, end = rng.choice([((0, 0), (n, n)), ((0, n), (n, 0))])
-    corners = [(0, n - start[1]), (n, n - end[1])]
+    grid = _prim(rng)
+    last = SIZE - 1  # the last row's and column's index
+    start, end = rng.choice([((0, 0), (last, last)), ((0, last), (last, 0))])
+    corners = [(0, last - start[1]), (last, last - end[1])]
     rng.shuffle(corners)
     gold, diamond = corners
     for (r, c), char in zip((start, end, gold, diamond, CENTER), "SE..B"):
         grid[r][c] = char
     pairs = {(x, y): n for x in (start, gold, diamond) for y, n in distances(grid, x).items()}
-    d = defaultdict(lambda: FAR, pairs)  # FAR: cut off
-    budget = max(d[start, x] + d[x, end] for x in corners) + 7
-    both = min(d[start, x] + d[x, y] + d[y, end] for x, y in (corners, corners[::-1]))
-    if budget > MAX_BUDGET or both <= budget or d[start, CENTER] >= FAR:
+    dist = defaultdict(lambda: FAR, pairs)  # FAR: cut off
+    budget = max(dist[start, x] + dist[x, end] for x in corners) + 7
+    both = min(dist[start, x] + dist[x, y] + dist[y, end] for x, y in (corners, corners[::-1]))
+    if budget > MAX_BUDGET or both <= budget or dist[start, CENTER] >= FAR:
         return None
     zones = [zone(grid, x) for x in corners]
     if min(len(z) for z in zones) < 3:
@@ -125,7 +137,7 @@ def generate(seed):
         grid[r][c] = "L"
     if distances(grid, start, blocked=set(lava)).get(end, FAR) > budget:
         return None
-    return Maze(tuple("".join(row) for row in grid), budget, gold, diamond)
+    return Maze(tuple("".join(row) for row in grid), budget, gold, diamond_corner=diamond)
 
 
 def maze_of(problem):
@@ -140,7 +152,8 @@ def walk(maze, answer):
     """A route -> (the cells it enters in order, whether it reached the exit). Only U/D/L/R count
     (any other character is skipped), only the first `budget` of them; the exit ends the route."""
     moves = (x for x in answer if x in MOVES) if isinstance(answer, str) else ()
-    cell, path = maze.start, []
+    cell = maze.start
+    path = []
     for letter in islice(moves, maze.budget):  # lazily: a hostile answer may be megabytes long
         cell = step(maze.rows, cell, letter)
         path.append(cell)
@@ -180,17 +193,20 @@ def route_reward(maze, answer):
 def achievable(maze):
     """Every reward vector some arriving route within the budget earns: exact, a BFS over (cell,
     items collected) layer by layer in numpy (items are at most 16 tiles)."""
-    items, places = maze.find("GDLB"), maze.find(".SEGDLB")
+    items = maze.find("GDLB")  # a state's mask has a bit per item tile
+    places = maze.find(".SEGDLB")  # every cell the agent can stand on
     index = {cell: i for i, cell in enumerate(places)}
-    nxt = np.array([[index[step(maze.rows, x, m)] for x in places] for m in MOVES])
+    nxt = np.array([[index[step(maze.rows, x, letter)] for x in places] for letter in MOVES])
     bit = np.array([1 << items.index(x) if x in items else 0 for x in places], dtype=np.int64)
-    width, goal = 1 << len(items), index[maze.exit]
+    width = 1 << len(items)  # a state is place index * width + mask
+    goal = index[maze.exit]
     seen = np.zeros(len(places) * width, dtype=bool)
-    layer, finals = np.array([index[maze.start] * width], dtype=np.int64), set()
+    layer = np.array([index[maze.start] * width], dtype=np.int64)
+    finals = set()  # the masks of the routes that arrived
     seen[layer] = True
     for _ in range(maze.budget):
         cell, mask = np.divmod(layer, width)
-        states = [n * width + (mask | bit[n]) for n in (nxt[m][cell] for m in range(4))]
+        states = [n * width + (mask | bit[n]) for n in (nxt[move][cell] for move in range(4))]
         states = np.unique(np.concatenate(states))
         arrived = states // width == goal  # the exit ends a route: nothing continues from it
         finals.update((states[arrived] % width).tolist())
@@ -210,7 +226,8 @@ def pareto_front(problem):
 
 def _leg(maze, cell, target, rng, blocked):
     """The letters of a shortest path cell -> target, ties broken at random; None if none."""
-    dist, letters = distances(maze.rows, target, blocked=set(blocked) - {cell}), []
+    dist = distances(maze.rows, target, blocked=set(blocked) - {cell})
+    letters = []
     while cell in dist and cell != target:
         options = [x for x in MOVES if dist.get(step(maze.rows, cell, x), FAR) == dist[cell] - 1]
         letters.append(rng.choice(options))
@@ -221,12 +238,14 @@ def _leg(maze, cell, target, rng, blocked):
 def _route(maze, waypoints, rng, avoid):
     """Shortest legs through the waypoints to the exit (an int: that many random moves); None when a
     leg is impossible or the route passes the exit early."""
-    cell, letters = maze.start, []
+    cell = maze.start
+    letters = []
     for target in list(waypoints) + [maze.exit]:
         if isinstance(target, int):  # a wander: that many random moves
             leg = [rng.choice("UDLR") for _ in range(target)]
-        else:  # the exit may end only the last leg
-            leg = _leg(maze, cell, target, rng, set(avoid) | {maze.exit} - {target})
+        else:  # the exit may end only the last leg: blocked unless it is this leg's target
+            exit_unless_target = {maze.exit} - {target}
+            leg = _leg(maze, cell, target, rng=rng, blocked=set(avoid) | exit_unless_target)
         if leg is None:
             return None
         for x in leg:
@@ -241,18 +260,20 @@ def demonstrate(maze, rng, noise):
     """A route of a family drawn at random, with probability `noise` one flaw (a detour, a few
     random moves, a corner missed). It always arrives within the budget: the last resort, the
     straight lava-free route, fits in every maze the generator keeps."""
-    family = rng.choice(["gold", "diamond", "bonus", "straight"])
-    corner = {"gold": maze.gold_corner, "diamond": maze.diamond_corner}.get(family)
-    plan = [corner or CENTER] if family != "straight" else []
-    plans, lava, at = [plan], maze.find("L"), rng.randint(0, len(plan))
+    drawn = rng.choice(["gold", "diamond", "bonus", "straight"])
+    corner = {"gold": maze.gold_corner, "diamond": maze.diamond_corner}.get(drawn)
+    plan = [corner or CENTER] if drawn != "straight" else []
+    plans = [plan]  # tried in order: a flawed plan goes in front
+    lava = maze.find("L")
+    at = rng.randint(0, len(plan))  # where a flaw goes in the plan
     if rng.random() < noise:
         flaw = rng.choice([rng.choice(maze.find(".GDLB")), rng.randint(2, 4)])  # an int: a wander
         flawed = plan[:at] + [flaw] + plan[at:]
         missed = [rng.choice(zone(maze.rows, corner))] if corner else flawed
         plans.insert(0, rng.choice([flawed, missed]))
     avoid = lava if rng.random() < 0.5 else []
-    for plan, keep_off in [(p, avoid) for p in plans] + [([], lava)]:
-        route = _route(maze, plan, rng, keep_off)
+    for waypoints, keep_off in [(p, avoid) for p in plans] + [([], lava)]:
+        route = _route(maze, waypoints, rng, avoid=keep_off)
         if route is not None and len(route) <= maze.budget and walk(maze, route)[1]:
             return route
     raise AssertionError("unreachable: the generator keeps a lava-free route within the budget")
@@ -261,7 +282,8 @@ def demonstrate(maze, rng, noise):
 def with_cells(maze, route):
     """A route's letters, each followed by the cell the move reaches ("RD" -> "R01D11" from S at
     (0, 0)): the route carries its own position, the walk and the reward are unchanged."""
-    cell, out = maze.start, []
+    cell = maze.start
+    out = []
     for letter in route:
         cell = step(maze.rows, cell, letter)
         out.append(f"{letter}{cell[0]}{cell[1]}")
@@ -340,8 +362,8 @@ def family_walks(maze, answers):
     for answer in answers:
         path, reached = walk(maze, answer)
         if reached:  # one walk: the cells visited, a bump's repeat dropped
-            cells = tuple(x for x, _ in groupby([maze.start] + path))
-            walks.setdefault(family(maze, path), Counter())[cells] += 1
+            visited = tuple(x for x, _ in groupby([maze.start] + path))
+            walks.setdefault(family(maze, path), Counter())[visited] += 1
     return {k: (c.most_common(1)[0][0], c.total() / len(answers)) for k, c in walks.items()}
 
 
@@ -351,9 +373,9 @@ def draw_maze(ax, problem, answers):
     maze = maze_of(problem)
     ax.imshow([[float(x == "#") for x in row] for row in maze.rows], cmap="Greys", vmin=0, vmax=1)
     shares = family_walks(maze, answers)
-    for i, (name, (cells, share)) in enumerate(sorted(shares.items(), key=lambda x: -x[1][1])):
+    for i, (name, (visited, share)) in enumerate(sorted(shares.items(), key=lambda x: -x[1][1])):
         shift = 0.08 * (i - 1.5)  # side by side: families that share a corridor stay visible
-        rows, cols = np.array(cells).T + shift
+        rows, cols = np.array(visited).T + shift
         ax.plot(
             cols,
             rows,
@@ -445,9 +467,8 @@ class MazeTask(Task):
         out = []
         while len(out) < n:
             seed = rng.randrange(2**31)
-            if held_out(str(seed), self.heldout_fraction) == (split == "heldout") and generate(
-                seed
-            ):
+            on_side = held_out(str(seed), self.heldout_fraction) == (split == "heldout")
+            if on_side and generate(seed):
                 out.append(seed)
         return out
 

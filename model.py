@@ -172,6 +172,28 @@ PRESETS = {
 }
 
 
+@dataclass
+class Decoding:
+    """How a completion is drawn: the token that ends it, and which tokens each step may pick."""
+
+    eos_id: int
+    temperature: float = 1.0  # 0: greedy
+    top_k: int | None = None  # None: every token
+    top_p: float | None = None  # None: no nucleus
+    generator: torch.Generator | None = None  # the random stream (None: torch's default)
+
+    def pick(self, logits, uniform, check_finite=True):
+        """(B, V) logits and (B, 1) random numbers -> (B,) token ids (sample_from_logits)."""
+        return sample_from_logits(
+            logits,
+            self.temperature,
+            self.top_k,
+            top_p=self.top_p,
+            uniform=uniform,
+            check_finite=check_finite,
+        )
+
+
 class GPT(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
@@ -200,7 +222,7 @@ class GPT(nn.Module):
     def forward(self, idx, key_mask, positions, cache=None):
         """idx (B, T), key_mask (B, T_total) True for real tokens, positions (B, T) -> logits (B, T,
         V)."""
-        return self.lm_head(self.hidden(idx, key_mask, positions, cache))
+        return self.lm_head(self.hidden(idx, key_mask, positions, cache=cache))
 
     def hidden(self, idx, key_mask, positions, cache=None, check=True):
         """forward() without the lm_head (B, T, C). With a cache (engine.py) idx holds only the new
@@ -230,23 +252,13 @@ class GPT(nn.Module):
         return self.ln_f(x)
 
     @torch.no_grad()
-    def generate(
-        self,
-        prompt,
-        prompt_mask,
-        num_samples,
-        max_new_tokens,
-        eos_id,
-        temperature=1.0,
-        top_k=None,
-        top_p=None,
-        generator=None,
-    ):
+    def generate(self, prompt, prompt_mask, num_samples, max_new_tokens, decoding):
         """Sample `num_samples` completions for each of P left-padded prompts (P, Tp), the plain way
         -> dict of (P*num_samples, T): tokens (eos-padded), mask (True on sampled tokens, eos
         included), logprobs and entropy of the policy itself, before temperature/top-k/top-p (RL's
-        "old" policy).
+        "old" policy). decoding: a Decoding (when to stop, which tokens may be drawn).
         """
+        eos_id = decoding.eos_id
         idx = prompt.repeat_interleave(num_samples, 0)  # (B, Tp), B = P * num_samples
         key_mask = prompt_mask.repeat_interleave(num_samples, 0)
         B = idx.size(0)
@@ -259,8 +271,8 @@ class GPT(nn.Module):
             positions = positions_of(key_mask)
             # (B, V): the whole sequence, again
             logits = self(idx, key_mask, positions)[:, -1].float()
-            uniform = torch.rand(B, 1, device=device, generator=generator)
-            tok = sample_from_logits(logits, temperature, top_k, top_p, uniform=uniform)
+            uniform = torch.rand(B, 1, device=device, generator=decoding.generator)
+            tok = decoding.pick(logits, uniform)
             tok = tok.masked_fill(done, eos_id)  # an ended row only ever writes eos
             logp = F.log_softmax(logits, dim=-1)
             tokens[:, t] = tok
@@ -271,7 +283,7 @@ class GPT(nn.Module):
                 break
             idx = torch.cat([idx, tok[:, None]], 1)
             key_mask = torch.cat([key_mask, torch.ones_like(key_mask[:, :1])], 1)
-        return completion_dict(tokens, logprobs, entropy, eos_id)
+        return completion_dict(tokens, logprobs, entropy, eos_id=eos_id)
 
     def score(self, prompt, prompt_mask, completion, completion_mask, check=True):
         """Log-prob and entropy (B, Tc) of each completion token (right-padded, after its
@@ -289,18 +301,16 @@ class GPT(nn.Module):
 # ---- Helpers shared with engine.py ---------------------------------------------------------------
 
 
-def build_model(cfg, tok, device):
-    """A freshly initialized GPT of cfg's size preset, on `device`."""
-    mcfg = GPTConfig(
-        vocab_size=tok.vocab_size, block_size=cfg["block_size"], **PRESETS[cfg["model"]]
-    )
-    return GPT(mcfg).to(device)
+def build_model(preset, block_size, vocab_size, device):
+    """A freshly initialized GPT of a size preset (PRESETS), on `device`."""
+    config = GPTConfig(vocab_size=vocab_size, block_size=block_size, **PRESETS[preset])
+    return GPT(config).to(device)
 
 
-def autocast(cfg, device):
-    """bf16 autocast if cfg asks for it, else a context that changes nothing (one `with` for
+def autocast(dtype, device):
+    """bf16 autocast for dtype "bfloat16", else a context that changes nothing (one `with` for
     both)."""
-    if cfg["dtype"] == "bfloat16":
+    if dtype == "bfloat16":
         return torch.autocast(
             device_type="cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16
         )

@@ -17,8 +17,8 @@ Deliberately left out: chat templates, system prompts, stop strings other than <
 import numpy as np
 import torch
 
-import engine
 from model import pad_left
+from tasks import ParentTask
 
 
 def rollout_prompt(task, problem, m, parents=None, goal=None):
@@ -53,25 +53,27 @@ def max_completion_tokens(task, m):
     return m * task.max_answer_tokens + 1
 
 
-def sample_rollouts(
-    model, tok, task, problems, m, G, cfg, generator, parents=None, goals=None, as_written=False
-):
-    """Sample G rollouts of m answers per problem and score them (as_written: as evaluation does).
+def sample_rollouts(policy, task, problems, G, parents=None, goals=None, as_written=False):
+    """Sample G rollouts of the policy's m answers per problem and score them (as_written: as
+    evaluation does).
 
     parents: per problem, the code task's (text, score) parents worst to best, or None (answers are
     read through task.child_program); goals: per problem, a weighting written into the prompt.
-    -> dict: problems, prompt/completion tensors and masks (B = P * G rows, on the generator's
-    device), old_logprobs and entropy (B, T), rewards (P, G, m, D) on the CPU, answers (P x G x m
-    strings, "" if missing), num_tokens.
+    -> dict: problems, prompt/completion tensors and masks (B = P * G rows, on the policy's device),
+    old_logprobs and entropy (B, T), rewards (P, G, m, D) on the CPU, answers (P x G x m strings, ""
+    if missing), num_tokens.
     """
+    if any(parents or []) and not isinstance(task, ParentTask):
+        raise TypeError(f"{type(task).__name__} shows no parents (tasks.ParentTask)")
+    m = policy.answers_per_rollout
+    tok = policy.tok
     prompts = []
     for i, problem in enumerate(problems):
         shown = parents[i] if parents else None
         goal = goals[i] if goals is not None else None
-        prompts.append(tok.encode(rollout_prompt(task, problem, m, shown, goal)))
-    prompt_ids, prompt_mask = pad_left(prompts, tok.eos, generator.device)
-    max_tokens = max_completion_tokens(task, m)
-    out = engine.sample(cfg, model, prompt_ids, prompt_mask, G, max_tokens, tok.eos, generator)
+        prompts.append(tok.encode(rollout_prompt(task, problem, m, parents=shown, goal=goal)))
+    prompt_ids, prompt_mask = pad_left(prompts, tok.eos, policy.device)
+    out = policy.sample(prompt_ids, prompt_mask, G, max_new_tokens=max_completion_tokens(task, m))
     tokens = out["tokens"].cpu()  # one copy, not one per row
     mask = out["mask"].cpu()
     rewards = np.zeros((len(problems), G, m, task.dim), dtype=np.float32)
@@ -83,7 +85,9 @@ def sample_rollouts(
             texts = tok.split_answers(tokens[i * G + g][mask[i * G + g]].tolist())
             if parents and parents[i]:  # children from parents: the programs they stand for
                 texts = [task.child_program(t, parents[i]) for t in texts]
-            rewards[i, g] = score_answers(task, problem, texts, m, as_written, memo)
+            rewards[i, g] = score_answers(
+                task, problem, texts, m=m, as_written=as_written, memo=memo
+            )
             row.append(texts[:m] + [""] * (m - len(texts[:m])))
         answers.append(row)
     return dict(

@@ -18,6 +18,7 @@ import yaml
 
 from config import EVALUATION, ConfigError
 from model import GPT, GPTConfig, Tokenizer
+from rollouts import rollout_prompt
 
 # keys that never change what a run computes (cuda_graph: the same tokens by a faster path)
 RESULT_NEUTRAL_KEYS = (
@@ -317,3 +318,65 @@ class RunFiles:
     def close(self):
         for f in self.files.values():
             f.close()
+
+
+# ---- A training run's (train.Run) logs and state, saved and restored ---------------------------
+
+
+def log_step(files, run, step, metrics, batch):
+    """metrics.jsonl, timing.jsonl, the console line and, every 25 steps, a few rollouts."""
+    cfg = run.cfg
+    timing = {"step": step, "sample_s": metrics.pop("sample_s"), "step_s": metrics.pop("step_s")}
+    timing["tokens_per_s"] = metrics["tokens"] / timing["step_s"]
+    if cfg["peak_tflops"] > 0:  # ~2N FLOPs per sampled token, 6N per trained token
+        num_params = run.policy.model.num_params()
+        flops = (2 + 6 * cfg["epochs_per_batch"]) * num_params * metrics["tokens"]
+        timing["mfu"] = flops / timing["step_s"] / (cfg["peak_tflops"] * 1e12)
+    files.write("metrics.jsonl", {"kind": "train", "step": step, **metrics})
+    files.write("timing.jsonl", timing)
+    files.log(
+        f"step {step}/{cfg['steps']} | reward {metrics['reward_scalar']:.3f} "
+        f"set {metrics['set_score']:.3f} | adv std {metrics['adv_std']:.2f} "
+        f"zero-std {metrics['zero_std_groups']:.2f} | ent {metrics['entropy']:.3f} "
+        f"distinct {metrics['distinct_first_answers']:.2f} | clip {metrics['clip_frac']:.3f} "
+        f"kl {metrics['kl']:.4f} gnorm {metrics['grad_norm']:.2f} "
+        f"| {timing['tokens_per_s']:.0f} tok/s"
+        + (f" mfu {timing['mfu']:.1%}" if "mfu" in timing else "")
+        + f" | ETA {files.eta(step, cfg['steps']):.0f}s"
+    )
+    if step % 25 == 0 or step == cfg["steps"]:
+        m = run.policy.answers_per_rollout
+        prompt = rollout_prompt(run.task, batch["problems"][0], m)
+        answers = batch["answers"][0][:4]
+        rewards = batch["rewards"][0, :4].tolist()
+        sample = {"step": step, "prompt": prompt, "answers": answers, "rewards": rewards}
+        files.write("samples.jsonl", sample)
+
+
+def run_state(run, step):
+    """Everything a resumed train.Run needs to continue as if it had never stopped."""
+    return {
+        "model": run.policy.model.state_dict(),
+        "model_config": vars(run.policy.model.cfg),
+        "config": run.cfg,
+        "m": run.policy.answers_per_rollout,
+        "step": step,
+        "optimizer": run.opt.state_dict(),
+        "rng": run.rng.getstate(),
+        "generator": run.policy.generator.get_state(),
+        "torch_rng": torch.get_rng_state(),
+    }
+
+
+def restore(run, files):
+    """Load the run folder's resume checkpoint (if any) into `run` -> the first step to train."""
+    state = files.resume
+    if not state:
+        return files.start_steps(1)
+    run.policy.model.load_state_dict(state["model"])
+    run.opt.load_state_dict(state["optimizer"])
+    run.rng.setstate(state["rng"])
+    run.policy.generator.set_state(state["generator"])
+    torch.set_rng_state(state["torch_rng"])
+    files.log(f"resumed from step {state['step']}")
+    return files.start_steps(state["step"] + 1)

@@ -27,7 +27,9 @@ import copy
 import random
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -38,11 +40,14 @@ import distributed
 import engine
 import grpo
 import runfiles
-import search
 import vpo
 from config import EVALUATION, ConfigError, make_task
-from model import GPT, Tokenizer, autocast
-from rollouts import max_completion_tokens, rollout_prompt, sample_rollouts
+from evaluate import heldout_look
+from figures import report_run
+from model import Tokenizer
+from policy import Policy
+from rollouts import max_completion_tokens, sample_rollouts
+from tasks import ParentTask
 from warmstart import padded_demos, replay_loss, warm_start, warmstart_path
 
 # ---- Settings: every run's, unless its configs/<task>.yaml or --set key=value changes one (never
@@ -110,38 +115,81 @@ DEFAULTS = dict(
 DEFAULTS.update(EVALUATION)  # and how a finished run is measured (config.EVALUATION)
 
 
-# ---- Algorithms: name -> (advantage, whether its rollouts hold a SET of m answers) --------------
-# An advantage takes the reward vectors r (P, G, m, D), their fixed scalarization s (P, G, m), the
-# weightings w (P, N, D) and cfg, and returns (P, G): one advantage per rollout. Single-answer
-# methods have m = 1 and N = 1. A new idea: write the function (like baselines.py), add a line here.
-def group_z(scores, cfg):
-    """The group z-score of (P, G) scores (grpo.grpo_advantages), with the run's std choice."""
+# ---- Algorithms: an advantage function each, and whether its rollouts hold a SET of m answers ----
+# An advantage takes the reward vectors (P, G, m, D), their fixed scalarization (P, G, m), the
+# weightings (P, N, D) and cfg, and returns (P, G): one advantage per rollout. Single-answer
+# methods have m = 1 and N = 1. A new idea: write the function (like baselines.py), add a line to
+# ADVANTAGES.
+
+
+def grpo_advantage(rewards, scalar, weights, cfg):
+    """GRPO: the group z-score of each answer's fixed scalarization."""
+    return grpo.grpo_advantages(scalar[:, :, 0], std=cfg["scale_rewards"])
+
+
+def vpo_advantage(rewards, scalar, weights, cfg):
+    """VPO: each set's score, its best answer under each weighting, against the group's."""
+    return vpo.vpo_advantages(rewards, weights, std=cfg["scale_rewards"])
+
+
+def multi_rlvr_advantage(rewards, scalar, weights, cfg):
+    """The paper's ablation: VPO's set format without its weightings (the sum of the fixed
+    scalarization over a set)."""
+    return grpo.grpo_advantages(vpo.multi_rlvr_scores(scalar), std=cfg["scale_rewards"])
+
+
+def random_weights_advantage(rewards, scalar, weights, cfg):
+    """The paper's other ablation: VPO's weightings without sets (one random weighting an
+    answer)."""
+    scores = vpo.random_weight_scores(rewards, weights)
     return grpo.grpo_advantages(scores, std=cfg["scale_rewards"])
 
 
+def vpo_loo_advantage(rewards, scalar, weights, cfg):
+    """An exercise: VPO's set score against the other rollouts' mean (leave-one-out)."""
+    return vpo.leave_one_out_advantages(vpo.set_scores(rewards, weights))
+
+
+def max_at_k_advantage(rewards, scalar, weights, cfg):
+    """Max@K: each rollout's credit towards the best of max_k samples (baselines.py)."""
+    return baselines.max_at_k_advantages(scalar[:, :, 0], cfg["max_k"], std=cfg["scale_rewards"])
+
+
+def gdpo_advantage(rewards, scalar, weights, cfg):
+    """GDPO: each reward component z-scored on its own (baselines.py)."""
+    return baselines.gdpo_advantages(rewards[:, :, 0])
+
+
+def maxrl_advantage(rewards, scalar, weights, cfg):
+    """MaxRL: GRPO with the group's mean for its std (baselines.py)."""
+    return baselines.maxrl_advantages(scalar[:, :, 0])
+
+
+def rloo_advantage(rewards, scalar, weights, cfg):
+    """RLOO (Ahmadian et al. 2024): vpo_loo's baseline on one answer's fixed scalarization."""
+    return vpo.leave_one_out_advantages(scalar[:, :, 0])
+
+
+class Algorithm(NamedTuple):
+    advantage: Callable  # (rewards, scalar, weights, cfg) -> (P, G)
+    writes_sets: bool  # its rollouts hold m answers and its groups N weightings
+
+
 ADVANTAGES = {
-    "grpo": (lambda r, s, w, cfg: group_z(s[:, :, 0], cfg), False),
-    "vpo": (lambda r, s, w, cfg: vpo.vpo_advantages(r, w, std=cfg["scale_rewards"]), True),
-    # the paper's ablations: VPO's set format without its weightings, its weightings without sets
-    "multi_rlvr": (lambda r, s, w, cfg: group_z(vpo.multi_rlvr_scores(s), cfg), True),
-    "random_weights": (lambda r, s, w, cfg: group_z(vpo.random_weight_scores(r, w), cfg), False),
+    "grpo": Algorithm(grpo_advantage, writes_sets=False),
+    "vpo": Algorithm(vpo_advantage, writes_sets=True),
+    "multi_rlvr": Algorithm(multi_rlvr_advantage, writes_sets=True),
+    "random_weights": Algorithm(random_weights_advantage, writes_sets=False),
     # the same score; the weighting is also written into the prompt
-    "goal_conditioned": (lambda r, s, w, cfg: group_z(vpo.random_weight_scores(r, w), cfg), False),
-    # an exercise
-    "vpo_loo": (lambda r, s, w, cfg: vpo.leave_one_out_advantages(vpo.set_scores(r, w)), True),
-    # the field's baselines (baselines.py); config.py refuses scale_rewards where no std divides
-    "max_at_k": (
-        lambda r, s, w, cfg: baselines.max_at_k_advantages(
-            s[:, :, 0], cfg["max_k"], std=cfg["scale_rewards"]
-        ),
-        False,
-    ),
-    "gdpo": (lambda r, s, w, cfg: baselines.gdpo_advantages(r[:, :, 0]), False),
-    "maxrl": (lambda r, s, w, cfg: baselines.maxrl_advantages(s[:, :, 0]), False),
-    # RLOO (Ahmadian et al. 2024): vpo_loo's baseline on one answer's fixed scalarization
-    "rloo": (lambda r, s, w, cfg: vpo.leave_one_out_advantages(s[:, :, 0]), False),
+    "goal_conditioned": Algorithm(random_weights_advantage, writes_sets=False),
+    "vpo_loo": Algorithm(vpo_loo_advantage, writes_sets=True),
+    # the field's baselines; config.py refuses scale_rewards where no std divides
+    "max_at_k": Algorithm(max_at_k_advantage, writes_sets=False),
+    "gdpo": Algorithm(gdpo_advantage, writes_sets=False),
+    "maxrl": Algorithm(maxrl_advantage, writes_sets=False),
+    "rloo": Algorithm(rloo_advantage, writes_sets=False),
 }
-SET_ALGOS = {name for name, (_, uses_sets) in ADVANTAGES.items() if uses_sets}
+SET_ALGOS = {name for name, algorithm in ADVANTAGES.items() if algorithm.writes_sets}
 
 
 def answers_per_rollout(cfg):
@@ -150,7 +198,9 @@ def answers_per_rollout(cfg):
 
 def resolve_config(path=None, overrides=(), base=None):
     """DEFAULTS <- YAML file <- key=value overrides, checked (config.py): ConfigError, one line."""
-    return config.resolve(DEFAULTS, ADVANTAGES, path, overrides, base, vpo.WEIGHT_SAMPLERS)
+    return config.resolve(
+        DEFAULTS, ADVANTAGES, path, overrides=overrides, base=base, samplers=vpo.WEIGHT_SAMPLERS
+    )
 
 
 # ---- One RL step ---------------------------------------------------------------------------------
@@ -161,34 +211,23 @@ class Run:
     """What one RL step needs: the policy, its optimizer, the task and the random streams."""
 
     cfg: dict
-    task: object
-    tok: Tokenizer
-    model: GPT
+    task: object  # a tasks.Task
+    policy: Policy  # the model, how it samples, and its generator (tokens and weightings)
     opt: torch.optim.Optimizer
     scorer: torch.nn.Module  # engine.score as a module (distributed.scorer), DDP under torchrun
-    ref_model: GPT = None  # the frozen warm start, for the KL (kl_coef > 0)
+    ref_model: torch.nn.Module = None  # the frozen warm start, for the KL (kl_coef > 0)
     rng: random.Random = None  # which problems
-    generator: torch.Generator = None  # on `device`: the tokens sampled and the weightings drawn
-    device: str = "cpu"
     rank: int = 0
     world: int = 1
-
-    @property
-    def m(self):
-        return answers_per_rollout(self.cfg)
 
 
 def rl_step(run):
     """One step: sample rollouts -> reward vectors -> advantages -> clipped loss -> update ->
     (metrics, batch)."""
     cfg = run.cfg
-    advantage = ADVANTAGES[cfg["algo"]][0]
+    advantage = ADVANTAGES[cfg["algo"]].advantage
     t0 = time.time()
-    sampling = {}
-    if cfg["dynamic_sampling"]:  # DAPO (baselines.py): groups that all score alike teach nothing
-        batch, weights, sampling = baselines.sample_spread_groups(run, sample_round, advantage)
-    else:
-        batch, weights, _ = sample_round(run)
+    batch, weights, sampling = sample_groups(run, advantage)
     t_sample = time.time() - t0
     rewards = batch["rewards"]  # (P, G, m, D)
     scalar = run.task.scalarize(rewards)  # (P, G, m): the fixed scalarization of every answer
@@ -197,20 +236,20 @@ def rl_step(run):
     rms = grpo.advantage_rms(adv) if cfg["format_coef"] or cfg["entropy_coef"] else 1.0
     if cfg["format_coef"]:
         adv = adv + cfg["format_coef"] * rms * grpo.format_advantages(rewards)
-    flat = adv.reshape(-1).to(run.device)
-    loss, stats, grad_norm = policy_update(run, batch, flat, cfg["entropy_coef"] * rms)
+    flat = adv.reshape(-1).to(run.policy.device)
+    loss, stats, grad_norm = policy_update(run, batch, flat, entropy_coef=cfg["entropy_coef"] * rms)
     metrics = {
         "loss": loss,
         **stats,
         "grad_norm": grad_norm,
-        **step_metrics(run, batch, rewards, scalar, weights, adv),
+        **step_metrics(run, batch, rewards, scalar=scalar, weights=weights, adv=adv),
         **sampling,
         "adv_scale": rms,
         "tokens": batch["num_tokens"],
         "sample_s": t_sample,
         "step_s": time.time() - t0,
     }
-    return distributed.reduce_metrics(metrics, run.world, run.device), batch
+    return distributed.reduce_metrics(metrics, run.world, run.policy.device), batch
 
 
 def sample_round(run):
@@ -221,61 +260,109 @@ def sample_round(run):
     P = cfg["prompts_per_step"]
     problems = task.problems("train", P, run.rng)
     # the last groups show parent programs to mutate, as the evolutionary search will (code task)
-    mutating = round(cfg["mutation_share"] * P)
+    mutating = round(cfg["mutation_share"] * P) if isinstance(task, ParentTask) else 0
     shown = [task.scored(q, task.demo_parents(q, run.rng)) for q in problems[P - mutating :]]
     parents = [None] * (P - mutating) + shown
     # N weightings per group for the set methods, one for the single-answer weighted baselines
     N = cfg["num_weights"] if cfg["algo"] in SET_ALGOS else 1
-    weights = vpo.sample_weights(P, N, task.dim, cfg["alpha"], cfg["weight_sampler"], run.generator)
+    generator = run.policy.generator
+    weights = vpo.sample_weights(
+        P, N, task.dim, alpha=cfg["alpha"], sampler=cfg["weight_sampler"], generator=generator
+    )
     # under torchrun every rank draws the same global batch and keeps its share of the groups
-    problems, parents, weights = (x[run.rank :: run.world] for x in (problems, parents, weights))
-    goals = weights[:, 0].tolist() if cfg["algo"] == "goal_conditioned" else None
-    run.model.eval()
-    G = cfg["group_size"]
+    problems = problems[run.rank :: run.world]
+    parents = parents[run.rank :: run.world]
+    weights = weights[run.rank :: run.world]
+    goals = weights[:, 0].tolist() if run.policy.goal_conditioned else None
+    run.policy.model.eval()
     batch = sample_rollouts(
-        run.model, run.tok, task, problems, run.m, G, cfg, run.generator, parents, goals
+        run.policy, task, problems, G=cfg["group_size"], parents=parents, goals=goals
     )
     return batch, weights, [p is not None for p in parents]
+
+
+def sample_groups(run, advantage):
+    """P prompt groups, sampled and scored -> (batch, weightings, metrics). With dynamic_sampling,
+    DAPO's (arXiv 2503.14476): keep groups whose advantage has spread, refill from fresh rounds
+    until P have or dynamic_sampling rounds are drawn, then fill with flat ones. Groups with parents
+    keep their share (else the mutation skill went untrained)."""
+    cfg = run.cfg
+    P = cfg["prompts_per_step"] // run.world
+    parents_wanted = round(cfg["mutation_share"] * P)  # of the P groups kept, those showing parents
+    rounds = []  # (batch, weightings) of each round drawn
+    spread = []  # per group drawn, across rounds: whether its advantage has spread
+    shows_parents = []  # likewise: whether its prompt shows parents
+    while True:
+        batch, weights, shown = sample_round(run)
+        if not cfg["dynamic_sampling"]:
+            return batch, weights, {}
+        adv = advantage(batch["rewards"], run.task.scalarize(batch["rewards"]), weights, cfg)
+        rounds.append((batch, weights))
+        spread += (adv.abs().sum(1) > 0).tolist()
+        shows_parents += shown
+        # spread first, each in the order drawn
+        ranked = sorted(range(len(spread)), key=lambda g: not spread[g])
+        plain = [g for g in ranked if not shows_parents[g]]
+        mutating = [g for g in ranked if shows_parents[g]]
+        keep = plain[: P - parents_wanted] + mutating[:parents_wanted]
+        enough = len(keep) == P and all(spread[g] for g in keep)
+        if enough or len(rounds) == cfg["dynamic_sampling"]:
+            break
+    # a rank short of one kind (torchrun can split the kinds unevenly): the other kind fills in
+    leftovers = plain[P - parents_wanted :] + mutating[parents_wanted:]
+    keep = sorted(keep + leftovers[: P - len(keep)])
+    batch = baselines.pick_groups(
+        [b for b, _ in rounds], keep, run.policy.tok.eos, G=cfg["group_size"]
+    )
+    weights = torch.cat([w for _, w in rounds])[keep]
+    metrics = {"sampling_rounds": len(rounds), "flat_groups_kept": sum(not spread[g] for g in keep)}
+    return batch, weights, metrics
 
 
 def policy_update(run, batch, adv, entropy_coef=0.0):
     """`epochs_per_batch` steps of grpo.policy_loss (with what cfg asks: KL, entropy, replay) ->
     (loss, stats, grad norm)."""
     cfg = run.cfg
+    model = run.policy.model
+    device = run.policy.device
+    # under torchrun each rank's token mean weighs its share of the global batch's tokens (1 alone)
+    share = distributed.token_share(batch["num_tokens"], run.world, device)
     inputs = (batch["prompt"], batch["prompt_mask"], batch["completion"], batch["completion_mask"])
     ref_logprobs = None  # the warm start's log-probs, for the KL (kl_coef > 0)
     if run.ref_model is not None:
         with torch.no_grad():
             ref_logprobs = engine.score(run.ref_model, *inputs)[0]
-    run.model.train()
-    # under torchrun each rank's token mean weighs its share of the global batch's tokens (1 alone)
-    share = distributed.token_share(batch["num_tokens"], run.world, run.device)
-    demos = None  # parent replay's demonstrations with parents, the same on every rank
-    if cfg["parent_replay"]:
-        demos = padded_demos(run.task, run.tok, cfg, run.rng, run.device, parents_only=True)
-    normalizer = None
+    model.train()
+    demos = None  # parent replay's demonstrations with parents: drawn once, the same on every rank
+    settings = grpo.LossSettings(
+        clip=cfg["clip"],
+        clip_high=cfg["clip_high"] or None,
+        kl_coef=cfg["kl_coef"],
+        entropy_coef=entropy_coef,
+    )
     if cfg["loss_norm"] == "constant":  # Dr. GRPO: rollouts x the longest completion, every rank
-        normalizer = len(adv) * max_completion_tokens(run.task, run.m)
+        m = run.policy.answers_per_rollout
+        settings.normalizer = len(adv) * max_completion_tokens(run.task, m)
         share = 1.0
     for _ in range(cfg["epochs_per_batch"]):
-        with autocast(cfg, run.device):
-            logprobs, entropy = run.scorer(*inputs)  # entropy keeps its gradient, for the bonus
+        logprobs, entropy = run.scorer(*inputs)  # entropy keeps its gradient, for the bonus
         loss, stats = grpo.policy_loss(
             logprobs.float(),
             batch["old_logprobs"],
             adv,
-            batch["completion_mask"],
-            cfg["clip"],
-            ref_logprobs,
-            cfg["kl_coef"],
-            cfg["clip_high"] or None,
-            entropy.float(),
-            entropy_coef,
-            normalizer=normalizer,
+            mask=batch["completion_mask"],
+            settings=settings,
+            ref_logprobs=ref_logprobs,
+            entropy=entropy.float(),
         )
         total = loss * share
-        if demos is not None:
-            replay = replay_loss(run.model, demos, cfg, run.device)
+        if cfg["parent_replay"]:
+            if demos is None:
+                tok = run.policy.tok
+                demos = padded_demos(
+                    run.task, tok, cfg, rng=run.rng, device=device, parents_only=True
+                )
+            replay = replay_loss(model, demos, cfg["dtype"], device=device)
             total = total + cfg["parent_replay"] * replay
             stats["replay_loss"] = replay.item()
         # the gradient step; a non-finite number stops the run before it reaches a checkpoint
@@ -283,11 +370,11 @@ def policy_update(run, batch, adv, entropy_coef=0.0):
             stop_non_finite(f"non-finite loss ({total.item()})", cfg)
         run.opt.zero_grad(set_to_none=True)
         total.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg["max_grad_norm"])
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["max_grad_norm"])
         if not torch.isfinite(grad_norm):
             stop_non_finite("non-finite gradient norm", cfg)
         run.opt.step()
-        if not torch.stack([torch.isfinite(p).all() for p in run.model.parameters()]).all():
+        if not torch.stack([torch.isfinite(p).all() for p in model.parameters()]).all():
             stop_non_finite("non-finite weights after the optimizer step", cfg)
     return loss.item(), stats, float(grad_norm)
 
@@ -296,7 +383,7 @@ def stop_non_finite(what, cfg):
     raise FloatingPointError(f"{what} (lr={cfg['lr']}); stopping, the last checkpoint is kept")
 
 
-# ---- What a step logs (CleanRL-style: the numbers that explain a run) ----------------------------
+# ---- What a step logs (CleanRL-style: the numbers that explain a run; runfiles.log_step writes)
 
 
 def step_metrics(run, batch, rewards, scalar, weights, adv):
@@ -327,39 +414,12 @@ def step_metrics(run, batch, rewards, scalar, weights, adv):
     }
 
 
-def log_step(files, run, step, metrics, batch):
-    """metrics.jsonl, timing.jsonl, the console line and, every 25 steps, a few rollouts."""
-    cfg = run.cfg
-    m = metrics
-    timing = {"step": step, "sample_s": m.pop("sample_s"), "step_s": m.pop("step_s")}
-    timing["tokens_per_s"] = m["tokens"] / timing["step_s"]
-    if cfg["peak_tflops"] > 0:  # ~2N FLOPs per sampled token, 6N per trained token
-        flops = (2 + 6 * cfg["epochs_per_batch"]) * run.model.num_params() * m["tokens"]
-        timing["mfu"] = flops / timing["step_s"] / (cfg["peak_tflops"] * 1e12)
-    files.write("metrics.jsonl", {"kind": "train", "step": step, **m})
-    files.write("timing.jsonl", timing)
-    files.log(
-        f"step {step}/{cfg['steps']} | reward {m['reward_scalar']:.3f} set {m['set_score']:.3f} "
-        f"| adv std {m['adv_std']:.2f} zero-std {m['zero_std_groups']:.2f} "
-        f"| ent {m['entropy']:.3f} distinct {m['distinct_first_answers']:.2f} "
-        f"| clip {m['clip_frac']:.3f} kl {m['kl']:.4f} gnorm {m['grad_norm']:.2f} "
-        f"| {timing['tokens_per_s']:.0f} tok/s"
-        + (f" mfu {timing['mfu']:.1%}" if "mfu" in timing else "")
-        + f" | ETA {files.eta(step, cfg['steps']):.0f}s"
-    )
-    if step % 25 == 0 or step == cfg["steps"]:
-        prompt = rollout_prompt(run.task, batch["problems"][0], run.m)
-        answers = batch["answers"][0][:4]
-        rewards = batch["rewards"][0, :4].tolist()
-        sample = {"step": step, "prompt": prompt, "answers": answers, "rewards": rewards}
-        files.write("samples.jsonl", sample)
-
-
 def evaluate_heldout(run, files, step):
-    """search.heldout_look on rank 0 (the same problems and draws every time) -> metrics.jsonl."""
+    """evaluate.heldout_look on rank 0 (the same problems and draws every time) ->
+    metrics.jsonl."""
     if run.rank:
         return {"heldout_scalar": float("nan")}
-    ev = search.heldout_look(run.model, run.tok, run.task, run.m, run.cfg, run.device)
+    ev = heldout_look(run.policy, run.task, run.cfg["eval_problems"])
     files.write("metrics.jsonl", {"kind": "eval", "step": step, **ev})
     files.log(
         f"eval @ {step}: held-out scalar {ev['heldout_scalar']:.3f}, best-in-rollout "
@@ -371,52 +431,33 @@ def evaluate_heldout(run, files, step):
 # ---- The training loop ---------------------------------------------------------------------------
 
 
-def make_run(cfg, task, tok, model, device, rank=0, world=1):
+def make_run(cfg, task, policy, rank=0, world=1):
     """The optimizer, scorer, frozen reference (for the KL) and random streams of a run; bench.py
     times this."""
+    model = policy.model
     opt = torch.optim.AdamW(
         model.parameters(),
         lr=cfg["lr"],
         weight_decay=cfg["weight_decay"],
         betas=(0.9, 0.99),
-        fused=device.startswith("cuda"),  # one kernel on GPUs
+        fused=policy.device.startswith("cuda"),  # one kernel on GPUs
     )
-    scorer = distributed.scorer(model, world, cfg["compile"])
+    scorer = distributed.scorer(model, world, cfg["compile"], dtype=cfg["dtype"])
     ref_model = None  # the warm start, frozen, for the KL
     if cfg["kl_coef"] > 0:
         ref_model = copy.deepcopy(model).eval().requires_grad_(False)
     rng = random.Random(cfg["seed"])
-    generator = torch.Generator(device=device).manual_seed(cfg["seed"])
-    return Run(cfg, task, tok, model, opt, scorer, ref_model, rng, generator, device, rank, world)
-
-
-def run_state(run, step):
-    """Everything a resumed run needs to continue as if it had never stopped."""
-    return {
-        "model": run.model.state_dict(),
-        "model_config": vars(run.model.cfg),
-        "config": run.cfg,
-        "m": run.m,
-        "step": step,
-        "optimizer": run.opt.state_dict(),
-        "rng": run.rng.getstate(),
-        "generator": run.generator.get_state(),
-        "torch_rng": torch.get_rng_state(),
-    }
-
-
-def restore(run, files):
-    """Load the run folder's resume checkpoint (if any) into `run` -> the first step to train."""
-    state = files.resume
-    if not state:
-        return files.start_steps(1)
-    run.model.load_state_dict(state["model"])
-    run.opt.load_state_dict(state["optimizer"])
-    run.rng.setstate(state["rng"])
-    run.generator.set_state(state["generator"])
-    torch.set_rng_state(state["torch_rng"])
-    files.log(f"resumed from step {state['step']}")
-    return files.start_steps(state["step"] + 1)
+    return Run(
+        cfg,
+        task,
+        policy,
+        opt=opt,
+        scorer=scorer,
+        ref_model=ref_model,
+        rng=rng,
+        rank=rank,
+        world=world,
+    )
 
 
 def train(cfg):
@@ -434,27 +475,32 @@ def train(cfg):
     # rank 0 trains and caches the warm start; the others load it
     cached = os.path.exists(cfg["warmstart_from"] or warmstart_path(cfg))
     with distributed.lead_first(rank, world):
-        model, warm_path = warm_start(cfg, task, tok, device, files.log)
+        model, warm_path = warm_start(cfg, task, tok, device=device, log=files.log)
     files.log(f"model: {model.num_params() / 1e6:.2f}M parameters")
-    run = make_run(cfg, task, tok, model, device, rank, world)
+    policy = Policy.from_config(
+        model, tok, cfg, device=device, answers_per_rollout=answers_per_rollout(cfg)
+    )
+    run = make_run(cfg, task, policy, rank=rank, world=world)
+    first_step = runfiles.restore(run, files)
+    last_eval = None  # the held-out look at the last step (None: a resumed run had it already)
     if not files.resume:
-        evaluate_heldout(run, files, 0)
-    for step in range(restore(run, files), cfg["steps"] + 1):
+        last_eval = evaluate_heldout(run, files, 0)
+    for step in range(first_step, cfg["steps"] + 1):
         metrics, batch = rl_step(run)
-        log_step(files, run, step, metrics, batch)
-        if cfg["eval_every"] and step % cfg["eval_every"] == 0 and step != cfg["steps"]:
-            evaluate_heldout(run, files, step)
+        runfiles.log_step(files, run, step, metrics=metrics, batch=batch)
+        if step == cfg["steps"] or (cfg["eval_every"] and step % cfg["eval_every"] == 0):
+            last_eval = evaluate_heldout(run, files, step)
         if cfg["ckpt_every"] and step % cfg["ckpt_every"] == 0:
-            files.save("ckpt.pt", run_state(run, step))
-    last_eval = evaluate_heldout(run, files, cfg["steps"])
+            files.save("ckpt.pt", runfiles.run_state(run, step))
     if world > 1:
         in_sync, checksum = distributed.replicas_in_sync(model, world, device)
         files.log(f"ranks in sync: {in_sync} (parameter checksum {checksum:.6f})")
-    files.save("final.pt", {**run_state(run, cfg["steps"]), "warm_start": warm_path})
+    files.save("final.pt", {**runfiles.run_state(run, cfg["steps"]), "warm_start": warm_path})
     warm = "loaded from its cache" if cached else "trained here, included"
+    heldout = f"{last_eval['heldout_scalar']:.3f}" if last_eval else "in metrics.jsonl"
     files.log(
         f"trained in {time.time() - t_begin:.0f}s (the warm start {warm}): held-out scalar "
-        f"{last_eval['heldout_scalar']:.3f}"
+        f"{heldout}"
     )
     files.close()
     distributed.finish(world)
@@ -470,7 +516,7 @@ def main(argv=None):
         out_dir = train(resolve_config(args.config, args.set))
         if os.environ.get("RANK", "0") == "0":  # under torchrun, one process reports
             # held-out best@k against the warm start's, and run.png
-            figure = search.report_run(out_dir)
+            figure = report_run(out_dir)
             print(f"done in {time.time() - t0:.0f}s, the run and this evaluation; see {figure}")
     except KeyboardInterrupt:  # Ctrl-C: no traceback; the checkpoints written so far stay
         print(

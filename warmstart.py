@@ -19,6 +19,7 @@ import engine
 import runfiles
 from model import autocast, build_model, pad_left, pad_right
 from rollouts import max_completion_tokens, rollout_prompt, rollout_text
+from tasks import ParentTask
 
 
 def sft_optimizer(model, cfg, capturable=False):
@@ -45,7 +46,7 @@ def padded_demos(task, tok, cfg, rng, device, single_only=False, parents_only=Fa
     m = 1 if single_only or rng.random() < 0.5 else cfg["answers_per_rollout"]
     with_parents = parents_only or (
         not single_only
-        and hasattr(task, "demo_parents")
+        and isinstance(task, ParentTask)
         and rng.random() < cfg["sft_parent_fraction"]
     )
     prompts, completions = [], []
@@ -65,33 +66,36 @@ def demo_nll(logp, completion_mask):
     return -(logp * completion_mask).sum() / completion_mask.sum()
 
 
-def replay_loss(model, demos, cfg, device):
+def replay_loss(model, demos, dtype, device):
     """The warm start's loss on `demos` under the policy: RL's parent replay (RL's plain prompts
     make a small model forget the parent format: docs/RESULTS.md). Unwrapped: its gradient adds to
     DDP's."""
     prompt, prompt_mask, completion, completion_mask = demos
-    with autocast(cfg, device):
+    with autocast(dtype, device):
         logp, _ = engine.score(
-            model, prompt, prompt_mask, completion, completion_mask, share_prompt=False
+            model,
+            prompt,
+            prompt_mask,
+            completion=completion,
+            completion_mask=completion_mask,
+            share_prompt=False,
         )
     return demo_nll(logp.float(), completion_mask)
 
 
-def sft_step(model, opt, task, tok, cfg, rng, device, single_only=False, graph=None):
-    """One supervised step on fresh demonstrations -> (loss, tokens); graph: a CapturedSFT, used
-    when it fits."""
-    if graph is not None:
-        p, pm, c, cm = padded_demos(task, tok, cfg, rng, "cpu", single_only)
-        if graph.fits(p, c):
-            return graph(p, pm, c, cm), int(cm.sum())
-        p, pm, c, cm = (t.to(device) for t in (p, pm, c, cm))  # too long for the graph: eagerly
-    else:
-        p, pm, c, cm = padded_demos(task, tok, cfg, rng, device, single_only)
-    with autocast(cfg, device):
-        logp, _ = model.score(p, pm, c, cm)
-    loss = demo_nll(logp, cm)
+def sft_step(model, opt, demos, dtype, graph=None):
+    """One supervised step on a batch of demonstrations (padded_demos) -> (loss, tokens); graph: a
+    CapturedSFT, used when the batch fits it (the batch then stays on the CPU until the graph
+    copies it)."""
+    if graph is not None and graph.fits(demos[0], demos[2]):
+        return graph(*demos), int(demos[3].sum())
+    device = next(model.parameters()).device
+    prompt, prompt_mask, completion, completion_mask = (t.to(device) for t in demos)
+    with autocast(dtype, str(device)):
+        logp, _ = model.score(prompt, prompt_mask, completion, completion_mask=completion_mask)
+    loss = demo_nll(logp, completion_mask)
     sft_update(model, opt, loss)
-    return loss, int(cm.sum())
+    return loss, int(completion_mask.sum())
 
 
 def sft_update(model, opt, loss):
@@ -104,14 +108,16 @@ def sft_update(model, opt, loss):
 
 class CapturedSFT:
     """sft_step's update as one CUDA graph replay (one launch, not hundreds), on fixed-shape
-    buffers: the same loss up to float rounding. `warmup` eager updates first; off CUDA it runs
+    buffers: the same loss up to float rounding. WARMUP eager updates first; off CUDA it runs
     eagerly."""
 
-    def __init__(
-        self, model, opt, batch, prompt_len, completion_len, pad_id, capture=True, warmup=2
-    ):
+    WARMUP = 2  # eager updates on a side stream before the capture (CUDA graphs need them)
+
+    def __init__(self, model, opt, batch, prompt_len, completion_len, pad_id, capture=True):
         device = next(model.parameters()).device
-        self.model, self.opt, self.pad_id, self.warmup = model, opt, pad_id, warmup
+        self.model = model
+        self.opt = opt
+        self.pad_id = pad_id
         self.capture = capture and device.type == "cuda"
         self.prompt = torch.full((batch, prompt_len), pad_id, dtype=torch.long, device=device)
         self.prompt_mask = torch.zeros(batch, prompt_len, dtype=torch.bool, device=device)
@@ -134,7 +140,11 @@ class CapturedSFT:
         """The step: reads only the buffers, writes the weights, the optimizer's state and
         self.loss."""
         logp, _ = self.model.score(
-            self.prompt, self.prompt_mask, self.completion, self.completion_mask, check=False
+            self.prompt,
+            self.prompt_mask,
+            self.completion,
+            completion_mask=self.completion_mask,
+            check=False,
         )
         loss = demo_nll(logp, self.completion_mask)
         sft_update(self.model, self.opt, loss)
@@ -160,7 +170,7 @@ class CapturedSFT:
             self.update()
         elif self.replay is not None:
             self.replay()
-        elif self.updates <= self.warmup:
+        elif self.updates <= self.WARMUP:
             engine.on_side_stream(self.update)
         else:
             # runs this update, then records it for the next
@@ -170,7 +180,7 @@ class CapturedSFT:
 
 def warmstart_source():
     """The code that shapes a warm start: this file, what it imports and every task's data code."""
-    return runfiles.source_fingerprint("warmstart", "tasks")
+    return runfiles.source_fingerprint("warmstart", "rewards", "codetask", "maze")
 
 
 def warmstart_path(cfg):
@@ -201,8 +211,9 @@ def warmstart_path(cfg):
 
 def use_graph(cfg, device):
     """CUDA-graph the warm start: on CUDA with cuda_graph, in float32 (bf16 autocast keeps a
-    cache)."""
-    return engine.captures(cfg, device) and cfg["dtype"] == "float32"
+    cache). .get: checkpoints older than the setting."""
+    on_cuda = str(device).startswith("cuda")
+    return bool(cfg.get("cuda_graph", False)) and on_cuda and cfg["dtype"] == "float32"
 
 
 def sft_lr_at(cfg, step):
@@ -214,11 +225,13 @@ def sft_lr_at(cfg, step):
 def warm_start(cfg, task, tok, device, log):
     """The warm-start model: loaded from warmstart_from or the cache, else trained and cached."""
     path = cfg["warmstart_from"] or warmstart_path(cfg)
+    saved = None  # the cached or given warm start (a missing warmstart_from fails loudly here)
+    if cfg["warmstart_from"] or os.path.exists(path):
+        saved = runfiles.load_checkpoint(path)
     # the initial weights come from the seed alone, not from what this process drew before
     torch.manual_seed(cfg["seed"])
-    model = build_model(cfg, tok, device)
-    if cfg["warmstart_from"] or os.path.exists(path):  # a missing warmstart_from fails loudly here
-        saved = runfiles.load_checkpoint(path)
+    model = build_model(cfg["model"], cfg["block_size"], tok.vocab_size, device=device)
+    if saved is not None:
         if saved["model_config"] != vars(model.cfg):
             raise ValueError(
                 f"{path} holds a model of {saved['model_config']}, the settings ask for "
@@ -227,6 +240,22 @@ def warm_start(cfg, task, tok, device, log):
         model.load_state_dict(saved["model"])
         log(f"warm start: loaded cached {path}")
         return model, path
+    t0 = time.time()
+    supervised_steps(model, cfg, task, tok=tok, log=log)
+    os.makedirs(cfg["warmstart_dir"], exist_ok=True)
+    state = {"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg}
+    runfiles.atomic_save({**state, "source": warmstart_source()}, path)
+    log(
+        f"warm start: trained in {time.time() - t0:.0f}s, cached in {path} (runs with this task, "
+        "seed and warm-start settings load it)"
+    )
+    return model, path
+
+
+def supervised_steps(model, cfg, task, tok, log):
+    """cfg["sft_steps"] supervised steps on fresh demonstrations, as one CUDA graph replay each
+    where use_graph says; FloatingPointError if the loss or the weights end non-finite."""
+    device = str(next(model.parameters()).device)
     rng = random.Random(cfg["seed"] + 1000)
     capture = use_graph(cfg, device)
     opt = sft_optimizer(model, cfg, capturable=capture)
@@ -235,7 +264,14 @@ def warm_start(cfg, task, tok, device, log):
         completion_len = max_completion_tokens(task, cfg["answers_per_rollout"])
         # a batch that does not fit runs eagerly
         prompt_len = max(1, cfg["block_size"] - completion_len)
-        graph = CapturedSFT(model, opt, cfg["sft_batch"], prompt_len, completion_len, tok.eos)
+        graph = CapturedSFT(
+            model,
+            opt,
+            cfg["sft_batch"],
+            prompt_len=prompt_len,
+            completion_len=completion_len,
+            pad_id=tok.eos,
+        )
     model.train()
     t0 = time.time()
     tokens = 0
@@ -244,7 +280,11 @@ def warm_start(cfg, task, tok, device, log):
         # a curriculum: copying from the prompt forms on the 1-answer format, then transfers
         # (docs/RESULTS.md)
         single_only = step < cfg["sft_single_first"] * cfg["sft_steps"]
-        loss, n = sft_step(model, opt, task, tok, cfg, rng, device, single_only, graph)
+        # with a graph the batch is made on the CPU: the graph copies it into its own buffers
+        demos = padded_demos(
+            task, tok, cfg, rng=rng, device="cpu" if graph else device, single_only=single_only
+        )
+        loss, n = sft_step(model, opt, demos, dtype=cfg["dtype"], graph=graph)
         tokens += n
         if step % 100 == 0 or step == cfg["sft_steps"] - 1:
             log(
@@ -259,11 +299,3 @@ def warm_start(cfg, task, tok, device, log):
             f"warm start diverged: non-finite loss or weights with sft_lr={cfg['sft_lr']}; "
             "nothing was cached"
         )
-    os.makedirs(cfg["warmstart_dir"], exist_ok=True)
-    state = {"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg}
-    runfiles.atomic_save({**state, "source": warmstart_source()}, path)
-    log(
-        f"warm start: trained in {time.time() - t0:.0f}s, cached in {path} (runs with this task, "
-        "seed and warm-start settings load it)"
-    )
-    return model, path

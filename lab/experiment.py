@@ -9,8 +9,9 @@ budget grows? Many runs, compared: the lab's entry point (train.py trains one ru
     python lab/experiment.py --report out/headline  # reprint (and rewrite) the report from results
     python lab/experiment.py --algos NEW --seeds 0 1 2 --against docs/figures/leaderboard
 
-For each task (persona, code, the collinear control) and seed: one warm start, every method from it,
-a pool of answers per held-out problem from every checkpoint (warm start included), then, on code
+For each task (persona, code, the maze, the collinear control) and seed: one warm start (the maze's:
+its committed base), every method from it, a pool of answers per held-out problem from every
+checkpoint (warm start included), the optimum on code and the maze (lab/oracle.py), then, on code
 problems no pool solved, an evolutionary search per checkpoint at equal budgets. A run's settings:
 train.DEFAULTS <- configs/<task>.yaml (`--quick`: configs/tiny.yaml over it) <- --set <- its row in
 VARIANTS <- algo, seed, out_dir; the evaluation's: config.EVALUATION's keys of the same config. Jobs
@@ -43,11 +44,17 @@ sys.path.insert(0, HERE)
 import numpy as np
 import torch
 
-import search
+import evolve
 import train
 from config import ConfigError, make_task, parse_value, pick_device, settings_parser
 from lab import report, tables
-from lab.report import read_record, training_summary, update_record
+from lab.report import (
+    read_record,
+    training_summary,
+    update_record,
+    warm_start_answers,
+    warm_start_row,
+)
 from lab.stored import (
     POOL_KEYS,
     SEARCH_KEYS,
@@ -79,8 +86,6 @@ from warmstart import warmstart_path
 TASKS = ["persona", "code", "maze", "persona_collinear"]  # each trains with configs/<task>.yaml
 # the control's prompts and demonstrations are persona's (only its reward differs): one warm start
 SHARED_WARMSTART = {"persona_collinear": "persona"}
-# the tasks whose optimum lab/oracle.py computes exactly (or bounds)
-ORACLE_TASKS = ("code", "maze")
 ALGOS = ["grpo", "vpo"]
 # Methods that are an algorithm of train.ADVANTAGES run with other settings, each at the value its
 # paper gives (DAPO's clip-higher 0.28; the entropy bonus has no paper default: 0.01 is common).
@@ -172,8 +177,12 @@ class Headline:
     def __init__(
         self, tasks, methods, seeds, settings, out_dir, quick, overrides, progress, against=None
     ):
-        self.tasks, self.methods, self.seeds = tasks, methods, seeds
-        self.settings, self.out_dir, self.progress = settings, out_dir, progress
+        self.tasks = tasks
+        self.methods = methods
+        self.seeds = seeds
+        self.settings = settings  # the evaluation's, every task's alike (evaluation_settings)
+        self.out_dir = out_dir
+        self.progress = progress
         # a committed board's records
         self.board = load_board(against, tasks, seeds) if against else None
         self.configs = {
@@ -213,12 +222,9 @@ class Headline:
         searched = not self.board or "search" in self.board[("code", "grpo", seeds[0])]
         self.code_search = "code" in tasks and settings["evo_problems"] > 0 and searched
         self.keep_by_code()
-        for cfg in self.configs.values():  # refuse before anything runs, not after an hour
-            if run_status(cfg) == "other" and not cfg["overwrite"]:
-                raise ConfigError(
-                    f"{cfg['out_dir']} holds a run with other settings; choose another out_dir "
-                    f"(--set out_dir=...) or --set overwrite=true"
-                )
+        self.refuse_other_runs()
+        # every job that may run, in one list: the estimate plans it, the events queue from it
+        self.jobs = dict.fromkeys(self.job_list())
         # the code that runs, not what is checked out at the end
         self.stamp = {"commit": code_state(), "machine": machine()}
         self.ready = []  # the jobs whose inputs are done, waiting for a worker
@@ -228,11 +234,22 @@ class Headline:
         # seed -> its candidate search problems, those some pool solved, the screens still out
         self.screens = {}
 
+    def refuse_other_runs(self):
+        """Refuse a run folder that holds a run with other settings: before anything runs, not
+        after an hour."""
+        for cfg in self.configs.values():
+            if run_status(cfg) == "other" and not cfg["overwrite"]:
+                raise ConfigError(
+                    f"{cfg['out_dir']} holds a run with other settings; choose another out_dir "
+                    f"(--set out_dir=...) or --set overwrite=true"
+                )
+
     def source(self, method):
         """The fingerprint of the code behind a row: a run's, a warm start's pools', the
         optimum's."""
-        kind = {"warm_start": "warm", "warm_start_m3": "warm", "optimum": "optimum"}
-        return self.sources[kind.get(method, "run")]
+        if warm_start_answers(method) is not None:
+            return self.sources["warm"]
+        return self.sources["optimum" if method == "optimum" else "run"]
 
     def keep_by_code(self):
         """Every run folder and result file made by other code than the working tree's moves to
@@ -242,7 +259,7 @@ class Headline:
             (t, a, s)
             for t in self.tasks
             for s in self.seeds
-            for a in self.evaluated() + (["optimum"] if self.has_optimum(t) else [])
+            for a in self.evaluated(t, s) + (["optimum"] if self.has_optimum(t) else [])
         ]
         notes = {}
         for key in rows:
@@ -277,14 +294,14 @@ class Headline:
     def plan(self):
         """Say what will run; plan every job at its expected seconds, minus what is on disk; say how
         long."""
-        tasks, seeds, methods = self.tasks, self.seeds, self.methods
-        settings, progress = self.settings, self.progress
+        settings = self.settings
+        progress = self.progress
         progress.say(
-            f"running {len(methods)} method(s) ({', '.join(methods)}) on {', '.join(tasks)}, "
-            f"seed(s) {', '.join(map(str, seeds))}: {len(self.configs)} training runs from "
-            f"{len([t for t in tasks if SHARED_WARMSTART.get(t) not in tasks]) * len(seeds)} warm "
-            f"starts, then pools of {settings['pool_n']} answers on {settings['pool_problems']} "
-            "held-out problems each"
+            f"running {len(self.methods)} method(s) ({', '.join(self.methods)}) on "
+            f"{', '.join(self.tasks)}, seed(s) {', '.join(map(str, self.seeds))}: "
+            f"{len(self.keys('train'))} training runs from {len(self.keys('warm'))} warm starts, "
+            f"then pools of {settings['pool_n']} answers on {settings['pool_problems']} held-out "
+            "problems each"
             + (
                 f", then evolutionary search (budget {settings['evo_budget']}) on up to "
                 f"{settings['evo_problems']} hard code problems per seed and checkpoint"
@@ -293,35 +310,17 @@ class Headline:
             )
             + "."
         )
-        for t in tasks:
-            for s in seeds:
-                if SHARED_WARMSTART.get(t) not in tasks and not os.path.exists(
-                    self.warm_files[t, s]
-                ):
-                    progress.plan("warm", (t, s))
-                if t == "maze" and not self.board:
-                    progress.plan("oracle", ("maze", "optimum", s))
-                for a in self.evaluated() + [a for a in methods if (t, a, s) in self.configs]:
-                    progress.plan("pools", (t, a, s))
-        for key, cfg in self.configs.items():
+        for kind, key in self.jobs:  # less what is on disk: a cached warm start, a finished run
+            if kind == "warm" and os.path.exists(self.warm_files[key]):
+                continue
+            if kind != "train":
+                progress.plan(kind, key)
+                continue
+            cfg = self.configs[key]
             status = self.run_status(cfg)
             if status != "finished":
-                progress.plan(
-                    "train", key, cfg, steps_logged(cfg["out_dir"]) if status == "unfinished" else 0
-                )
-        if self.code_search:
-            for s in seeds:
-                if not self.board:
-                    progress.plan("oracle", ("code", "optimum", s))
-                for a in self.evaluated()[:1] + methods:
-                    if not self.board:
-                        progress.plan("screen", ("code", a, s))
-                    progress.plan("search", ("code", a, s))
-                    if (
-                        a != "warm_start"
-                        and train.answers_per_rollout(self.configs[("code", a, s)]) > 1
-                    ):
-                        progress.plan("search_set", ("code", a, s))
+                steps_done = steps_logged(cfg["out_dir"]) if status == "unfinished" else 0
+                progress.plan(kind, key, cfg, steps_done)
         progress.say(
             f"writing to {self.out_dir}/ (runs/, results/, summary.md, figures) with "
             f"{progress.workers} worker processes; expected time about "
@@ -329,45 +328,79 @@ class Headline:
             "progress lines below correct it as the runs show their pace)"
         )
 
+    def job_list(self):
+        """Every job the experiment may run, (kind, key) in the order the estimate plans them: per
+        task and seed its warm start, the maze's optimum and every checkpoint's pools; the training
+        runs; per seed code's optimum, then its screens and searches. The events queue their jobs
+        from this list; what is on disk (a cached warm start, a finished run, a stored result) is
+        skipped as they find it."""
+        jobs = []
+        for t in self.tasks:
+            for s in self.seeds:
+                if SHARED_WARMSTART.get(t) not in self.tasks:  # else it waits for the shared one
+                    jobs.append(("warm", (t, s)))
+                # the best any policy could reach (lab/oracle.py); a board holds its own
+                if t == "maze" and not self.board:
+                    jobs.append(("oracle", (t, "optimum", s)))
+                trained = [a for a in self.methods if (t, a, s) in self.configs]
+                jobs += [("pools", (t, a, s)) for a in self.evaluated(t, s) + trained]
+        jobs += [("train", key) for key in self.configs]
+        for s in self.seeds if "code" in self.tasks else []:
+            if not self.board:
+                jobs.append(("oracle", ("code", "optimum", s)))
+            searched = self.evaluated("code", s)[:1] + self.methods if self.code_search else []
+            for a in searched:
+                if not self.board:  # a board's search problems need no screen
+                    jobs.append(("screen", ("code", a, s)))
+                jobs.append(("search", ("code", a, s)))
+                # a set policy also searches writing m children per call
+                if a != "warm_start" and train.answers_per_rollout(self.configs["code", a, s]) > 1:
+                    jobs.append(("search_set", ("code", a, s)))
+        return jobs
+
+    def keys(self, kind, task=None, seed=None):
+        """The keys of the listed jobs of `kind` (on a task, a seed), in the list's order."""
+        return [
+            key
+            for k, key in self.jobs
+            if k == kind and task in (None, key[0]) and seed in (None, key[-1])
+        ]
+
     def start(self):
         """Queue the warm starts to train (one in the cache is ready at once) -> the queue."""
-        # a task whose warm start another task trains waits for it (SHARED_WARMSTART)
-        for t in self.tasks:
-            if SHARED_WARMSTART.get(t) not in self.tasks:
-                for s in self.seeds:
-                    # train it, or find it in the cache (or the task's committed base)
-                    cfg = dict(self.first[(t, s)], warmstart_from="")
-                    if os.path.exists(self.warm_files[t, s]):
-                        self.warm_start_ready(t, s, self.warm_files[t, s])
-                    elif self.warm_files[t, s] != warmstart_path(cfg):
-                        raise FileNotFoundError(
-                            f"{t}'s base {self.warm_files[t, s]} is missing (configs/{t}.yaml's "
-                            "warmstart_from; lab/maze_base.py makes the maze's)"
-                        )
-                    else:
-                        done = partial(self.warm_start_ready, t, s)
-                        self.queue("warm", (t, s), warm_start_job, (cfg,), done)
+        # train it, or find it in the cache (or the task's committed base)
+        for t, s in self.keys("warm"):
+            cfg = dict(self.first[(t, s)], warmstart_from="")
+            if os.path.exists(self.warm_files[t, s]):
+                self.warm_start_ready(t, s, self.warm_files[t, s])
+            elif self.warm_files[t, s] != warmstart_path(cfg):
+                raise FileNotFoundError(
+                    f"{t}'s base {self.warm_files[t, s]} is missing (configs/{t}.yaml's "
+                    "warmstart_from; lab/maze_base.py makes the maze's)"
+                )
+            else:
+                done = partial(self.warm_start_ready, t, s)
+                self.queue("warm", (t, s), warm_start_job, (cfg,), done)
         return self.ready
 
     def warm_start_ready(self, task, seed, path):
         """For its task and each task sharing it: the warm start is evaluated (for one answer and
-        for m), the optimum computed (code), every run from it trained, resumed or reused (runs are
-        deterministic)."""
+        for m), the optimum computed (code, the maze), every run from it trained, resumed or reused
+        (runs are deterministic)."""
         for t in [task] + [u for u in self.tasks if SHARED_WARMSTART.get(u) == task]:
             warm_cfg = dict(self.first[(t, seed)], algo="warm_start", warmstart_from=path)
             m = warm_cfg["answers_per_rollout"]
-            for name, answers in zip(self.evaluated(), (1, m)):
+            for name, answers in zip(self.evaluated(t, seed), (1, m)):
                 self.checkpoint_ready((t, name, seed), path, answers, warm_cfg)
             # the best any policy could reach on these problems (code, maze)
-            if t in ORACLE_TASKS and not self.board:
-                optimum = (t, "optimum", seed)
-                if not self.stored(
-                    "oracle", optimum, "pools", result_key(warm_cfg, self.settings, POOL_KEYS)
-                ):
-                    args = (warm_cfg, self.settings, seed, m)
-                    done = partial(self.optimum_found, t, seed, warm_cfg)
-                    self.queue("oracle", optimum, oracle_job, args, done)
-            for key in [(t, a, seed) for a in self.methods if (t, a, seed) in self.configs]:
+            optimum = (t, "optimum", seed)
+            if ("oracle", optimum) in self.jobs and not self.stored(
+                "oracle", optimum, "pools", result_key(warm_cfg, self.settings, POOL_KEYS)
+            ):
+                args = (warm_cfg, self.settings, seed, m)
+                done = partial(self.optimum_found, t, seed, warm_cfg)
+                self.queue("oracle", optimum, oracle_job, args, done)
+            for key in self.keys("train", t, seed):
                 cfg = self.configs[key]
                 status = self.run_status(cfg)
                 if status == "finished":
@@ -388,10 +421,11 @@ class Headline:
         status = run_status(cfg)
         return "empty" if self.overwrite and status in ("finished", "unfinished") else status
 
-    def evaluated(self):
-        """The warm start's rows: asked for one answer and for m (where the set methods start from);
-        none against a board, which holds them."""
-        return [] if self.board else ["warm_start", "warm_start_m3"]
+    def evaluated(self, task, seed):
+        """The warm start's rows: asked for one answer and for m (where the set methods start from;
+        one row where m is 1); none against a board, which holds them."""
+        m = self.first[(task, seed)]["answers_per_rollout"]
+        return [] if self.board else list(dict.fromkeys(["warm_start", warm_start_row(m)]))
 
     def has_optimum(self, task):
         """Whether a task's rows include the optimum: code's with its search, the maze's always."""
@@ -404,7 +438,8 @@ class Headline:
     def run_trained(self, key, run_dir):
         """A run finished (now or before): its training summary into its result file, final.pt
         evaluated."""
-        cfg, m = self.configs[key], train.answers_per_rollout(self.configs[key])
+        cfg = self.configs[key]
+        m = train.answers_per_rollout(cfg)
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:
             self.record(key, m=m, training=training_summary([json.loads(line) for line in f]))
         self.checkpoint_ready(key, os.path.join(run_dir, "final.pt"), m, cfg)
@@ -435,14 +470,14 @@ class Headline:
         task, _, seed = key
         if self.board and task == "code" and self.code_search:  # the board's problems: no screen
             return self.queue_searches(key, board_problems(self.board, "code", seed, "search"))
-        code = [("code", a, seed) for a in self.evaluated()[:1] + self.methods]
+        code = self.keys("screen", "code", seed)
         waiting = seed in self.screens or not self.pooled.issuperset(code)
         if task != "code" or not self.code_search or waiting:
             return
-        cfg, settings = self.first[("code", seed)], self.settings
+        cfg = self.first[("code", seed)]
         task_code = make_task("code", **cfg["task_options"])
-        screen = settings["evo_screen"], settings["evo_min_plausible"], 20_000 + seed
-        candidates = search.search_problems(task_code, "heldout", *screen)
+        screen = self.settings["evo_screen"], self.settings["evo_min_plausible"], 20_000 + seed
+        candidates = evolve.search_problems(task_code, "heldout", *screen)
         solved = np.zeros(len(candidates), dtype=bool)
         self.screens[seed] = {"candidates": candidates, "solved": solved, "left": len(code)}
         for k in code:
@@ -465,14 +500,15 @@ class Headline:
             f"{int(screen['solved'].sum())} of {len(screen['candidates'])} candidates were solved "
             "by some pool)"
         )
-        for key in [("code", a, seed) for a in ["warm_start"] + self.methods]:
+        for key in self.keys("search", "code", seed):
             self.queue_searches(key, hard)
 
     def queue_searches(self, key, hard):
         """key's checkpoint searches `hard`, one child per call (a set policy: also m); unless
         stored already."""
         path, m, cfg = self.checkpoints[key]
-        for kind, per_call in (("search", 1), ("search_set", m)) if m > 1 else (("search", 1),):
+        children = {"search": 1, "search_set": m}  # per call; only set policies list search_set
+        for kind, per_call in [(k, n) for k, n in children.items() if (k, key) in self.jobs]:
             stored_key = result_key(cfg, self.settings, SEARCH_KEYS)
             stored_key.update(problems=[repr(p) for p in hard], per_call=per_call)
             if not hard:

@@ -40,6 +40,7 @@ import train
 from config import make_task
 from lab.stored import file_sha256
 from model import Tokenizer, build_model
+from policy import Policy
 from rollouts import max_completion_tokens, sample_rollouts
 from warmstart import (
     CapturedSFT,
@@ -98,11 +99,9 @@ def navigation(model, tok, task, cfg, problems, answers_per_maze, device, seed=0
     """Single routes at temperature 1 on `problems` -> arrive, wall moves per route, family shares,
     mean score (every route scored as written)."""
     model.eval()
-    generator = torch.Generator(device=device).manual_seed(seed)
-    sampling = dict(cfg, temperature=1.0, top_k=0, top_p=1.0)
-    out = sample_rollouts(
-        model, tok, task, problems, 1, answers_per_maze, sampling, generator, as_written=True
-    )
+    # one route a rollout, at temperature 1
+    policy = Policy(model, tok, device=device, cuda_graph=cfg["cuda_graph"]).seeded(seed)
+    out = sample_rollouts(policy, task, problems, answers_per_maze, as_written=True)
     model.train()
     pools = [[rollout[0] for rollout in group] for group in out["answers"]]
     rows = [maze.route_families(p, pool) for p, pool in zip(problems, pools)]
@@ -141,7 +140,7 @@ def train_base(cfg, out, workers, eval_every, eval_mazes, max_minutes, log=print
     task = make_task(cfg["task"], **cfg["task_options"])
     tok = Tokenizer(cfg["tokenizer"])
     torch.manual_seed(cfg["seed"])
-    model = build_model(cfg, tok, device)
+    model = build_model(cfg["model"], cfg["block_size"], tok.vocab_size, device)
     capture = use_graph(cfg, device)
     opt = sft_optimizer(model, cfg, capturable=capture)
     graph = None
@@ -238,9 +237,8 @@ def diagnose(path, mazes=60, answers_per_maze=10):
     model, tok, cfg, _ = runfiles.model_from_checkpoint(path)
     task = make_task(cfg["task"], **cfg["task_options"])
     problems = task.problems("train", mazes, random.Random(NAVIGATION_SEED + 2))
-    generator = torch.Generator().manual_seed(0)
-    sampling = dict(cfg, temperature=1.0, top_k=0, top_p=1.0)
-    out = sample_rollouts(model, tok, task, problems, 1, answers_per_maze, sampling, generator)
+    policy = Policy(model, tok).seeded(0)  # one route a rollout, temperature 1, on the CPU
+    out = sample_rollouts(policy, task, problems, answers_per_maze)
     moves, bumps = np.zeros(10), np.zeros(10)
     arrived, failed = [], []
     for problem, group in zip(problems, out["answers"]):

@@ -28,16 +28,16 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np
 
+import evaluate
 import maze
-import search
-from lab.report import fmt_interval, verdict
+from config import make_task
+from lab.report import fmt_interval, verdict, warm_start_answers
 from metrics import paired_bootstrap_interval
 
 ADOPTED_KL = 0.001  # configs/maze.yaml's, the paper's
 DRAWN = ("warm_start", "grpo", "vpo", "max_at_k", "multi_rlvr")  # routes.png's columns
 NAMES = {
     "warm_start": "base",
-    "warm_start_m3": "base, 3 answers",
     "grpo": "GRPO",
     "grpo_x3": "GRPO x3 (compute-matched)",
     "multi_rlvr": "Multi-RLVR",
@@ -48,6 +48,22 @@ NAMES = {
 # the paper's maze, Qwen3-4B (best@30 under the mean / reward-space diversity)
 PAPER = {"grpo": "0.432 / 0.003", "multi_rlvr": "0.436 / -", "max_at_k": "0.577 / -"}
 PAPER["vpo"] = "0.593 / 1.01"
+
+
+def name_of(method):
+    """A row's name in the tables: NAMES's, "base, m answers" for the warm start asked for m > 1."""
+    m = warm_start_answers(method)
+    return NAMES[method] if m in (None, 1) else f"base, {m} answers"
+
+
+def table_order(present):
+    """The rows of a table among `present`, in NAMES's order with the base asked for m answers (by
+    m) right after the base."""
+    sets = sorted(
+        (x for x in present if warm_start_answers(x) not in (None, 1)), key=warm_start_answers
+    )
+    order = ["warm_start", *sets] + [x for x in NAMES if x != "warm_start"]
+    return [x for x in order if x in present]
 
 
 def load(dirs):
@@ -134,8 +150,7 @@ def method_table(rows, kl, temperature):
         + " | paper |",
         "|---" * (len(columns) + 3) + "|",
     ]
-    methods = [m for m in NAMES if any(k == kl and x == m for k, x, _ in rows)]
-    for method in methods:
+    for method in table_order({x for k, x, _ in rows if k == kl}):
         found, n = mean_over_seeds(rows, kl, method, temperature)
         if not found:
             continue
@@ -145,7 +160,7 @@ def method_table(rows, kl, temperature):
             spread = f" ±{half:.3f}" if c == "best@30" and n > 1 else ""
             cells.append("" if np.isnan(mean) else f"{mean:.3f}{spread}")
         paper = PAPER.get(method, "") if temperature == "0.7" else ""
-        lines.append(f"| {NAMES[method]} | {n} | " + " | ".join(cells) + f" | {paper} |")
+        lines.append(f"| {name_of(method)} | {n} | " + " | ".join(cells) + f" | {paper} |")
     return lines
 
 
@@ -239,7 +254,9 @@ def routes_figure(path, rows, kl, root=".", seed=0, methods=DRAWN):
         problems = [int(p) for p in record["problems"]]
         checkpoint = os.path.join(root, record["checkpoint"])
         n = record["ks"][-1]
-        _, _, answers = search.evaluate_checkpoint(checkpoint, problems, n, seed, m=record["m"])
+        policy, cfg = evaluate.load_policy(checkpoint, record["m"])
+        task = make_task(cfg["task"], **cfg["task_options"])
+        _, _, answers = evaluate.evaluate_policy(policy, task, problems, n, seed)
         pools[NAMES[method]] = answers
     return maze.conflict_figure(path, pools, problems)
 

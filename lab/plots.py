@@ -25,6 +25,7 @@ import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 import maze  # noqa: E402
+from lab.report import warm_start_answers  # noqa: E402
 
 # One color per method, the same in every figure (tab20's twenty, then dark extras for new
 # methods);
@@ -45,13 +46,13 @@ COLORS = {
     "grpo_clip_higher": "#e377c2",
     "grpo_entropy": "#f7b6d2",
     "warm_start": "#7f7f7f",
-    "warm_start_m3": "#c7c7c7",
     "gdpo": "#bcbd22",
     "maxrl": "#dbdb8d",
     "rloo": "#17becf",
     "vpo_mutation": "#9edae5",
     "optimum": "black",
 }
+WARM_START_SET = "#c7c7c7"  # the warm start asked for m > 1 answers (warm_start_m3), any m
 EXTRA = ["#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354"]
 SMOKE = "SMOKE TEST (--quick): the numbers mean nothing"
 
@@ -62,6 +63,8 @@ def color(method):
     if method.endswith("(yours)") or " (yours)" in method:
         return "magenta"
     base = method.split(" (")[0]
+    if warm_start_answers(base) not in (None, 1):
+        return WARM_START_SET
     return COLORS.get(base) or EXTRA[zlib.crc32(base.encode()) % len(EXTRA)]
 
 

@@ -14,6 +14,7 @@ Deliberately left out: significance tests beyond the bootstrap, multiple-compari
 import glob
 import json
 import os
+import re
 
 import numpy as np
 
@@ -26,6 +27,24 @@ SCALARS += ("nonzero_answers", "tokens_generated", "mean_scalar", "set_score", "
 
 
 # ---- The result files ----
+
+
+def warm_start_row(m):
+    """The warm start's row when asked for m answers: "warm_start" for one, else "warm_start_m<m>"
+    ("warm_start_m3" at the default m = 3)."""
+    return "warm_start" if m == 1 else f"warm_start_m{m}"
+
+
+def warm_start_answers(method):
+    """The m of a warm start's row (warm_start_row's inverse: "warm_start" 1, "warm_start_m3" 3);
+    None for any other row."""
+    found = re.fullmatch(r"warm_start(?:_m(\d+))?", method)
+    return None if found is None else int(found[1] or 1)
+
+
+def untrained_row(method):
+    """The rows no training made: the warm start's (for any m) and the optimum."""
+    return method == "optimum" or warm_start_answers(method) is not None
 
 
 def record_path(out_dir, task, method, seed):
@@ -169,10 +188,10 @@ def add_gap_closed(per_method):
         for i, seed in enumerate(opt["seeds"])
     }
     for method, entry in per_method.items():
-        if method in ("optimum", "warm_start", "warm_start_m3") or "per_problem" not in entry:
+        if untrained_row(method) or "per_problem" not in entry:
             continue
         own = "set_score" if entry["m"] > 1 else "mean_scalar"
-        warm = per_method.get("warm_start_m3" if entry["m"] > 1 else "warm_start", {})
+        warm = per_method.get(warm_start_row(entry["m"]), {})
         per_seed = {"objective": [], "pass": []}
         for i, seed in enumerate(entry["seeds"]):
             if seed not in best or seed not in warm.get("seeds", []):
@@ -465,7 +484,7 @@ def claim_rl_learns(results):
             # pass@k where some answer can pass (none on the maze: the optimum's is 0)
             passable = np.isfinite(g["pass"])
             line += f"; pass@{e['ks'][-1]} {g['pass']:.2f} ({per_seed('pass')})" if passable else ""
-            warm = "warm_start_m3" if e["m"] > 1 else "warm_start"
+            warm = warm_start_row(e["m"])
             iv = paired(results, task, method, warm, "pass") if passable else None
             if g["pass"] < 0:
                 line += f", RL made pass@{e['ks'][-1]} worse on average"
@@ -530,9 +549,13 @@ def search_points(results):
     points = []
     for method, e in results["tasks"].get("code", {}).items():
         ev = e.get("evolution", {})
-        untrained = method in ("warm_start", "warm_start_m3", "optimum") or did_not_train(e)
         searched = "mutations_per_seed" in ev and "per_problem" in ev
-        if untrained or method.endswith("_mutation") or not searched:
+        if (
+            untrained_row(method)
+            or did_not_train(e)
+            or method.endswith("_mutation")
+            or not searched
+        ):
             continue
         for i, seed in enumerate(e["seeds"]):
             mutations = ev["mutations_per_seed"][i]

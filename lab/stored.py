@@ -93,10 +93,11 @@ def run_status(cfg):
 
 def row_sources():
     """The working tree's fingerprints: a training run's (train.py imports every reference file), a
-    warm start's pools' (its training's code and search.py's) and the optimum's (search.py's)."""
-    search = source_fingerprint("search")
+    warm start's pools' and searches' (its training's code, evaluate.py's and evolve.py's) and the
+    optimum's (evaluate.py's and evolve.py's)."""
+    evaluation = source_fingerprint("evaluate", "evolve")
     run = source_fingerprint("train")
-    return {"run": run, "warm": {**warmstart_source(), **search}, "optimum": search}
+    return {"run": run, "warm": {**warmstart_source(), **evaluation}, "optimum": evaluation}
 
 
 def source_hash(source):

@@ -18,21 +18,21 @@ import signal
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from functools import partial
+
 from multiprocessing import get_context
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
+import evaluate
+import evolve
 import maze
-import search
 import train
 import warmstart
 from config import make_task, pick_device
 from lab import oracle
 from model import GPT, PRESETS, GPTConfig, Tokenizer
-from runfiles import model_from_checkpoint
 
 # ---- The jobs, each run in a worker process (a training run's job is train.train itself) ----
 
@@ -54,22 +54,19 @@ def pools_job(path, cfg, settings, seed, m):
     """Pools of pool_n answers on the held-out problems of `seed` -> (record, rewards)."""
     task = make_task(cfg["task"], **cfg["task_options"])
     problems = task.problems("heldout", settings["pool_problems"], random.Random(seed))
-    evaluate = partial(
-        search.evaluate_checkpoint,
-        path,
-        problems,
-        settings["pool_n"],
-        seed=seed,
-        m=m,
-        task=task,
-        num_heldout_weights=settings["heldout_weightings"],
+    n = settings["pool_n"]
+    weightings = settings["heldout_weightings"]
+    result, rewards, answers = evaluate.evaluate_checkpoint(
+        path, task, problems, n, seed=seed, m=m, num_heldout_weights=weightings
     )
-    result, rewards, answers = evaluate()
     result["problems"] = [repr(p) for p in problems]
     if cfg["task"] == "maze":  # the conflict as numbers, and a few pools' routes to draw
         result.update(maze_summary(problems, rewards, answers))
         # the authors' evaluation samples at 0.7: the same pools' measures at that temperature
-        cool, cool_rewards, cool_answers = evaluate(temperature=MAZE_EVAL_TEMPERATURE)
+        cool_policy, _ = evaluate.load_policy(path, m, temperature=MAZE_EVAL_TEMPERATURE)
+        cool, cool_rewards, cool_answers = evaluate.evaluate_policy(
+            cool_policy, task, problems, n, seed, num_heldout_weights=weightings
+        )
         kept = ("ks", "best_at_k", "heldout_weight_best_at_k", "diversity", "per_problem")
         summary = maze_summary(problems, cool_rewards, cool_answers, drawn=0)
         result["at_temperature_0.7"] = {**{k: cool[k] for k in kept}, **summary}
@@ -109,25 +106,19 @@ def maze_summary(problems, rewards, answers, drawn=3):
 
 def solved_job(path, cfg, problems, settings, seed, m):
     """Which problems a checkpoint's pool solves (some answer passes every test)."""
-    _, rewards, _ = search.evaluate_checkpoint(
-        path,
-        problems,
-        settings["pool_n"],
-        seed=seed,
-        m=m,
-        task=make_task(cfg["task"], **cfg["task_options"]),
+    task = make_task(cfg["task"], **cfg["task_options"])
+    _, rewards, _ = evaluate.evaluate_checkpoint(
+        path, task, problems, settings["pool_n"], seed=seed, m=m
     )
     return (rewards >= 1.0).all(-1).any(-1)  # (problems,)
 
 
 def search_job(path, cfg, problems, settings, seed, m, children_per_call):
-    """search.run_searches for one checkpoint: a search per problem and the same-budget sampling
+    """evolve.run_searches for one checkpoint: a search per problem and the same-budget sampling
     control."""
-    model, tok, _, _ = model_from_checkpoint(path)
+    policy, _ = evaluate.load_policy(path, m)
     task = make_task(cfg["task"], **cfg["task_options"])
-    return search.run_searches(
-        model, tok, task, problems, m, cfg, settings, seed, children_per_call
-    )
+    return evolve.run_searches(policy, task, problems, settings, seed, children_per_call)
 
 
 def oracle_job(cfg, settings, seed, m):
@@ -135,8 +126,8 @@ def oracle_job(cfg, settings, seed, m):
     ("optimum")."""
     task = make_task(cfg["task"], **cfg["task_options"])
     problems = task.problems("heldout", settings["pool_problems"], random.Random(seed))
-    ks = search.k_grid(settings["pool_n"])
-    weights = search.heldout_weights(task.dim, settings["heldout_weightings"], seed)
+    ks = evaluate.k_grid(settings["pool_n"])
+    weights = evaluate.heldout_weights(task.dim, settings["heldout_weightings"], seed)
     best = oracle.mean_oracle(task, problems, ks, weights, m=m)
     return {
         "ks": ks,

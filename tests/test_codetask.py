@@ -217,7 +217,7 @@ def test_mutation_demonstrations_move_one_threshold_no_farther_than_the_tests_it
         assert len(set(children)) == len(children) or clean_wide.num_plausible(problem) <= 3
         for child in children:
             assert clean_wide.valid(problem, child)
-            moved = [(a, b) for a, b in zip(best, clean_wide.thresholds(child)) if a != b]
+            moved = [(a, b) for a, b in zip(best, clean_wide.thresholds_of(child)) if a != b]
             assert (
                 len(moved) == 1
                 and abs(moved[0][0] - moved[0][1]) <= max(1, failed)
@@ -251,7 +251,7 @@ def test_edit_demonstrations_stand_for_one_threshold_moves_of_the_best_parent():
         for edit in clean.demonstration(problem, 3, rng, parents=parents):
             i, step = int(edit[0]) - 1, int(edit[1:])  # '2-5': the second threshold down by 5
             child = clean.child_program(edit, shown)
-            moved = [(a, b) for a, b in zip(parents[-1], clean.thresholds(child)) if a != b]
+            moved = [(a, b) for a, b in zip(parents[-1], clean.thresholds_of(child)) if a != b]
             assert (
                 clean.valid(problem, child)
                 and moved == [(parents[-1][i], parents[-1][i] + step)]
@@ -298,11 +298,11 @@ def test_fixed_width_programs_have_one_length_and_mean_what_they_did():
         assert padded.answer_key(padded.program_text(p)) == plain.answer_key(plain.program_text(p))
     for p in programs:  # thresholds() reads back what program_text wrote, padded or not
         assert (
-            padded.thresholds(padded.program_text(p))
-            == plain.thresholds(plain.program_text(p))
+            padded.thresholds_of(padded.program_text(p))
+            == plain.thresholds_of(plain.program_text(p))
             == list(p)
         )
-    assert padded.thresholds("(+ (< x 03)") == [3]  # also off a program that does not parse
+    assert padded.thresholds_of("(+ (< x 03)") == [3]  # also off a program that does not parse
 
 
 def _reference(problem, answer):

@@ -1,11 +1,14 @@
 """engine.py against model.py: the fast sampler draws the same tokens as the plain one for the same
 random numbers, and the fast scorer gives the same log-probs, entropies and gradients."""
 
+import dataclasses
+
 import pytest
 import torch
 
 import engine
-from model import GPT, PRESETS, GPTConfig, Tokenizer, pad_left, pad_right
+import model as model_module
+from model import GPT, PRESETS, Decoding, GPTConfig, Tokenizer, pad_left, pad_right
 
 tok = Tokenizer()
 
@@ -22,6 +25,11 @@ PROMPTS = [
 ]
 
 
+def seeded_decoding(eos_id, seed, **sampling):
+    """A Decoding with a fresh CPU generator seeded `seed`: two of them draw the same numbers."""
+    return Decoding(eos_id, generator=torch.Generator().manual_seed(seed), **sampling)
+
+
 @pytest.mark.parametrize(
     "share_prompt, drop_finished", [(True, True), (True, False), (False, True)]
 )
@@ -33,21 +41,12 @@ def test_fast_generate_samples_what_the_plain_generate_samples(
 ):
     model = tiny_model()
     p, pm = pad_left(PROMPTS, tok.eos)
-    plain = model.generate(
-        p, pm, 4, 14, tok.eos, generator=torch.Generator().manual_seed(1), **sampling
-    )
-    fast = engine.generate(
-        model,
-        p,
-        pm,
-        4,
-        14,
-        tok.eos,
-        generator=torch.Generator().manual_seed(1),
-        share_prompt=share_prompt,
-        drop_finished=drop_finished,
-        **sampling,
-    )
+    plain = model.generate(p, pm, 4, 14, seeded_decoding(tok.eos, 1, **sampling))
+    samples = 4
+    if not share_prompt:  # each sample its own copy of the prompt: 4 prefills of the same text
+        p, pm, samples = p.repeat_interleave(4, 0), pm.repeat_interleave(4, 0), 1
+    decoding = seeded_decoding(tok.eos, 1, **sampling)
+    fast = engine.generate(model, p, pm, samples, 14, decoding, drop_finished=drop_finished)
     assert torch.equal(fast["tokens"], plain["tokens"]) and torch.equal(fast["mask"], plain["mask"])
     assert torch.allclose(fast["logprobs"], plain["logprobs"], atol=1e-5)
     assert torch.allclose(fast["entropy"], plain["entropy"], atol=1e-4)
@@ -57,10 +56,8 @@ def test_dropping_finished_rows_changes_no_sample():
     """A vocabulary of 8 with eos = 7: rollouts end after ~8 tokens, at different steps."""
     model = tiny_model(vocab=8)
     p, pm = pad_left([[1, 2, 3], [4, 5], [6, 1, 2, 3, 4]], pad_id=7)
-    kept = engine.generate(
-        model, p, pm, 8, 40, 7, generator=torch.Generator().manual_seed(3), drop_finished=False
-    )
-    dropped = engine.generate(model, p, pm, 8, 40, 7, generator=torch.Generator().manual_seed(3))
+    kept = engine.generate(model, p, pm, 8, 40, seeded_decoding(7, 3), drop_finished=False)
+    dropped = engine.generate(model, p, pm, 8, 40, seeded_decoding(7, 3))
     lengths = kept["mask"].sum(1)
     assert (lengths < lengths.max()).float().mean() > 0.5  # most rows end early: rows were dropped
     assert torch.equal(kept["tokens"], dropped["tokens"]) and torch.equal(
@@ -68,10 +65,11 @@ def test_dropping_finished_rows_changes_no_sample():
     )
     assert torch.allclose(kept["logprobs"], dropped["logprobs"], atol=1e-6)
     # and the generator is left where the plain sampler leaves it: the next draw is the same
-    gen_plain, gen_fast = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
-    model.generate(p, pm, 8, 40, 7, generator=gen_plain)
-    engine.generate(model, p, pm, 8, 40, 7, generator=gen_fast)
-    assert torch.equal(torch.rand(3, generator=gen_plain), torch.rand(3, generator=gen_fast))
+    plain, fast = seeded_decoding(7, 3), seeded_decoding(7, 3)
+    model.generate(p, pm, 8, 40, plain)
+    engine.generate(model, p, pm, 8, 40, fast)
+    next_plain = torch.rand(3, generator=plain.generator)
+    assert torch.equal(next_plain, torch.rand(3, generator=fast.generator))
 
 
 def _batch(widths):
@@ -130,21 +128,10 @@ def test_static_generate_samples_what_generate_samples(sampling):
     draw of this tiny model), and its log-probs are the plain scorer's for the tokens it wrote."""
     model = tiny_model()
     p, pm = pad_left(PROMPTS, tok.eos)
-    fast = engine.generate(
-        model, p, pm, 4, 14, tok.eos, generator=torch.Generator().manual_seed(1), **sampling
-    )
-    static = engine.generate_static(
-        model,
-        p,
-        pm,
-        4,
-        14,
-        tok.eos,
-        generator=torch.Generator().manual_seed(1),
-        # no CUDA here: capture falls back to eager
-        capture=True,
-        **sampling,
-    )
+    fast = engine.generate(model, p, pm, 4, 14, seeded_decoding(tok.eos, 1, **sampling))
+    # no CUDA here: capture falls back to eager
+    decoding = seeded_decoding(tok.eos, 1, **sampling)
+    static = engine.generate_static(model, p, pm, 4, 14, decoding, capture=True)
     assert torch.equal(static["tokens"], fast["tokens"]) and torch.equal(
         static["mask"], fast["mask"]
     )
@@ -157,25 +144,25 @@ def test_static_generate_samples_what_generate_samples(sampling):
 
 def test_static_generate_keeps_every_buffer_in_place_and_stops_when_all_rows_end(monkeypatch):
     """What a captured graph needs: every decode step reads and writes the same tensors (no buffer
-    is replaced between steps), and the loop ends within check_every steps of the last row
+    is replaced between steps), and the loop ends within CHECK_EVERY steps of the last row
     ending."""
     model = tiny_model(vocab=8)
     p, pm = pad_left([[1, 2, 3], [4, 5]], pad_id=7)
     seen = []
-    real = engine.sample_from_logits
+    real = model_module.sample_from_logits
 
     def spy(logits, *args, **kwargs):
         seen.append(logits.data_ptr())
         return real(logits, *args, **kwargs)
 
-    monkeypatch.setattr(engine, "sample_from_logits", spy)
-    out = engine.generate_static(
-        model, p, pm, 8, 60, 7, generator=torch.Generator().manual_seed(3), check_every=4
-    )
+    # Decoding.pick draws through model.sample_from_logits
+    monkeypatch.setattr(model_module, "sample_from_logits", spy)
+    monkeypatch.setattr(engine, "CHECK_EVERY", 4)
+    out = engine.generate_static(model, p, pm, 8, 60, seeded_decoding(7, 3))
     assert len(set(seen)) == 1  # one logits buffer for every step
     longest = int(out["mask"].sum(1).max())
     assert longest < 60 and longest <= len(seen) < longest + 4 + 1
-    kept = engine.generate(model, p, pm, 8, 60, 7, generator=torch.Generator().manual_seed(3))
+    kept = engine.generate(model, p, pm, 8, 60, seeded_decoding(7, 3))
     assert torch.equal(out["tokens"], kept["tokens"])
 
 
@@ -187,43 +174,55 @@ def test_static_generate_leaves_the_generator_where_generate_leaves_it():
     p, pm = pad_left([[1, 2, 3], [4, 5]], pad_id=7)
     outs = {}
     for name, sampler in (("generate", engine.generate), ("static", engine.generate_static)):
-        gen = torch.Generator().manual_seed(5)
-        outs[name] = [sampler(model, p, pm, 8, 60, 7, generator=gen)["tokens"] for _ in range(3)]
-        outs[name].append(gen.get_state())
+        decoding = seeded_decoding(7, 5)  # one generator for all three calls
+        outs[name] = [sampler(model, p, pm, 8, 60, decoding)["tokens"] for _ in range(3)]
+        outs[name].append(decoding.generator.get_state())
     # the rows ended early: the rewind is exercised
     assert int((outs["generate"][0] != 7).sum(1).max()) < 59
     for a, b in zip(outs["generate"], outs["static"]):
         assert torch.equal(a, b)
 
 
-def test_cuda_graph_setting_captures_on_cuda_only_and_changes_no_answer_on_the_cpu():
+def sampler_called(monkeypatch, policy):
+    """Which engine function policy.sample calls: spies stand in for both and return at once, so a
+    "cuda" policy touches no GPU."""
+    for name in ("generate", "generate_static"):
+        monkeypatch.setattr(engine, name, lambda *args, name=name, **kwargs: name)
+    p, pm = pad_left(PROMPTS, tok.eos)
+    return policy.sample(p, pm, 2, 4)
+
+
+def test_cuda_graph_setting_captures_on_cuda_only_and_changes_no_answer_on_the_cpu(monkeypatch):
     import random
 
     import rollouts
     import train
+    from policy import Policy
     from rewards import PersonaTask
 
     on, off = (train.resolve_config(overrides=[f"cuda_graph={flag}"]) for flag in ("true", "false"))
-    assert engine.sampler_for(on, "cuda") is engine.generate_static
-    assert engine.sampler_for(on, "cuda:1") is engine.generate_static
-    assert engine.sampler_for(off, "cuda") is engine.generate
-    assert (
-        engine.sampler_for(on, "cpu") is engine.generate
-        and engine.sampler_for(on, "mps") is engine.generate
-    )
     # a checkpoint trained before the setting existed saved a config without it: sampled as before
-    assert (
-        engine.sampler_for({k: v for k, v in on.items() if k != "cuda_graph"}, "cuda")
-        is engine.generate
-    )
-    task = PersonaTask()
+    legacy = {k: v for k, v in on.items() if k != "cuda_graph"}
     model = tiny_model()
+    policies = {
+        name: Policy.from_config(model, tok, cfg, "cpu", 3)
+        for name, cfg in (("on", on), ("off", off), ("legacy", legacy))
+    }
+    with monkeypatch.context() as patched:
+        called = {
+            (name, device): sampler_called(patched, dataclasses.replace(policy, device=device))
+            for name, policy in policies.items()
+            for device in ("cuda", "cuda:1", "cpu", "mps")
+        }
+    # the captured sampler only with cuda_graph on and on CUDA; everywhere else the eager one
+    expected = {key: "generate" for key in called}
+    expected.update({("on", "cuda"): "generate_static", ("on", "cuda:1"): "generate_static"})
+    assert len(called) == 12 and called == expected
+    task = PersonaTask()
     problems = task.problems("train", 3, random.Random(0))
     batches = [
-        rollouts.sample_rollouts(
-            model, tok, task, problems, 3, 4, cfg, torch.Generator().manual_seed(0)
-        )
-        for cfg in (off, on)
+        rollouts.sample_rollouts(policies[name].seeded(0), task, problems, 4)
+        for name in ("off", "on")
     ]
     assert batches[0]["answers"] == batches[1]["answers"]
     assert torch.equal(batches[0]["rewards"], batches[1]["rewards"])

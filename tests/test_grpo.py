@@ -12,7 +12,7 @@ from checks import assert_close
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grpo import format_advantages, grpo_advantages, policy_loss
+from grpo import LossSettings, format_advantages, grpo_advantages, policy_loss
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -84,7 +84,7 @@ def test_policy_loss_clips():
     old = torch.zeros(1, 2)
     new = torch.tensor([[0.5, -0.5]], requires_grad=True)  # ratios e^.5=1.65 and e^-.5=.61
     loss, stats = policy_loss(
-        new, old, torch.tensor([1.0]), torch.ones(1, 2, dtype=torch.bool), clip=0.2
+        new, old, torch.tensor([1.0]), torch.ones(1, 2, dtype=torch.bool), LossSettings(clip=0.2)
     )
     # positive advantage: the high ratio is clipped to 1.2 (no gradient), the low one is not
     assert stats["clip_frac"] == 0.5 and stats["ratio_outside_clip"] == 1.0
@@ -96,8 +96,12 @@ def test_policy_loss_clips():
 def test_k3_kl_is_zero_at_reference_and_positive_elsewhere():
     logp = torch.log(torch.tensor([[0.5, 0.25]]))
     mask = torch.ones(1, 2, dtype=torch.bool)
-    _, same = policy_loss(logp, logp, torch.zeros(1), mask, ref_logprobs=logp, kl_coef=0.1)
-    _, diff = policy_loss(logp, logp, torch.zeros(1), mask, ref_logprobs=logp - 0.3, kl_coef=0.1)
+    _, same = policy_loss(
+        logp, logp, torch.zeros(1), mask, LossSettings(kl_coef=0.1), ref_logprobs=logp
+    )
+    _, diff = policy_loss(
+        logp, logp, torch.zeros(1), mask, LossSettings(kl_coef=0.1), ref_logprobs=logp - 0.3
+    )
     assert same["kl"] == 0 and diff["kl"] > 0
     # k3 with log r = -0.3 on both tokens: e^-.3 + .3 - 1
     assert abs(diff["kl"] - (math.exp(-0.3) + 0.3 - 1)) < 1e-6
@@ -109,7 +113,9 @@ def test_the_papers_kl_coefficient_adds_its_k3_term_to_the_loss():
     logp = torch.log(torch.tensor([[0.5]]))
     ref = torch.log(torch.tensor([[0.25]]))
     mask = torch.ones(1, 1, dtype=torch.bool)
-    loss, stats = policy_loss(logp, logp, torch.zeros(1), mask, ref_logprobs=ref, kl_coef=0.001)
+    loss, stats = policy_loss(
+        logp, logp, torch.zeros(1), mask, LossSettings(kl_coef=0.001), ref_logprobs=ref
+    )
     assert abs(stats["kl"] - 0.1931472) < 1e-6
     assert abs(loss.item() - 0.001 * 0.1931472) < 1e-9
 
@@ -127,7 +133,11 @@ def test_clip_higher_lets_a_likely_good_token_grow_further():
     old = torch.zeros(1, 2)
     new = torch.tensor([[0.25, 0.5]], requires_grad=True)  # ratios 1.28 and 1.65
     loss, stats = policy_loss(
-        new, old, torch.tensor([1.0]), torch.ones(1, 2, dtype=torch.bool), clip=0.2, clip_high=0.3
+        new,
+        old,
+        torch.tensor([1.0]),
+        torch.ones(1, 2, dtype=torch.bool),
+        LossSettings(clip=0.2, clip_high=0.3),
     )
     assert stats["clip_frac"] == 0.5  # 1.28 is inside [0.8, 1.3], 1.65 is not
     assert abs(loss.item() - (-(math.exp(0.25) + 1.3) / 2)) < 1e-6
@@ -146,7 +156,12 @@ def test_entropy_bonus_has_the_gradient_of_the_mean_token_entropy():
         logp = logp_all.gather(-1, tokens[..., None])[..., 0]
         entropy = -(logp_all.exp() * logp_all).sum(-1)
         return policy_loss(
-            logp, logp.detach(), torch.zeros(2), mask, entropy=entropy, entropy_coef=coef
+            logp,
+            logp.detach(),
+            torch.zeros(2),
+            mask,
+            LossSettings(entropy_coef=coef),
+            entropy=entropy,
         )
 
     loss, stats = loss_of(0.5)
@@ -175,11 +190,13 @@ def test_clip_higher_acts_once_the_ratio_passes_1_plus_clip():
     adv = torch.tensor([1.0])
     for clip_high, want_loss, want_grad in [(None, -1.2, 0.0), (0.28, -1.25, -1.25)]:
         new = torch.tensor([[math.log(1.25)]], requires_grad=True)
-        loss, stats = policy_loss(new, old, adv, mask, clip=0.2, clip_high=clip_high)
+        loss, stats = policy_loss(new, old, adv, mask, LossSettings(clip=0.2, clip_high=clip_high))
         loss.backward()
         assert abs(loss.item() - want_loss) < 1e-6 and abs(new.grad.item() - want_grad) < 1e-6
         assert stats["clip_frac"] == (1.0 if clip_high is None else 0.0)
-        at_one, _ = policy_loss(old.clone(), old, adv, mask, clip=0.2, clip_high=clip_high)
+        at_one, _ = policy_loss(
+            old.clone(), old, adv, mask, LossSettings(clip=0.2, clip_high=clip_high)
+        )
         assert abs(at_one.item() + 1.0) < 1e-6
 
 
@@ -192,7 +209,11 @@ def test_constant_normalizer_gives_every_token_the_same_weight():
         mask = torch.tensor([[t < n for t in range(4)] for n in lengths])
         logp = torch.zeros(len(lengths), 4, requires_grad=True)
         loss, stats = policy_loss(
-            logp, logp.detach(), torch.tensor([1.0] * len(lengths)), mask, normalizer=normalizer
+            logp,
+            logp.detach(),
+            torch.tensor([1.0] * len(lengths)),
+            mask,
+            LossSettings(normalizer=normalizer),
         )
         loss.backward()
         return logp.grad[0, 0].item(), loss.item(), stats
@@ -271,13 +292,17 @@ def test_advantage_rms_is_the_rms_over_groups_with_a_signal():
 
 
 def test_clip_fraction_counts_the_tokens_whose_loss_the_clip_changes():
-    from grpo import policy_loss
+    from grpo import LossSettings, policy_loss
 
     # two rollouts of two tokens, ratios 1.5 and 0.5 in each; advantages +1 and -1
     old = torch.zeros(2, 2)
     logprobs = torch.log(torch.tensor([[1.5, 0.5], [1.5, 0.5]]))
     _, stats = policy_loss(
-        logprobs, old, torch.tensor([1.0, -1.0]), torch.ones(2, 2, dtype=torch.bool), clip=0.2
+        logprobs,
+        old,
+        torch.tensor([1.0, -1.0]),
+        torch.ones(2, 2, dtype=torch.bool),
+        LossSettings(clip=0.2),
     )
     # the clip binds for (A > 0, ratio 1.5) and (A < 0, ratio 0.5): 2 of 4, as TRL and veRL count it
     assert stats["clip_frac"] == pytest.approx(0.5)
@@ -292,7 +317,9 @@ def test_the_entropy_bonus_is_scaled_like_the_format_term(tmp_path, monkeypatch)
     monkeypatch.setattr(
         trainer,
         "policy_update",
-        lambda run, batch, adv, coef=0.0: seen.append(coef) or real(run, batch, adv, coef),
+        lambda run, batch, adv, entropy_coef=0.0: (
+            seen.append(entropy_coef) or real(run, batch, adv, entropy_coef)
+        ),
     )
     monkeypatch.setattr(trainer.grpo, "advantage_rms", lambda adv: 0.25)
     cfg = trainer.resolve_config(

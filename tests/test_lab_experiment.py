@@ -18,6 +18,7 @@ import pytest
 import train
 from config import read_yaml
 from lab import experiment
+from lab.report import warm_start_row
 from runfiles import EVAL_KEYS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -154,14 +155,14 @@ def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
     # one small file per task, method and seed: the pools, the search in both formats, the optimum
     records = {
         name: json.loads(Path(out / "results" / f"code-{name}-s0.json").read_text())
-        for name in ("warm_start", "warm_start_m3", "vpo", "optimum")
+        for name in ("warm_start", warm_start_row(3), "vpo", "optimum")
     }
     assert {"pools", "search", "search_set", "training"} <= records["vpo"].keys()
     assert (
         records["vpo"]["search_set"]["children_per_call"] == 3
         and records["vpo"]["search"]["children_per_call"] == 1
     )
-    assert records["warm_start_m3"]["m"] == 3 and records["optimum"]["pools"]["pass_at_k"][-1] > 0
+    assert records[warm_start_row(3)]["m"] == 3 and records["optimum"]["pools"]["pass_at_k"][-1] > 0
     assert "RL learns" in again.stdout and "leaderboard.png" in again.stdout
 
     third = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)

@@ -28,3 +28,16 @@ def test_the_sweep_reads_an_experiments_result_files(tmp_path):
     assert "pools at T=0.7" in tables
     for name in ("kl.png", "routes.png"):
         assert os.path.getsize(figures / name) > 10_000
+
+
+def test_the_warm_start_asked_for_m_answers_is_named_and_ordered_by_its_m():
+    import maze_sweep
+
+    from lab.report import warm_start_row
+
+    assert maze_sweep.name_of(warm_start_row(3)) == "base, 3 answers"
+    assert maze_sweep.name_of(warm_start_row(5)) == "base, 5 answers"
+    assert maze_sweep.name_of("warm_start") == "base" and maze_sweep.name_of("vpo") == "VPO"
+    present = {"vpo", warm_start_row(5), "optimum", "warm_start", warm_start_row(3), "rloo"}
+    order = ["warm_start", "warm_start_m3", "warm_start_m5", "vpo", "optimum"]
+    assert maze_sweep.table_order(present) == order

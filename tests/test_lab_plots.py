@@ -3,6 +3,7 @@
 import numpy as np
 
 from lab import plots
+from lab.report import warm_start_row
 
 
 def test_leaderboard_figure_writes_a_png_and_ranks_by_mean(tmp_path):
@@ -22,10 +23,12 @@ def test_leaderboard_figure_writes_a_png_and_ranks_by_mean(tmp_path):
 
 
 def test_every_method_has_its_own_color_in_every_figure():
-    known = list(plots.COLORS)
+    known = list(plots.COLORS) + [warm_start_row(3)]
     shades = [plots.color(m) for m in known] + [plots.color("vpo (yours)")]
     # no two methods share a color (the warm starts and optimum included)
     assert len(set(shades)) == len(shades)
+    # the warm start asked for m answers has one color, whatever m
+    assert plots.color(warm_start_row(4)) == plots.color(warm_start_row(3))
     # a method's search row keeps its color
     assert plots.color("vpo (m per call)") == plots.color("vpo")
     assert plots.color("my_new_method") == plots.color("my_new_method") and plots.color(

@@ -105,7 +105,7 @@ def test_gap_closed_is_measured_from_the_warm_start_in_the_methods_own_format():
         {"task": "code", "method": "warm_start", "seed": 0, "m": 1, "pools": pools(0.5, 0.7, 0.4)},
         {
             "task": "code",
-            "method": "warm_start_m3",
+            "method": report.warm_start_row(3),
             "seed": 0,
             "m": 3,
             "pools": pools(0.5, 0.6, 0.5),
@@ -123,6 +123,44 @@ def test_gap_closed_is_measured_from_the_warm_start_in_the_methods_own_format():
     # against the 3-answer warm start
     assert tasks["vpo"]["gap_closed"]["pass"] == pytest.approx(0.5)
     assert "gap_closed" not in tasks["warm_start"] and "gap_closed" not in tasks["optimum"]
+
+
+def test_the_warm_start_row_is_named_by_its_m_and_read_back_for_any_m():
+    # the result files' names stay: one answer "warm_start", the default m = 3 "warm_start_m3"
+    assert report.warm_start_row(1) == "warm_start" and report.warm_start_row(3) == "warm_start_m3"
+    for m in (1, 2, 3, 12):
+        assert report.warm_start_answers(report.warm_start_row(m)) == m
+    for other in ("vpo", "optimum", "warm_start_m", "warm_start_mx", "warm_start (yours)"):
+        assert report.warm_start_answers(other) is None
+    assert report.untrained_row("warm_start_m5") and report.untrained_row("optimum")
+    assert not report.untrained_row("vpo")
+
+
+def test_a_set_method_closes_the_gap_from_the_warm_start_asked_for_its_own_m():
+    def pools(mean_scalar, set_score, pass30):
+        return {
+            "ks": [1, 30],
+            "best_at_k": [mean_scalar, 1.0],
+            "heldout_weight_best_at_k": [0.0, 0.0],
+            "pass_at_k": [0.0, pass30],
+            "mean_scalar": mean_scalar,
+            "set_score": set_score,
+            "per_problem": {"best": [1.0], "w_best": [0.0], "pass": [1.0]},
+        }
+
+    def row(method, m, *values):
+        return {"task": "code", "method": method, "seed": 0, "m": m, "pools": pools(*values)}
+
+    records = [
+        row("optimum", 4, 0.9, 0.8, 1.0),
+        row("warm_start", 1, 0.5, 0.7, 0.4),
+        row(report.warm_start_row(4), 4, 0.5, 0.4, 0.5),
+        row("vpo", 4, 0.5, 0.6, 0.75),
+    ]
+    tasks = report.merge(records)["tasks"]["code"]
+    # (0.6 - 0.4) / (0.8 - 0.4): against the warm start asked for 4 answers
+    assert tasks["vpo"]["gap_closed"]["objective"] == pytest.approx(0.5)
+    assert "gap_closed" not in tasks["warm_start_m4"]
 
 
 # ----------------------------------------------------------------------------------------------

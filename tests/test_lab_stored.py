@@ -176,9 +176,10 @@ def test_the_row_fingerprints_follow_the_imports():
     """A run's code is every reference file train.py imports; a warm start's pools do not depend
     on train.py, the optimum's neither on the warm start's training."""
     sources = stored.row_sources()
-    assert {"train.py", "vpo.py", "grpo.py", "search.py"} <= sources["run"].keys()
+    assert {"train.py", "vpo.py", "grpo.py", "evaluate.py"} <= sources["run"].keys()
     assert "train.py" not in sources["warm"] and "warmstart.py" in sources["warm"]
-    assert "warmstart.py" not in sources["optimum"] and "search.py" in sources["optimum"]
+    assert "warmstart.py" not in sources["optimum"] and "evaluate.py" in sources["optimum"]
+    assert "evolve.py" in sources["warm"] and "evolve.py" in sources["optimum"]
 
 
 def test_a_missing_board_folder_is_one_line_with_the_closest_board():

@@ -243,11 +243,11 @@ def test_a_maze_run_draws_its_routes(tmp_path):
     """python train.py --config configs/maze.yaml ends with routes.png beside run.png."""
     from tiny_runs import tiny
 
-    import search
+    import figures
     from train import train
 
     out = train(tiny(tmp_path, "task=maze", "block_size=224", "sft_steps=20", "pool_n=6"))
-    search.report_run(out)
+    figures.report_run(out)
     assert os.path.getsize(os.path.join(out, "routes.png")) > 10_000
 
 

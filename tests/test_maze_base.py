@@ -8,11 +8,10 @@ import os
 import random
 import sys
 
-import torch
-
 import maze
 import train
 from config import make_task
+from policy import Policy
 from rollouts import sample_rollouts
 from runfiles import model_from_checkpoint
 
@@ -27,8 +26,8 @@ def test_the_base_navigates_training_mazes():
     model, tok, cfg, _ = model_from_checkpoint(BASE)
     task = make_task(cfg["task"], **cfg["task_options"])
     problems = task.problems("train", 12, random.Random(2024))
-    generator = torch.Generator().manual_seed(0)
-    out = sample_rollouts(model, tok, task, problems, 1, 6, cfg, generator, as_written=True)
+    policy = Policy(model, tok).seeded(0)  # one route a rollout, temperature 1
+    out = sample_rollouts(policy, task, problems, 6, as_written=True)
     pools = [[rollout[0] for rollout in group] for group in out["answers"]]
     rows = [maze.route_families(p, pool) for p, pool in zip(problems, pools)]
     arrive = sum(r["exit"] for r in rows) / len(rows)

@@ -6,7 +6,16 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model import GPT, PRESETS, GPTConfig, Tokenizer, pad_left, pad_right, sample_from_logits
+from model import (
+    GPT,
+    PRESETS,
+    Decoding,
+    GPTConfig,
+    Tokenizer,
+    pad_left,
+    pad_right,
+    sample_from_logits,
+)
 
 tok = Tokenizer()
 
@@ -139,7 +148,8 @@ def test_recorded_logprobs_match_a_batched_forward_and_greedy_matches_argmax():
     model = tiny_model()
     prompts = [[tok.bos, 10, 11, tok.answer], [tok.bos, 1, 2, 3, 4, 5, tok.answer]]
     p, pm = pad_left(prompts, tok.eos)
-    out = model.generate(p, pm, 3, 12, tok.eos, generator=torch.Generator().manual_seed(0))
+    decoding = Decoding(tok.eos, generator=torch.Generator().manual_seed(0))
+    out = model.generate(p, pm, 3, 12, decoding)
     assert out["tokens"].shape[0] == 6
     # the log-probs recorded while sampling equal those of one batched forward over the result
     logp, ent = model.score(
@@ -149,7 +159,8 @@ def test_recorded_logprobs_match_a_batched_forward_and_greedy_matches_argmax():
     assert torch.allclose(logp[mask], out["logprobs"][mask], atol=1e-5)
     assert torch.allclose(ent[mask], out["entropy"][mask], atol=1e-4)
     # greedy decoding of a padded batch equals argmax decoding of the unpadded sequence
-    greedy = model.generate(p[:1], pm[:1], 1, 8, tok.eos, temperature=0)["tokens"][0].tolist()
+    greedy = model.generate(p[:1], pm[:1], 1, 8, Decoding(tok.eos, temperature=0))
+    greedy = greedy["tokens"][0].tolist()
     seq = prompts[0][:]
     for _ in range(len(greedy)):
         ids = torch.tensor([seq])
@@ -163,8 +174,10 @@ def test_recorded_logprobs_match_a_batched_forward_and_greedy_matches_argmax():
 def test_generation_is_seeded_and_stops_at_eos():
     model = tiny_model()
     p, pm = pad_left([[tok.bos, 3, tok.answer]], tok.eos)
-    a = model.generate(p, pm, 4, 10, tok.eos, generator=torch.Generator().manual_seed(7))
-    b = model.generate(p, pm, 4, 10, tok.eos, generator=torch.Generator().manual_seed(7))
+    a, b = (
+        model.generate(p, pm, 4, 10, Decoding(tok.eos, generator=torch.Generator().manual_seed(7)))
+        for _ in range(2)
+    )
     assert torch.equal(a["tokens"], b["tokens"])
     for row, mask in zip(a["tokens"], a["mask"]):
         n = int(mask.sum())
@@ -179,6 +192,18 @@ def test_top_k_and_top_p_restrict_the_support():
     # probabilities .665 .245 .090 ...: top_p=.8 keeps tokens 0 and 1
     assert set(sample_from_logits(logits, top_p=0.8, generator=gen).tolist()) <= {0, 1}
     assert set(sample_from_logits(logits, temperature=0).tolist()) == {0}
+
+
+@pytest.mark.parametrize(
+    "sampling", [dict(), dict(temperature=0.7, top_k=2), dict(top_p=0.8), dict(temperature=0)]
+)
+def test_a_decoding_picks_what_sample_from_logits_picks_with_its_settings(sampling):
+    """Decoding.pick hands each setting to sample_from_logits under its own name (both samplers
+    draw through it, so a swap there would pass test_engine.py unnoticed)."""
+    logits = torch.tensor([[3.0, 2.0, 1.0, -5.0]]).repeat(500, 1)
+    uniform = torch.rand(500, 1, generator=torch.Generator().manual_seed(0))
+    picked = Decoding(eos_id=3, **sampling).pick(logits, uniform)
+    assert torch.equal(picked, sample_from_logits(logits, **sampling, uniform=uniform))
 
 
 def test_pad_right_mask():

@@ -61,10 +61,10 @@ def test_logging_draws_nothing_from_the_training_stream(tmp_path, monkeypatch):
     out = train(tiny(tmp_path, "algo=grpo", f"out_dir={tmp_path}/a"))
     real = trainer.step_metrics
 
-    def step_metrics(run, *args):
-        state = run.generator.get_state()
-        metrics = real(run, *args)
-        assert torch.equal(state, run.generator.get_state())
+    def step_metrics(run, *args, **kwargs):
+        state = run.policy.generator.get_state()
+        metrics = real(run, *args, **kwargs)
+        assert torch.equal(state, run.policy.generator.get_state())
         return metrics
 
     monkeypatch.setattr(trainer, "step_metrics", step_metrics)

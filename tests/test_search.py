@@ -1,5 +1,5 @@
-"""search.py: the pooled evaluation and the evolutionary search, on hand-made pools and a tiny
-model."""
+"""evaluate.py and evolve.py (search.py's command line runs them): the pooled evaluation and the
+evolutionary search, on hand-made pools and a tiny model."""
 
 import random
 
@@ -8,17 +8,11 @@ import pytest
 import torch
 
 from codetask import CodeTask
+from evaluate import k_grid, pool_metrics
+from evolve import Island, evolve_many, run_searches, sampling_control, solved_curve
 from model import GPT, PRESETS, GPTConfig, Tokenizer
+from policy import Policy
 from rewards import PersonaTask
-from search import (
-    Island,
-    evolve_many,
-    k_grid,
-    pool_metrics,
-    run_searches,
-    sampling_control,
-    solved_curve,
-)
 from train import EVALUATION as SETTINGS
 from train import resolve_config
 
@@ -59,10 +53,18 @@ def test_island_keeps_one_program_per_behavior_and_the_best():
     assert parents == [("(if (< x 3) 1 2)", 0.5), ("(if (< x 4) 1 2)", 1.0)]
 
 
-def evolve(model, tok, task, problem, cfg, budget, num_islands, seed=0, children_per_call=1):
-    """One search: evolve_many on one problem, with SETTINGS but this budget and these islands."""
+def code_policy(tok, m, model=None, overrides=()):
+    """A code run's policy (its sampling settings, seeded) asking for m answers a rollout; model
+    None: engine.generate is a stand-in that never reads it."""
+    cfg = resolve_config(overrides=["task=code", *overrides])
+    return Policy.from_config(model, tok, cfg, "cpu", answers_per_rollout=m)
+
+
+def evolve(policy, task, problem, budget, num_islands, seed=0):
+    """One search: evolve_many on one problem, with SETTINGS but this budget and these islands;
+    each call asks the policy for its m children."""
     settings = dict(SETTINGS, evo_budget=budget, evo_islands=num_islands)
-    return evolve_many(model, tok, task, [problem], cfg, settings, seed, children_per_call)[0]
+    return evolve_many(policy, task, [problem], settings, seed)[0]
 
 
 def test_evolve_respects_the_budget_and_reports():
@@ -70,11 +72,8 @@ def test_evolve_respects_the_budget_and_reports():
     tok = Tokenizer()
     model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=192, **PRESETS["nano"])).eval()
     task = CodeTask()
-    cfg = resolve_config(overrides=["task=code"])
     problem = task.problems("heldout", 1, random.Random(0))[0]
-    result = evolve(
-        model, tok, task, problem, cfg, budget=10, num_islands=2, seed=0, children_per_call=3
-    )
+    result = evolve(code_policy(tok, 3, model), task, problem, budget=10, num_islands=2, seed=0)
     # an untrained model solves nothing
     assert result["solved_at"] is None and result["candidates"] == 10
 
@@ -91,7 +90,7 @@ class Scripted:
     def __init__(self, tok, answers):
         self.tok, self.answers, self.prompts = tok, answers, []
 
-    def __call__(self, model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, **kwargs):
+    def __call__(self, model, prompt, prompt_mask, num_samples, max_new_tokens, decoding, **kwargs):
         self.prompts += [self.tok.decode(p[m]) for p, m in zip(prompt, prompt_mask)]
         ids = self.tok.encode("<|sep|>".join(self.answers) + "<|eos|>")
         tokens = torch.tensor([ids] * (len(prompt) * num_samples))
@@ -106,14 +105,15 @@ class Scripted:
 
 def test_pool_metrics_score_a_repeat_like_its_first_copy_and_count_it_wasted(monkeypatch):
     import engine
-    from search import sample_pools
+    from evaluate import sample_pools
 
     task, tok = PersonaTask(num_personas=2, answer_len=4), Tokenizer()
     problem = ("a", "b")
     fake = Scripted(tok, ["aabb", "aabb", "Z!"])  # a set with a repeat and an invalid answer
     monkeypatch.setattr(engine, "generate", fake)
     cfg = resolve_config(overrides=["task=persona"])
-    rewards, answers, wasted, _, _ = sample_pools(None, tok, task, [problem], 6, 3, cfg, seed=0)
+    policy = Policy.from_config(None, tok, cfg, "cpu", answers_per_rollout=3)
+    rewards, answers, wasted, _, _ = sample_pools(policy, task, [problem], 6, seed=0)
     first = task.reward(problem, "aabb")
     assert first.sum() > 0
     # as written
@@ -134,27 +134,30 @@ def test_pool_metrics_score_a_repeat_like_its_first_copy_and_count_it_wasted(mon
 
 def test_goal_conditioned_pools_carry_a_weighting_in_every_prompt(monkeypatch):
     import engine
-    from search import sample_pools
+    from evaluate import sample_pools
 
     task, tok = PersonaTask(num_personas=2, answer_len=4), Tokenizer()
     fake = Scripted(tok, ["ab"])
     monkeypatch.setattr(engine, "generate", fake)
     cfg = resolve_config(overrides=["task=persona", "algo=goal_conditioned"])
+    policy = Policy.from_config(None, tok, cfg, "cpu", answers_per_rollout=1)
+    assert policy.goal_conditioned  # the goal_conditioned baseline's policy
     problems = [("a", "b"), ("c", "d")]
-    rewards, *_ = sample_pools(None, tok, task, problems, 5, 1, cfg, seed=0, goal_conditioned=True)
+    rewards, *_ = sample_pools(policy, task, problems, 5, seed=0)
     assert rewards.shape == (2, 5, 2) and len(fake.prompts) == 10
     assert all(" w" in p for p in fake.prompts)  # every rollout's prompt holds a weighting
     goals = {p.split(" w")[1][:2] for p in fake.prompts}
     assert len(goals) > 3  # one per rollout, not one per pool
     fake.prompts.clear()
-    sample_pools(None, tok, task, problems, 5, 1, cfg, seed=0)
-    assert not any(" w" in p for p in fake.prompts)  # other methods' prompts carry none
+    plain = Policy.from_config(None, tok, dict(cfg, algo="grpo"), "cpu", answers_per_rollout=1)
+    sample_pools(plain, task, problems, 5, seed=0)
+    assert fake.prompts and not any(" w" in p for p in fake.prompts)  # other methods' carry none
 
 
 class PerRow(Scripted):
     """Like Scripted, but each rollout's answers come from answers(prompt text, sample index)."""
 
-    def __call__(self, model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, **kwargs):
+    def __call__(self, model, prompt, prompt_mask, num_samples, max_new_tokens, decoding, **kwargs):
         self.num_samples = num_samples
         texts = [self.tok.decode(p[m]) for p, m in zip(prompt, prompt_mask)]
         self.prompts += texts
@@ -182,10 +185,7 @@ def test_evolve_counts_invalid_and_improving_children(monkeypatch):
     rounds = [Scripted(tok, [WORSE, WORSE, "Z!"]), Scripted(tok, ["Z!", BETTER, TRUTH])]
     calls = iter(rounds)
     monkeypatch.setattr(engine, "generate", lambda *a, **k: next(calls)(*a, **k))
-    cfg = resolve_config(overrides=["task=code"])
-    result = evolve(
-        None, tok, task, PROBLEM, cfg, budget=12, num_islands=2, seed=0, children_per_call=3
-    )
+    result = evolve(code_policy(tok, 3), task, PROBLEM, budget=12, num_islands=2, seed=0)
     # round 1: no parents, 6 candidates; round 2, island 1: invalid, better than WORSE, the truth
     # (solved);
     # island 2's children are never counted: the search stopped at its solution
@@ -203,8 +203,7 @@ def test_a_childs_prompt_shows_its_parents_with_their_scores(monkeypatch):
     rounds = [Scripted(tok, [WORSE]), Scripted(tok, [BETTER]), Scripted(tok, ["Z!"])]
     calls = iter(rounds)
     monkeypatch.setattr(engine, "generate", lambda *a, **k: next(calls)(*a, **k))
-    cfg = resolve_config(overrides=["task=code"])
-    evolve(None, tok, task, PROBLEM, cfg, budget=6, num_islands=2, seed=0)
+    evolve(code_policy(tok, 1), task, PROBLEM, budget=6, num_islands=2, seed=0)
     # both islands hold WORSE (10 of 13 hidden tests) and BETTER (12): shown worst to best, with
     # scores
     assert (
@@ -229,10 +228,9 @@ def test_children_written_as_edits_are_the_best_parents_programs_with_one_thresh
     ]
     calls = iter(rounds)
     monkeypatch.setattr(engine, "generate", lambda *a, **k: next(calls)(*a, **k))
-    cfg = resolve_config(overrides=["task=code"])
     # the best is always the parent
     settings = dict(SETTINGS, evo_budget=20, evo_islands=1, evo_explore=0.0)
-    result = evolve_many(None, tok, task, [PROBLEM], cfg, settings, seed=0, children_per_call=1)[0]
+    result = evolve_many(code_policy(tok, 1), task, [PROBLEM], settings, seed=0)[0]
     assert result["solved_at"] == 4 and result["best"] == TRUTH
     assert result["mutations"] == {"children": 3, "invalid": 0, "improved": 3}
     assert rounds[3].prompts[0].endswith(f"; {BETTER} :12<|answer|>")
@@ -245,8 +243,7 @@ def test_an_edit_naming_no_threshold_of_the_parent_is_an_invalid_child(monkeypat
     rounds = [Scripted(tok, [WORSE]), Scripted(tok, ["3-1"]), Scripted(tok, [TRUTH])]
     calls = iter(rounds)
     monkeypatch.setattr(engine, "generate", lambda *a, **k: next(calls)(*a, **k))
-    cfg = resolve_config(overrides=["task=code"])
-    result = evolve(None, tok, task, PROBLEM, cfg, budget=3, num_islands=1, seed=0)
+    result = evolve(code_policy(tok, 1), task, PROBLEM, budget=3, num_islands=1, seed=0)
     # WORSE has no third threshold: the child stays "3-1", which is no program; a whole program is
     # still read as itself
     assert (
@@ -261,10 +258,7 @@ def test_a_search_stops_counting_at_the_budget(monkeypatch):
     task, tok = CodeTask(), Tokenizer()
     fake = Scripted(tok, [WORSE, "Z!", BETTER])
     monkeypatch.setattr(engine, "generate", fake)
-    cfg = resolve_config(overrides=["task=code"])
-    result = evolve(
-        None, tok, task, PROBLEM, cfg, budget=10, num_islands=2, seed=0, children_per_call=3
-    )
+    result = evolve(code_policy(tok, 3), task, PROBLEM, budget=10, num_islands=2, seed=0)
     # 2 rounds of 2 islands x 3 children = 12 written; the 11th and 12th are not counted
     assert len(fake.prompts) == 4 and result["candidates"] == 10 and result["solved_at"] is None
     # round 2 (parents: BETTER, the best of round 1): island 1 writes WORSE, Z!, BETTER, island 2
@@ -280,22 +274,17 @@ def test_the_sampling_control_spends_exactly_the_budget(monkeypatch):
     other = (5, 9, 2, 7, 12)
     late = PerRow(tok, lambda prompt, g: [WORSE, WORSE, TRUTH] if g == 2 else [WORSE] * 3)
     monkeypatch.setattr(engine, "generate", late)
-    cfg = resolve_config(overrides=["task=code"])
+    settings = dict(SETTINGS, evo_budget=7)
+    sets_of_3, single_answers = code_policy(tok, 3), code_policy(tok, 1)
     # budget 7 in rollouts of 3: 3 rollouts, 9 answers written, the first 7 looked at
-    assert sampling_control(None, tok, task, [PROBLEM, other], 7, 3, cfg, SETTINGS, seed=0) == [
-        None,
-        None,
-    ]
+    assert sampling_control(sets_of_3, task, [PROBLEM, other], settings, seed=0) == [None, None]
     assert late.num_samples == 3
     on_time = PerRow(tok, lambda prompt, g: [TRUTH, WORSE, WORSE] if g == 2 else [WORSE] * 3)
     monkeypatch.setattr(engine, "generate", on_time)
-    assert sampling_control(None, tok, task, [PROBLEM, other], 7, 3, cfg, SETTINGS, seed=0) == [
-        7,
-        None,
-    ]
+    assert sampling_control(sets_of_3, task, [PROBLEM, other], settings, seed=0) == [7, None]
     single = PerRow(tok, lambda prompt, g: [TRUTH] if g == 6 else [WORSE])
     monkeypatch.setattr(engine, "generate", single)
-    assert sampling_control(None, tok, task, [PROBLEM], 7, 1, cfg, SETTINGS, seed=0) == [7]
+    assert sampling_control(single_answers, task, [PROBLEM], settings, seed=0) == [7]
     # plain task prompts
     assert single.num_samples == 7 and all("from" not in p for p in single.prompts)
 
@@ -307,11 +296,8 @@ def test_run_searches_reports_search_and_control_side_by_side(monkeypatch):
     other = (3, 11, 2, 7, 12)  # the same examples: only PROBLEM's truth is written, from parents
     fake = PerRow(tok, lambda prompt, g: [TRUTH] if " from " in prompt else [WORSE])
     monkeypatch.setattr(engine, "generate", fake)
-    cfg = resolve_config(overrides=["task=code"])
     settings = dict(SETTINGS, evo_budget=8, evo_islands=2)
-    out = run_searches(
-        None, tok, task, [PROBLEM, other], 1, cfg, settings, seed=0, children_per_call=1
-    )
+    out = run_searches(code_policy(tok, 1), task, [PROBLEM, other], settings, 0, 1)
     assert (
         out["searches"] == 2
         and out["budget"] == 8
@@ -325,19 +311,43 @@ def test_run_searches_reports_search_and_control_side_by_side(monkeypatch):
     # the other search's children: 6 from parents, none invalid, none better (all WORSE from a WORSE
     # parent)
     assert out["mutations"] == {"children": 1 + 6, "invalid": 0, "improved": 1}
-    with pytest.raises(ValueError, match="children_per_call"):
-        run_searches(None, tok, task, [PROBLEM], 3, cfg, settings, seed=0, children_per_call=2)
+    with pytest.raises(ValueError, match="children_per_call"):  # neither 1 nor the policy's m
+        run_searches(code_policy(tok, 3), task, [PROBLEM], settings, seed=0, children_per_call=2)
+    with pytest.raises(TypeError, match="shows no parents"):  # nothing to search with
+        run_searches(code_policy(tok, 1), PersonaTask(), [("a", "b")], settings, 0, 1)
+
+
+def parsed_command_line(monkeypatch, search_module, argv):
+    """The arguments search_module.main parses from `argv`, stopped before it runs anything."""
+    import argparse
+
+    class Parsed(Exception):
+        pass
+
+    parse_args = argparse.ArgumentParser.parse_args
+
+    def parse_and_stop(parser, *args, **kwargs):
+        raise Parsed(parse_args(parser, *args, **kwargs))
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_and_stop)
+    monkeypatch.setattr("sys.argv", argv)
+    with pytest.raises(Parsed) as parsed:
+        search_module.main()
+    return parsed.value.args[0]
 
 
 def test_the_evaluation_settings_have_one_home(monkeypatch):
     """config.EVALUATION (merged into train.DEFAULTS) is the one place a value is written:
-    search.py's function and command-line defaults follow it (a default written out as a number,
-    even at today's value, would not), and the run folder leaves exactly these keys out."""
-    import argparse
+    the evaluation's function defaults and search.py's command-line defaults follow it (a default
+    written out as a number, even at today's value, would not), and the run folder leaves exactly
+    these keys out."""
     import importlib
     import inspect
 
     import config
+    import evaluate
+    import evolve
+    import figures
     import search
     import train
     from runfiles import EVAL_KEYS
@@ -349,10 +359,11 @@ def test_the_evaluation_settings_have_one_home(monkeypatch):
         and SETTINGS["pool_n"] == 30
     )
     assert SETTINGS["evo_temperature"] == 0.7 and SETTINGS["evo_top_p"] == 0.95
-    # no second table
+    # no second table, in the command line or the modules it runs
     assert not any(
         isinstance(value, dict) and "pool_n" in value and value is not config.EVALUATION
-        for value in vars(search).values()
+        for module in (search, evaluate, evolve, figures)
+        for value in vars(module).values()
     )
     for key, value in (
         ("pool_n", 1030),
@@ -361,35 +372,28 @@ def test_the_evaluation_settings_have_one_home(monkeypatch):
         ("heldout_weightings", 1064),
     ):
         monkeypatch.setitem(config.EVALUATION, key, value)
-    edited = importlib.reload(search)
+    edited_evaluate = importlib.reload(evaluate)
+    edited = importlib.reload(search)  # after evaluate: it imports evaluate's functions
     try:
         # None: read from config.EVALUATION when called, never written out as a number
-        weightings = inspect.signature(edited.evaluate_checkpoint).parameters["num_heldout_weights"]
-        assert weightings.default is None
-        assert 'EVALUATION["heldout_weightings"]' in inspect.getsource(edited.evaluate_checkpoint)
-
-        class Parsed(Exception):
-            pass
-
-        def parse_and_stop(parser, *args, **kwargs):
-            raise Parsed(parse_args(parser, *args, **kwargs))
-
-        parse_args = argparse.ArgumentParser.parse_args
-        monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_and_stop)
-        monkeypatch.setattr("sys.argv", ["search.py", "--checkpoints", "ckpt.pt"])
-        with pytest.raises(Parsed) as parsed:
-            edited.main()
-        args = parsed.value.args[0]
+        for function in (edited_evaluate.evaluate_checkpoint, edited_evaluate.evaluate_policy):
+            weightings = inspect.signature(function).parameters["num_heldout_weights"]
+            assert weightings.default is None, function.__name__
+        # evaluate_checkpoint hands its None on to evaluate_policy, which reads the setting
+        source = inspect.getsource(edited_evaluate.evaluate_policy)
+        assert 'EVALUATION["heldout_weightings"]' in source
+        args = parsed_command_line(monkeypatch, edited, ["search.py", "--checkpoints", "ckpt.pt"])
         # --n, --problems and --children-per-call default to the settings as --set leaves them
         assert (args.n, args.problems, args.children_per_call) == (None, None, None)
     finally:
         monkeypatch.undo()
+        importlib.reload(evaluate)
         importlib.reload(search)
 
 
 def test_search_problems_refuse_a_size_the_family_never_reaches():
     from codetask import CodeTask
-    from search import search_problems
+    from evolve import search_problems
 
     small = CodeTask()  # at most 7 x 8 = 56 plausible programs
     with pytest.raises(ValueError, match="evo_min_plausible"):

@@ -8,8 +8,9 @@ import re
 import torch
 
 from codetask import CodeTask
+from evolve import evolve_many, search_problems
 from model import Tokenizer
-from search import evolve_many, search_problems
+from policy import Policy
 from train import EVALUATION as SETTINGS
 from train import resolve_config
 
@@ -29,19 +30,19 @@ class Demonstrator:
         examples, _, parents = body.partition(" from ")
         problem = self.by_examples[examples]
         shown = (
-            [tuple(self.task.thresholds(part)) for part in parents.split(" ; ")]
+            [tuple(self.task.thresholds_of(part)) for part in parents.split(" ; ")]
             if parents
             else None
         )
         return self.task.demonstration(problem, 1, self.rng, parents=shown)[0]
 
-    def __call__(self, model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, **kwargs):
+    def __call__(self, model, prompt, prompt_mask, num_samples, max_new_tokens, decoding, **kwargs):
         texts = [self.tok.decode(p[m]) for p, m in zip(prompt, prompt_mask)]
         rows = [
             self.tok.encode(self.answer(t) + "<|eos|>") for t in texts for _ in range(num_samples)
         ]
         width = max(map(len, rows))
-        tokens = torch.tensor([r + [eos_id] * (width - len(r)) for r in rows])
+        tokens = torch.tensor([r + [decoding.eos_id] * (width - len(r)) for r in rows])
         mask = torch.tensor([[j < len(r) for j in range(width)] for r in rows])
         zeros = torch.zeros(tokens.shape)
         return dict(tokens=tokens, mask=mask, logprobs=zeros, entropy=zeros)
@@ -59,7 +60,9 @@ def test_a_policy_with_the_edit_skill_intact_writes_only_valid_children(monkeypa
     monkeypatch.setattr(engine, "generate", demonstrator)
     cfg = resolve_config(overrides=["task=code", "block_size=224"])
     settings = dict(SETTINGS, evo_budget=40, evo_islands=2, evo_migrate_every=20)
-    runs = evolve_many(None, tok, task, problems, cfg, settings, seed=0, children_per_call=1)
+    # one child a call; the model is never read: the demonstrator writes every answer
+    policy = Policy.from_config(None, tok, cfg, "cpu", answers_per_rollout=1)
+    runs = evolve_many(policy, task, problems, settings, seed=0)
     children = sum(r["mutations"]["children"] for r in runs)
     assert children > 50  # most of the budget was children written from parents
     assert sum(r["mutations"]["invalid"] for r in runs) == 0

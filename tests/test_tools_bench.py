@@ -75,7 +75,29 @@ def test_warm_start_timing_splits_the_phases_and_trains_what_warm_start_trains(t
         lambda msg: None,
     )
     assert r["checksum"] == sum(float(p.detach().double().sum()) for p in model.parameters())
-    assert warmstart.sft_step.__name__ == "sft_step"  # the wrapper is gone again
+    # the wrappers are gone again
+    assert warmstart.sft_step.__name__ == "sft_step"
+    assert warmstart.padded_demos.__name__ == "padded_demos"
+
+
+def test_the_naive_variants_sample_what_engine_generate_samples():
+    """--naive times the same samples without a trick: each sample's own prompt copy, or no KV
+    cache."""
+    import engine
+    from model import GPT, PRESETS, Decoding, GPTConfig, Tokenizer, pad_left
+
+    tok = Tokenizer()
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=64, **PRESETS["nano"])).eval()
+    prompt, prompt_mask = pad_left([[tok.bos, 10, 11, tok.answer], [tok.bos, 7, tok.answer]], 0)
+    samples = {}
+    for name, sampler in [("fast", engine.generate)] + [
+        (n, v[0]) for n, v in bench.VARIANTS.items()
+    ]:
+        decoding = Decoding(tok.eos, generator=torch.Generator().manual_seed(1))
+        samples[name] = sampler(model, prompt, prompt_mask, 3, 12, decoding)["tokens"]
+    assert samples["fast"].shape == (6, 12)
+    assert all(torch.equal(tokens, samples["fast"]) for tokens in samples.values())
 
 
 def test_step_times_reads_each_runs_timing(tmp_path, capsys):

@@ -18,4 +18,6 @@ def test_without_trl_one_line_names_the_missing_packages(capsys, monkeypatch):
 def test_ours_runs_at_trls_shape():
     ours = trl_compare.time_ours("cpu", warmup=0, repeats=1)  # asserts the prompt and width
     assert ours["step_s"] > ours["sample_s"] > 0 and ours["params"] > 0
-    assert trl_compare.engine.sampler_for.__name__ == "sampler_for"  # put back
+    # put back
+    assert trl_compare.engine.generate.__name__ == "generate"
+    assert trl_compare.engine.generate_static.__name__ == "generate_static"

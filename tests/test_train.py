@@ -20,6 +20,7 @@ import train as trainer
 import vpo
 from config import make_task
 from model import Tokenizer, build_model
+from policy import Policy
 from runfiles import model_from_checkpoint
 from train import ADVANTAGES, resolve_config, train
 
@@ -152,12 +153,10 @@ def _plain_run(cfg, task, tok, model):
     return trainer.Run(
         cfg,
         task,
-        tok,
-        model,
+        Policy.from_config(model, tok, cfg, "cpu", trainer.answers_per_rollout(cfg)).seeded(0),
         torch.optim.AdamW(model.parameters()),
         trainer.distributed.Scorer(model),
         rng=random.Random(1),
-        generator=torch.Generator().manual_seed(0),
     )
 
 
@@ -171,7 +170,7 @@ def _rl_step_with_flat_groups(tmp_path, monkeypatch, flat, *overrides):
     cfg = tiny(tmp_path, *overrides)
     task, tok = trainer.make_task(cfg["task"]), trainer.Tokenizer()
     torch.manual_seed(0)
-    model = build_model(cfg, tok, "cpu")
+    model = build_model(cfg["model"], cfg["block_size"], tok.vocab_size, "cpu")
     calls, trained = [], []
 
     def score(task, problem, answers, m, as_written=False, memo=None):
@@ -246,9 +245,9 @@ def test_dr_grpo_loss_divides_by_rollouts_times_the_longest_completion(tmp_path,
     seen = []
     real = trainer.grpo.policy_loss
 
-    def policy_loss(*args, normalizer=None, **kwargs):
-        seen.append(normalizer)
-        return real(*args, normalizer=normalizer, **kwargs)
+    def policy_loss(logprobs, old_logprobs, advantages, mask, settings, **kwargs):
+        seen.append(settings.normalizer)
+        return real(logprobs, old_logprobs, advantages, mask, settings, **kwargs)
 
     monkeypatch.setattr(trainer.grpo, "policy_loss", policy_loss)
     for norm, algo, m in [("constant", "grpo", 1), ("constant", "vpo", 3), ("tokens", "grpo", 1)]:
@@ -270,7 +269,7 @@ def test_dynamic_sampling_keeps_the_share_of_mutation_groups(tmp_path, monkeypat
     cfg = tiny(tmp_path, "dynamic_sampling=3", "algo=grpo", "task=code", "mutation_share=0.5")
     task, tok = trainer.make_task("code"), trainer.Tokenizer()
     torch.manual_seed(0)
-    model = build_model(cfg, tok, "cpu")
+    model = build_model(cfg["model"], cfg["block_size"], tok.vocab_size, "cpu")
     calls = []
 
     def spread_everywhere(task, problem, answers, m, as_written=False, memo=None):
@@ -301,21 +300,18 @@ def test_parent_replay_adds_the_warm_starts_loss_on_parent_prompts(tmp_path):
     )
     task, tok = trainer.make_task("code"), trainer.Tokenizer()
     torch.manual_seed(0)
-    model = build_model(cfg, tok, "cpu")
+    model = build_model(cfg["model"], cfg["block_size"], tok.vocab_size, "cpu")
+    policy = Policy.from_config(model, tok, cfg, "cpu", answers_per_rollout=1).seeded(0)
     run = trainer.Run(
         cfg,
         task,
-        tok,
-        model,
+        policy,
         torch.optim.SGD(model.parameters(), lr=0.0),
         trainer.distributed.Scorer(model),
         rng=random.Random(1),
-        generator=torch.Generator().manual_seed(0),
     )
     problems = task.problems("train", 2, random.Random(0))
-    batch = trainer.sample_rollouts(
-        model, tok, task, problems, 1, cfg["group_size"], cfg, run.generator
-    )
+    batch = trainer.sample_rollouts(policy, task, problems, cfg["group_size"])
     adv = torch.zeros(len(batch["answers"]) * cfg["group_size"])
     state = run.rng.getstate()
     _, stats, _ = trainer.policy_update(run, batch, adv)
@@ -324,7 +320,7 @@ def test_parent_replay_adds_the_warm_starts_loss_on_parent_prompts(tmp_path):
     demos = trainer.padded_demos(task, tok, cfg, run.rng, "cpu", parents_only=True)
     assert all(" from " in tok.decode(row[mask]) for row, mask in zip(demos[0], demos[1]))
     model.zero_grad()
-    replay = trainer.replay_loss(model, demos, cfg, "cpu")
+    replay = trainer.replay_loss(model, demos, cfg["dtype"], "cpu")
     (0.5 * replay).backward()
     assert stats["replay_loss"] == pytest.approx(replay.item(), rel=1e-5)
     for g, p in zip(grads, model.parameters()):
@@ -337,12 +333,14 @@ def test_format_coef_adds_the_format_advantage_to_the_algorithms(tmp_path, monke
     format advantage: flat (no change) when every answer scores, and added as is otherwise."""
     import train as trainer
 
-    real = trainer.ADVANTAGES["grpo"][0]
+    real = trainer.ADVANTAGES["grpo"].advantage
     rewards_seen = []
     monkeypatch.setitem(
         trainer.ADVANTAGES,
         "grpo",
-        (lambda r, s, w, cfg: rewards_seen.append(r) or real(r, s, w, cfg), False),
+        trainer.Algorithm(
+            lambda r, s, w, cfg: rewards_seen.append(r) or real(r, s, w, cfg), writes_sets=False
+        ),
     )
     adv = {}
     for coef in (0.0, 0.5):
@@ -438,7 +436,7 @@ def test_one_run_explains_itself(tmp_path, capsys):
 
 def _advantage_fns():
     for name, entry in trainer.ADVANTAGES.items():
-        yield name, entry[0] if isinstance(entry, tuple) else entry
+        yield name, entry.advantage
 
 
 @pytest.mark.parametrize(
@@ -469,9 +467,9 @@ def test_advantages_are_finite_and_zero_for_zero_variance_groups(case):
 
 
 def _empty_generate(real):
-    def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, **kwargs):
-        out = real(model, prompt, prompt_mask, num_samples, 1, eos_id, **kwargs)
-        out["tokens"][:] = eos_id  # every completion is just <|eos|>: one empty answer
+    def generate(model, prompt, prompt_mask, num_samples, max_new_tokens, decoding, **kwargs):
+        out = real(model, prompt, prompt_mask, num_samples, 1, decoding, **kwargs)
+        out["tokens"][:] = decoding.eos_id  # every completion is just <|eos|>: one empty answer
         return out
 
     return generate
@@ -493,7 +491,7 @@ def test_rl_step_keeps_weights_finite(monkeypatch, task_name, mode):
         cfg = resolve_config(TINY, ["quiet=true", f"algo={algo}", f"task={task_name}"])
         task, tok = make_task(task_name), Tokenizer()
         torch.manual_seed(0)
-        model = build_model(cfg, tok, "cpu")
+        model = build_model(cfg["model"], cfg["block_size"], tok.vocab_size, "cpu")
         opt = torch.optim.AdamW(
             model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"], betas=(0.9, 0.99)
         )
@@ -509,15 +507,14 @@ def test_rl_step_keeps_weights_finite(monkeypatch, task_name, mode):
                         (m, task.dim), 0.5, dtype=np.float32
                     ),
                 )
+            m = trainer.answers_per_rollout(cfg)
             run = trainer.Run(
                 cfg,
                 task,
-                tok,
-                model,
+                Policy.from_config(model, tok, cfg, "cpu", m).seeded(0),
                 opt,
                 trainer.distributed.Scorer(model),
                 rng=random.Random(0),
-                generator=torch.Generator().manual_seed(0),
             )
             metrics, batch = trainer.rl_step(run)
         json.dumps(metrics, allow_nan=False)  # raises on NaN or inf

@@ -30,7 +30,7 @@ def setup(overrides=()):
     cfg = train.resolve_config(overrides=CODE + list(overrides))
     task, tok = make_task("code", **cfg["task_options"]), Tokenizer(cfg["tokenizer"])
     torch.manual_seed(0)
-    return cfg, task, tok, build_model(cfg, tok, "cpu")
+    return cfg, task, tok, build_model(cfg["model"], cfg["block_size"], tok.vocab_size, "cpu")
 
 
 def run_steps(model, cfg, task, tok, graph_shape, steps=6):
@@ -45,9 +45,8 @@ def run_steps(model, cfg, task, tok, graph_shape, steps=6):
     )
     for step in range(steps):
         warmstart.set_lr(opt, cfg["sft_lr"] * (step + 1) / steps)
-        loss, n = warmstart.sft_step(
-            model, opt, task, tok, cfg, rng, "cpu", single_only=step < 2, graph=graph
-        )
+        demos = warmstart.padded_demos(task, tok, cfg, rng, "cpu", single_only=step < 2)
+        loss, n = warmstart.sft_step(model, opt, demos, cfg["dtype"], graph=graph)
         assert n > 0
         losses.append(float(loss.detach()))
     return losses, graph
@@ -67,7 +66,7 @@ def test_fixed_shape_update_computes_what_sft_step_computes():
     assert fixed == pytest.approx(plain, rel=1e-5)
     for a, b in zip(model.parameters(), twin.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)  # padded sums round apart
-    fresh = build_model(cfg, tok, "cpu")
+    fresh = build_model(cfg["model"], cfg["block_size"], tok.vocab_size, "cpu")
     # it trained
     assert not any(torch.equal(a, b) for a, b in zip(model.parameters(), fresh.parameters()))
 

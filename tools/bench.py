@@ -46,14 +46,26 @@ import engine  # noqa: E402
 import train  # noqa: E402
 import warmstart  # noqa: E402
 from config import make_task  # noqa: E402
-from model import GPT, Tokenizer, build_model, pad_left  # noqa: E402
+from model import GPT, Decoding, Tokenizer, build_model, pad_left  # noqa: E402
+from policy import Policy  # noqa: E402
 from rollouts import max_completion_tokens, rollout_prompt  # noqa: E402
 from runfiles import load_checkpoint, model_from_checkpoint  # noqa: E402
+
+FAST_GENERATE = engine.generate  # the real one: a variant below replaces engine.generate
+
+
+def generate_unshared(model, prompt, prompt_mask, num_samples, max_new_tokens, decoding, **options):
+    """engine.generate with each sample its own copy of its prompt: num_samples prefills of the
+    same text, the same samples (one per row, rows in the same order)."""
+    prompt = prompt.repeat_interleave(num_samples, 0)
+    prompt_mask = prompt_mask.repeat_interleave(num_samples, 0)
+    return FAST_GENERATE(model, prompt, prompt_mask, 1, max_new_tokens, decoding, **options)
+
 
 # --naive: engine.generate and engine.score with one trick off, then model.py's plain versions
 VARIANTS = {
     "no shared prompt": (
-        functools.partial(engine.generate, share_prompt=False),
+        generate_unshared,
         functools.partial(engine.score, share_prompt=False, buckets=1),
     ),
     "naive": (GPT.generate, GPT.score),  # no KV cache either
@@ -105,11 +117,13 @@ def measure(cfg, device, warmup, repeats, checkpoint=None):
     if checkpoint:
         model = model_from_checkpoint(checkpoint, device)[0]
     else:
-        model = build_model(cfg, tok, device)
+        model = build_model(cfg["model"], cfg["block_size"], tok.vocab_size, device)
     r = {"params": model.num_params(), "load_before": load()}
     r.update(measure_sampling(model, tok, task, cfg, device, warmup, repeats))
     # its steps train the copy
-    run = train.make_run(cfg, task, tok, copy.deepcopy(model), device)
+    m = train.answers_per_rollout(cfg)
+    policy = Policy.from_config(copy.deepcopy(model), tok, cfg, device, m)
+    run = train.make_run(cfg, task, policy)
     steps = []
     wall, cpu, _, walls = timed(
         lambda: steps.append(train.rl_step(run)[0]), device, warmup, repeats
@@ -128,12 +142,12 @@ def measure(cfg, device, warmup, repeats, checkpoint=None):
     opt = warmstart.sft_optimizer(model.train(), cfg)
     rng = random.Random(1000)
     counted = []  # tokens of each step: formats alternate per batch, so tokens/s over all of them
-    wall, cpu, _, walls = timed(
-        lambda: counted.append(warmstart.sft_step(model, opt, task, tok, cfg, rng, device)[1]),
-        device,
-        warmup,
-        repeats,
-    )
+
+    def demos_and_sft_step():  # making the demonstrations is part of a warm-start step
+        demos = warmstart.padded_demos(task, tok, cfg, rng, device)
+        counted.append(warmstart.sft_step(model, opt, demos, cfg["dtype"])[1])
+
+    wall, cpu, _, walls = timed(demos_and_sft_step, device, warmup, repeats)
     tokens = sum(counted[warmup:])
     return dict(r, sft_s=wall, sft_cpu_s=cpu, sft_tok_per_s=tokens / sum(walls), load_after=load())
 
@@ -149,10 +163,8 @@ def measure_sampling(model, tok, task, cfg, device, warmup, repeats):
     G = cfg["group_size"]
 
     def sample():
-        settings = dict(temperature=cfg["temperature"], generator=generator)
-        return engine.generate(
-            model.eval(), prompt, prompt_mask, G, max_tokens, tok.eos, **settings
-        )
+        decoding = Decoding(tok.eos, temperature=cfg["temperature"], generator=generator)
+        return engine.generate(model.eval(), prompt, prompt_mask, G, max_tokens, decoding)
 
     wall, cpu, out, _ = timed(sample, device, warmup, repeats)
     return dict(
@@ -164,48 +176,67 @@ def measure_sampling(model, tok, task, cfg, device, warmup, repeats):
     )
 
 
+class PhaseTimer:
+    """The seconds of each warm-start step, from making its demonstrations to its update, by phase
+    (single_only): warmstart.padded_demos starts a step's clock, warmstart.sft_step stops it."""
+
+    def __init__(self, device):
+        self.device = device
+        self.seconds = {True: [], False: []}  # single_only -> step seconds
+        self.phase = []  # single_only of every step so far
+        self.started = None  # the clock of the step under way, and its phase
+        self.single = None
+        self.real_demos = warmstart.padded_demos
+        self.real_step = warmstart.sft_step
+
+    def settle(self):
+        """CUDA steps run ahead of the GPU as in warm_start: the wait is booked where a phase
+        ends."""
+        if self.device == "cuda" and self.phase:
+            t0 = time.perf_counter()
+            torch.cuda.synchronize()
+            self.seconds[self.phase[-1]][-1] += time.perf_counter() - t0
+
+    def demos(self, task, tok, cfg, rng, device, single_only=False, parents_only=False):
+        if self.phase and self.phase[-1] != single_only:
+            self.settle()
+        self.single = bool(single_only)
+        self.started = time.perf_counter()
+        return self.real_demos(task, tok, cfg, rng, device, single_only, parents_only)
+
+    def step(self, *args, **kwargs):
+        out = self.real_step(*args, **kwargs)
+        self.seconds[self.single].append(time.perf_counter() - self.started)
+        self.phase.append(self.single)
+        return out
+
+    @contextlib.contextmanager
+    def installed(self):
+        """warm_start looks both names up at each step: inside, it calls the timed ones."""
+        warmstart.padded_demos, warmstart.sft_step = self.demos, self.step
+        try:
+            yield self
+        finally:
+            warmstart.padded_demos, warmstart.sft_step = self.real_demos, self.real_step
+
+
 def time_warm_start(cfg, device, steps):
     """warmstart.warm_start as a run builds it (fresh weights, a throwaway cache), for `steps`
     steps: the seconds of each step in its single-answer phase and in its mixed phase, and a
     checksum of the weights it ends with (equal checksums: two versions of the code trained the same
     warm start)."""
-    # single_only -> step seconds
-    seconds = {True: [], False: []}
-    phase = []  # single_only of every step so far
-    real_step = warmstart.sft_step
-
-    # CUDA steps run ahead of the GPU as in warm_start: the wait is booked where a phase ends
-    def settle():
-        if device == "cuda" and phase:
-            t0 = time.perf_counter()
-            torch.cuda.synchronize()
-            seconds[phase[-1]][-1] += time.perf_counter() - t0
-
-    def timed_step(*args):
-        single = bool(args[7])
-        if phase and phase[-1] != single:
-            settle()
-        t0 = time.perf_counter()
-        out = real_step(*args)
-        seconds[single].append(time.perf_counter() - t0)
-        phase.append(single)
-        return out
-
-    warmstart.sft_step = timed_step  # warm_start looks the name up at each step
-    try:
-        with tempfile.TemporaryDirectory() as cache:
-            t0 = time.time()
-            model, _ = warmstart.warm_start(
-                {**cfg, "sft_steps": steps, "warmstart_from": "", "warmstart_dir": cache},
-                make_task(cfg["task"], **cfg["task_options"]),
-                Tokenizer(cfg["tokenizer"]),
-                device,
-                lambda msg: None,
-            )
-            settle()
-            total = time.time() - t0
-    finally:
-        warmstart.sft_step = real_step
+    with PhaseTimer(device).installed() as timer, tempfile.TemporaryDirectory() as cache:
+        t0 = time.time()
+        model, _ = warmstart.warm_start(
+            {**cfg, "sft_steps": steps, "warmstart_from": "", "warmstart_dir": cache},
+            make_task(cfg["task"], **cfg["task_options"]),
+            Tokenizer(cfg["tokenizer"]),
+            device,
+            lambda msg: None,
+        )
+        timer.settle()
+        total = time.time() - t0
+    seconds = timer.seconds
     mean_ms = {single: 1000 * statistics.mean(s) if s else None for single, s in seconds.items()}
     return {
         "warm_start_steps": steps,

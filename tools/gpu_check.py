@@ -40,7 +40,16 @@ import engine  # noqa: E402
 import train  # noqa: E402
 import warmstart  # noqa: E402
 from config import make_task  # noqa: E402
-from model import GPT, PRESETS, GPTConfig, Tokenizer, build_model, pad_left, pad_right  # noqa: E402
+from model import (  # noqa: E402
+    GPT,
+    PRESETS,
+    Decoding,
+    GPTConfig,
+    Tokenizer,
+    build_model,
+    pad_left,
+    pad_right,
+)
 from rollouts import max_completion_tokens  # noqa: E402
 from runfiles import model_from_checkpoint  # noqa: E402
 
@@ -87,8 +96,10 @@ def set_tf32(on):
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = on
 
 
-def seeded():
-    return torch.Generator(DEVICE).manual_seed(1)
+def seeded(**sampling):
+    """A Decoding that draws from a fresh generator on DEVICE seeded 1: every call the same
+    numbers."""
+    return Decoding(tok.eos, generator=torch.Generator(DEVICE).manual_seed(1), **sampling)
 
 
 def timed(fn, times):
@@ -140,7 +151,7 @@ def check_generate(results):
         set_tf32(tf32)
         for sampling in (dict(), dict(temperature=0.7, top_k=20), dict(top_p=0.9)):
             plain, fast, again = (
-                sampler(gpu, p, pm, 8, 40, tok.eos, generator=seeded(), **sampling)
+                sampler(gpu, p, pm, 8, 40, seeded(**sampling))
                 for sampler in (GPT.generate, engine.generate, engine.generate)
             )
             agree = float((fast["tokens"] == plain["tokens"]).float().mean())
@@ -167,9 +178,9 @@ def check_graph(results):
         }
         tokens, seconds = {}, {}  # the uncaptured step tells a capture bug from a step bug
         for name, sampler in samplers.items():
-            draw = functools.partial(sampler, gpu, p, pm, G, new, tok.eos)
-            tokens[name] = draw(generator=seeded())["tokens"]
-            seconds[name] = timed(lambda draw=draw: draw(generator=seeded()), 5)
+            draw = functools.partial(sampler, gpu, p, pm, G, new)
+            tokens[name] = draw(seeded())["tokens"]
+            seconds[name] = timed(lambda draw=draw: draw(seeded()), 5)
         agree = {k: float((tokens["generate"] == tokens[k]).float().mean()) for k in tokens}
         details = dict(token_agreement=agree["generate_static"], **seconds)
         details["token_agreement_uncaptured"] = agree["generate_static eager"]
@@ -184,7 +195,8 @@ def check_sft(results, steps=40):
     cfg = train.resolve_config("configs/code.yaml")
     task = make_task(cfg["task"], **cfg["task_options"])
     torch.manual_seed(0)
-    models = {"eager": build_model(cfg, tok, DEVICE).train()}
+    models = {"eager": build_model(cfg["model"], cfg["block_size"], tok.vocab_size, DEVICE)}
+    models["eager"].train()
     models["captured"] = copy.deepcopy(models["eager"])
     capture = DEVICE == "cuda"
     width = max_completion_tokens(task, cfg["answers_per_rollout"])
@@ -199,10 +211,13 @@ def check_sft(results, steps=40):
         rng = random.Random(1000)
         losses[name] = []
 
-        # the formats alternate, single answers first
+        # the formats alternate, single answers first; a graph's batch is made on the CPU (it
+        # copies the batch into its own buffers), as warm_start makes it
         def step(model=model, opt=opt, rng=rng, name=name, graph=graph):
             single = len(losses[name]) % 2 == 0
-            loss, _ = warmstart.sft_step(model, opt, task, tok, cfg, rng, DEVICE, single, graph)
+            where = "cpu" if graph is not None else DEVICE
+            demos = warmstart.padded_demos(task, tok, cfg, rng, where, single)
+            loss, _ = warmstart.sft_step(model, opt, demos, cfg["dtype"], graph)
             losses[name].append(loss.detach().clone())
 
         for _ in range(10):  # the warm-up and the capture

@@ -16,6 +16,8 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: busy-waiting slows shared CPUs
 
 import argparse
+import contextlib
+import dataclasses
 import importlib.util
 import json
 import random
@@ -33,7 +35,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import engine  # noqa: E402
 import train  # noqa: E402
 from config import make_task  # noqa: E402
-from model import Tokenizer, build_model  # noqa: E402
+from model import Decoding, Tokenizer, build_model  # noqa: E402
+from policy import Policy  # noqa: E402
 from tools.bench import load, peak_rss_gib, timed  # noqa: E402
 
 # the settings, as `--set` takes them: GRPO without KL at TRL's batch shape
@@ -44,13 +47,28 @@ COMPLETION_TOKENS = 48
 NEEDED = ("trl", "transformers", "datasets")
 
 
+NO_END = -1  # an end token no sampler can draw: every rollout runs to max_new_tokens
+
+
 def without_end(sampler):
     """`sampler` given an end token it can never draw: every rollout runs to max_new_tokens."""
 
-    def sample(model, prompt, prompt_mask, num_samples, max_new_tokens, eos_id, **settings):
-        return sampler(model, prompt, prompt_mask, num_samples, max_new_tokens, -1, **settings)
+    def sample(model, prompt, prompt_mask, num_samples, max_new_tokens, decoding, **options):
+        decoding = dataclasses.replace(decoding, eos_id=NO_END)
+        return sampler(model, prompt, prompt_mask, num_samples, max_new_tokens, decoding, **options)
 
     return sample
+
+
+@contextlib.contextmanager
+def samplers_without_end():
+    """Inside, both engine samplers (Policy.sample picks one) run every rollout to its end."""
+    real = engine.generate, engine.generate_static
+    engine.generate, engine.generate_static = (without_end(sampler) for sampler in real)
+    try:
+        yield
+    finally:
+        engine.generate, engine.generate_static = real
 
 
 def time_ours(device, warmup, repeats):
@@ -59,24 +77,23 @@ def time_ours(device, warmup, repeats):
     torch.manual_seed(0)
     tok = Tokenizer(cfg["tokenizer"])
     task = make_task(cfg["task"], **cfg["task_options"])
-    run = train.make_run(cfg, task, tok, build_model(cfg, tok, device), device)
-    real = engine.sampler_for
-    engine.sampler_for = lambda cfg, device: without_end(real(cfg, device))
-    try:
+    model = build_model(cfg["model"], cfg["block_size"], tok.vocab_size, device)
+    policy = Policy.from_config(model, tok, cfg, device, train.answers_per_rollout(cfg))
+    run = train.make_run(cfg, task, policy)
+    with samplers_without_end():
         wall, cpu, _, _ = timed(lambda: train.rl_step(run), device, warmup, repeats)
         metrics, batch = train.rl_step(run)  # one more, to read its shape and its own clock
-    finally:
-        engine.sampler_for = real
     assert batch["prompt"].size(1) == PROMPT_TOKENS, batch["prompt"].shape
     assert batch["completion"].size(1) == COMPLETION_TOKENS, batch["completion"].shape
     G = cfg["group_size"]
     prompt, mask = batch["prompt"][::G], batch["prompt_mask"][::G]  # the P distinct prompts
-    sample = partial(engine.generate, run.model, prompt, mask, G, COMPLETION_TOKENS, -1)
+    decoding = Decoding(NO_END, generator=policy.generator)
+    sample = partial(engine.generate, model, prompt, mask, G, COMPLETION_TOKENS, decoding)
     return {
         "step_s": wall,
         "step_cpu_s": cpu,
-        "sample_s": timed(lambda: sample(generator=run.generator), device, warmup, repeats)[0],
-        "params": run.model.num_params(),
+        "sample_s": timed(sample, device, warmup, repeats)[0],
+        "params": model.num_params(),
         "peak_rss_gib": peak_rss_gib(),
     }
 

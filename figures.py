@@ -1,0 +1,85 @@
+"""
+What `python train.py` shows at its end: the run's held-out best@k and w-best@k beside its warm
+start's, printed and drawn in <run_dir>/run.png with its training curves (and, for the maze, where
+the routes go: routes.png).
+
+Deliberately left out: interactive plots, dashboards, figures across runs (lab/plots.py draws
+those).
+"""
+
+import json
+import os
+import random
+
+from matplotlib.figure import Figure  # no pyplot: files only, on any machine, no display
+from matplotlib.ticker import MaxNLocator
+
+import maze
+from config import make_task
+from evaluate import LOOK_SEED, evaluate_checkpoint, print_pools
+from runfiles import load_checkpoint
+
+
+def warm_label(m):
+    """The warm start's row: a set method's is asked for its m answers a rollout, as it starts."""
+    return "its warm start" + (f", {m} answers a rollout" if m > 1 else "")
+
+
+def report_run(run_dir, seed=LOOK_SEED):
+    """What `python train.py` shows at its end: held-out best@k and w-best@k against the warm
+    start's, printed and in <run_dir>/run.png (the same problems in every run, so figures
+    compare)."""
+    final = os.path.join(run_dir, "final.pt")
+    saved = load_checkpoint(final)
+    cfg = saved["config"]
+    m = saved["m"]
+    task = make_task(cfg["task"], **cfg["task_options"])
+    problems = task.problems("heldout", cfg["eval_problems"], random.Random(seed))
+    n = max(m, cfg["pool_n"] // m * m)
+    pools = {
+        name: evaluate_checkpoint(
+            path, task, problems, n=n, seed=seed, m=m, num_heldout_weights=cfg["heldout_weightings"]
+        )
+        for name, path in (("this run", final), (warm_label(m), saved["warm_start"]))
+    }
+    rows = [(name, result) for name, (result, _, _) in pools.items()]
+    print()
+    print_pools(rows, len(problems), seed)
+    if cfg["task"] == "maze":  # the routes themselves: where a policy's answers go on the grid
+        drawn = {name: answers for name, (_, _, answers) in pools.items()}
+        maze.conflict_figure(os.path.join(run_dir, "routes.png"), drawn, problems)
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        logged = [json.loads(line) for line in f]
+    return run_figure(os.path.join(run_dir, "run.png"), cfg, logged, rows=rows)
+
+
+def run_figure(path, cfg, logged, rows):
+    """One run's picture: its training curves, then best@k and w-best@k against its warm start's ->
+    path."""
+    steps = [r for r in logged if r.get("kind") == "train"]
+    evals = [r for r in logged if r.get("kind") == "eval"]
+    fig = Figure(figsize=(13, 3.6))
+    axes = fig.subplots(1, 3)
+    x = [r["step"] for r in steps]
+    axes[0].plot(x, [r["reward_scalar"] for r in steps], lw=0.8, label="reward (fixed mean)")
+    axes[0].plot(x, [r["set_score"] for r in steps], lw=0.8, label="set score, fixed weightings")
+    heldout = ([r["step"] for r in evals], [r["heldout_scalar"] for r in evals])
+    axes[0].plot(*heldout, "ko", ms=3, label="held-out reward")
+    axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))
+    title = f"{cfg['task']}, {cfg['algo']}, seed {cfg['seed']}: training"
+    axes[0].set(xlabel="RL step", title=title)
+    for ax, key, name in (
+        (axes[1], "best_at_k", "best@k, fixed mean"),
+        (axes[2], "heldout_weight_best_at_k", "best@k, held-out weightings"),
+    ):
+        for (label, r), style in zip(rows, ("o-", "o--")):
+            color = "tab:blue" if label == "this run" else "0.5"
+            ax.plot(r["ks"], r[key], style, ms=3, label=label, color=color)
+        ax.set_xscale("log", base=2)
+        ax.set(xlabel="k (answers)", title=f"held-out {name}")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return path
