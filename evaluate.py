@@ -28,7 +28,7 @@ from metrics import (
 )
 from policy import Policy
 from rollouts import sample_rollouts
-from runfiles import model_from_checkpoint
+from runfiles import load_checkpoint, model_from_saved
 from vpo import sample_weights, set_scores
 
 POOL_PROBLEMS = 16  # problems sampled in one call: the memory of a call, never a result
@@ -145,13 +145,20 @@ def heldout_weights(dim, n, seed):
 
 
 def load_policy(path, m=None, temperature=None):
-    """A checkpoint -> (its policy on the CPU, asking for m answers a rollout (default: its own),
-    sampling at `temperature` (default: its training's); its config)."""
-    model, tok, cfg, trained_m = model_from_checkpoint(path)
-    policy = Policy.from_config(model, tok, cfg, device="cpu", answers_per_rollout=m or trained_m)
+    """A checkpoint -> (its policy (policy_from_saved), its config)."""
+    saved = load_checkpoint(path)
+    return policy_from_saved(saved, m, temperature), saved["config"]
+
+
+def policy_from_saved(saved, m=None, temperature=None):
+    """A loaded checkpoint -> its policy on the CPU, asking for m answers a rollout (default: its
+    own), sampling at `temperature` (default: its training's)."""
+    model, tok = model_from_saved(saved)
+    m = m or saved.get("m", 1)
+    policy = Policy.from_config(model, tok, saved["config"], device="cpu", answers_per_rollout=m)
     if temperature is not None:
         policy = dataclasses.replace(policy, temperature=temperature)
-    return policy, cfg
+    return policy
 
 
 def evaluate_policy(policy, task, problems, n, seed=0, num_heldout_weights=None, as_written=True):

@@ -109,34 +109,39 @@ def evolve_many(policy, task, problems, settings, seed):
         for p in problems
     ]
     while True:
+        # the searches still going: neither solved nor out of budget
         live = [
-            s for s, r in enumerate(runs) if r["solved_at"] is None and r["candidates"] < budget
+            search
+            for search, run in enumerate(runs)
+            if run["solved_at"] is None and run["candidates"] < budget
         ]
         if not live:
             return runs
-        rows = [(s, i) for s in live for i in range(num_islands)]
+        calls = [(search, island) for search in live for island in range(num_islands)]
+        explore = settings["evo_explore"]
         parents = [
-            islands[s][i].pick_parents(rng, settings["evo_explore"]) or None for s, i in rows
+            islands[search][island].pick_parents(rng, explore) or None for search, island in calls
         ]
-        asked = [problems[s] for s, _ in rows]
+        asked = [problems[search] for search, _ in calls]
         rewards, answers = _sample(
             policy, task, asked, rollouts=1, settings=settings, parents=parents
         )
-        crossed = {s: runs[s]["candidates"] // every for s in live}
-        for r, (s, i) in enumerate(rows):
-            children = zip(answers[r][0], rewards[r, 0])
+        crossed = {search: runs[search]["candidates"] // every for search in live}
+        for call, (search, island) in enumerate(calls):
+            children = zip(answers[call][0], rewards[call, 0])
             add_children(
-                runs[s],
-                islands[s][i],
+                runs[search],
+                islands[search][island],
                 task,
-                problem=problems[s],
+                problem=problems[search],
                 children=children,
-                parents=parents[r],
+                parents=parents[call],
                 budget=budget,
             )
-        for s in live:  # ring migration once a search crosses a multiple of `every`
-            if runs[s]["solved_at"] is None and runs[s]["candidates"] // every > crossed[s]:
-                migrate(islands[s])
+        for search in live:  # ring migration once a search crosses a multiple of `every`
+            run = runs[search]
+            if run["solved_at"] is None and run["candidates"] // every > crossed[search]:
+                migrate(islands[search])
 
 
 def add_children(run, island, task, problem, children, parents, budget):

@@ -16,7 +16,7 @@ from matplotlib.ticker import MaxNLocator
 
 import maze
 from config import make_task
-from evaluate import LOOK_SEED, evaluate_checkpoint, print_pools
+from evaluate import LOOK_SEED, evaluate_policy, load_policy, policy_from_saved, print_pools
 from runfiles import load_checkpoint
 
 
@@ -36,11 +36,14 @@ def report_run(run_dir, seed=LOOK_SEED):
     task = make_task(cfg["task"], **cfg["task_options"])
     problems = task.problems("heldout", cfg["eval_problems"], random.Random(seed))
     n = max(m, cfg["pool_n"] // m * m)
+    warm, _ = load_policy(saved["warm_start"], m)
+    policies = {"this run": policy_from_saved(saved), warm_label(m): warm}
+    weightings = cfg["heldout_weightings"]
     pools = {
-        name: evaluate_checkpoint(
-            path, task, problems, n=n, seed=seed, m=m, num_heldout_weights=cfg["heldout_weightings"]
+        name: evaluate_policy(
+            policy, task, problems, n=n, seed=seed, num_heldout_weights=weightings
         )
-        for name, path in (("this run", final), (warm_label(m), saved["warm_start"]))
+        for name, policy in policies.items()
     }
     rows = [(name, result) for name, (result, _, _) in pools.items()]
     print()

@@ -152,10 +152,16 @@ def load_checkpoint(path):
 def model_from_checkpoint(path, device="cpu"):
     """A saved run or warm start -> (model in eval mode, tokenizer, config, m: its answers per
     rollout)."""
-    ckpt = load_checkpoint(path)
-    model = GPT(GPTConfig(**ckpt["model_config"])).to(device)
-    model.load_state_dict(ckpt["model"])
-    return model.eval(), Tokenizer(ckpt["config"]["tokenizer"]), ckpt["config"], ckpt.get("m", 1)
+    saved = load_checkpoint(path)
+    model, tok = model_from_saved(saved, device)
+    return model, tok, saved["config"], saved.get("m", 1)
+
+
+def model_from_saved(saved, device="cpu"):
+    """A loaded checkpoint (load_checkpoint) -> (its model in eval mode, its tokenizer)."""
+    model = GPT(GPTConfig(**saved["model_config"])).to(device)
+    model.load_state_dict(saved["model"])
+    return model.eval(), Tokenizer(saved["config"]["tokenizer"])
 
 
 def run_dir(cfg):

@@ -18,7 +18,6 @@ import signal
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
 from multiprocessing import get_context
 from typing import NamedTuple
 

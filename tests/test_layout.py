@@ -105,7 +105,7 @@ def test_the_line_budget_holds():
     tools have no budget: a budget there made code pack (issue 53); the reading path has its own
     (test_the_first_reading_and_the_students_path_stay_short)."""
     reference = [p for name, p in MODULES.items() if name != "maze"]
-    assert python_lines(reference) <= 4500
+    assert python_lines(reference) <= 4700
 
 
 def parameters_of(node):
