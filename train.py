@@ -133,14 +133,12 @@ def vpo_advantage(rewards, scalar, weights, cfg):
 
 
 def multi_rlvr_advantage(rewards, scalar, weights, cfg):
-    """The paper's ablation: VPO's set format without its weightings (the sum of the fixed
-    scalarization over a set)."""
+    """The paper's ablation: VPO's sets scored by their summed fixed scalarization."""
     return grpo.grpo_advantages(vpo.multi_rlvr_scores(scalar), std=cfg["scale_rewards"])
 
 
 def random_weights_advantage(rewards, scalar, weights, cfg):
-    """The paper's other ablation: VPO's weightings without sets (one random weighting an
-    answer)."""
+    """The paper's other ablation: VPO's weightings without sets, one for each answer."""
     scores = vpo.random_weight_scores(rewards, weights)
     return grpo.grpo_advantages(scores, std=cfg["scale_rewards"])
 
@@ -219,6 +217,7 @@ class Run:
     rng: random.Random = None  # which problems
     rank: int = 0
     world: int = 1
+    flops_per_token: float = 0.0  # ~2N FLOPs per sampled token, 6N per trained one: the MFU
 
 
 def rl_step(run):
@@ -431,7 +430,7 @@ def evaluate_heldout(run, files, step):
 # ---- The training loop ---------------------------------------------------------------------------
 
 
-def make_run(cfg, task, policy, rank=0, world=1):
+def make_run(cfg, task, policy, rank=0, world=1, num_params=0):
     """The optimizer, scorer, frozen reference (for the KL) and random streams of a run; bench.py
     times this."""
     model = policy.model
@@ -457,6 +456,7 @@ def make_run(cfg, task, policy, rank=0, world=1):
         rng=rng,
         rank=rank,
         world=world,
+        flops_per_token=(2 + 6 * cfg["epochs_per_batch"]) * num_params,
     )
 
 
@@ -476,11 +476,12 @@ def train(cfg):
     cached = os.path.exists(cfg["warmstart_from"] or warmstart_path(cfg))
     with distributed.lead_first(rank, world):
         model, warm_path = warm_start(cfg, task, tok, device=device, log=files.log)
-    files.log(f"model: {model.num_params() / 1e6:.2f}M parameters")
+    num_params = model.num_params()
+    files.log(f"model: {num_params / 1e6:.2f}M parameters")
     policy = Policy.from_config(
         model, tok, cfg, device=device, answers_per_rollout=answers_per_rollout(cfg)
     )
-    run = make_run(cfg, task, policy, rank=rank, world=world)
+    run = make_run(cfg, task, policy, rank=rank, world=world, num_params=num_params)
     first_step = runfiles.restore(run, files)
     last_eval = None  # the held-out look at the last step (None: a resumed run had it already)
     if not files.resume:
