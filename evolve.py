@@ -69,6 +69,8 @@ def run_searches(policy, task, problems, settings, seed, children_per_call):
 def search_problems(task, split, n, min_plausible, seed, max_draws=100_000):
     """The first n problems of `split` (from `seed`) with at least `min_plausible` plausible
     programs."""
+    if not isinstance(task, ParentTask):
+        raise ValueError(f"{type(task).__name__} shows no parents: only the code task is searched")
     rng = random.Random(seed)
     found = []
     drawn = 0

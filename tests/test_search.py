@@ -9,7 +9,14 @@ import torch
 
 from codetask import CodeTask
 from evaluate import k_grid, pool_metrics
-from evolve import Island, evolve_many, run_searches, sampling_control, solved_curve
+from evolve import (
+    Island,
+    evolve_many,
+    run_searches,
+    sampling_control,
+    search_problems,
+    solved_curve,
+)
 from model import GPT, PRESETS, GPTConfig, Tokenizer
 from policy import Policy
 from rewards import PersonaTask
@@ -400,3 +407,10 @@ def test_search_problems_refuse_a_size_the_family_never_reaches():
         search_problems(small, "heldout", 4, 57, seed=0, max_draws=2000)
     big = search_problems(small, "heldout", 4, 30, seed=0)
     assert len(big) == 4 and all(small.num_plausible(p) >= 30 for p in big)
+
+
+def test_only_a_task_that_shows_parents_is_searched():
+    """The persona task has no programs to mutate: one clear line, before any problem is drawn."""
+    with pytest.raises(ValueError, match="shows no parents"):
+        search_problems(PersonaTask(), "heldout", 1, min_plausible=1, seed=0)
+    assert len(search_problems(CodeTask(), "heldout", 2, min_plausible=1, seed=0)) == 2
