@@ -7,7 +7,7 @@ authors evaluate (settings: config.EVALUATION, part of train.DEFAULTS).
 `evaluate_checkpoint`: a pool of n ANSWERS per held-out problem (k counts answers), every answer
 scored as written, measured by metrics.py (best@k, w-best@k under held-out weightings, pass@k,
 diversity), with the share of wasted answers (repeats, invalid). `heldout_look`: training's quick
-look at the held-out problems. `print_pools`: the tables search.py and train.py print.
+look at the held-out problems.
 
 Deliberately left out: LLM judges, evaluation during sampling, results cached across calls.
 """
@@ -191,37 +191,3 @@ def evaluate_checkpoint(path, task, problems, n, seed=0, m=None, num_heldout_wei
     )
     result["checkpoint"] = path
     return result, rewards, answers
-
-
-def print_pools(rows, problems, seed, split="heldout"):
-    """A table per metric, a row per checkpoint; pass@k only where some answer passed. The first
-    line says which problems: a table of other problems has other numbers."""
-    ks = rows[0][1]["ks"]
-    print(
-        f"{split}, {problems} problems drawn with seed {seed}, {ks[-1]} answers each (k counts "
-        f"answers; python search.py --problems {problems} --seed {seed} draws the same)"
-    )
-    print(
-        f"{'checkpoint':40s} "
-        + " ".join(f"best@{k:<3d}" for k in ks)
-        + "  diversity  distinct  wasted"
-    )
-    for path, r in rows:
-        print(
-            f"{path[-40:]:40s} "
-            + " ".join(f"{v:7.3f} " for v in r["best_at_k"])
-            + f"  {r['diversity']:8.3f}  {r['distinct_answers']:7.1f}  {r['wasted']:6.2f}"
-        )
-    passed = any(v > 0 for _, r in rows for v in r["pass_at_k"])
-    for name, key, width in (("w-best@", "heldout_weight_best_at_k", 9), ("pass@", "pass_at_k", 7))[
-        : 1 + passed
-    ]:
-        print(f"\n{'checkpoint':40s} " + " ".join(f"{name}{k:<3d}" for k in ks))
-        for path, r in rows:
-            print(f"{path[-40:]:40s} " + " ".join(f"{v:{width}.3f} " for v in r[key]))
-    if not passed:
-        print(
-            "\npass@k is 0 at every k: no answer passed every reward component (on the persona "
-            "tasks none can: a word has room for only so many letters; nor on the maze: no route "
-            "passes both corners)"
-        )

@@ -1,7 +1,8 @@
 """
-What `python train.py` shows at its end: the run's held-out best@k and w-best@k beside its warm
-start's, printed and drawn in <run_dir>/run.png with its training curves (and, for the maze, where
-the routes go: routes.png).
+What a finished run shows, printed and drawn: `report_run`, what `python train.py` shows at its
+end (the run's held-out best@k and w-best@k beside its warm start's, in <run_dir>/run.png with its
+training curves and, for the maze, where the routes go: routes.png); `print_pools`, the tables of
+pool metrics that train.py and search.py print.
 
 Deliberately left out: interactive plots, dashboards, figures across runs (lab/plots.py draws
 those).
@@ -16,7 +17,7 @@ from matplotlib.ticker import MaxNLocator
 
 import maze
 from config import make_task
-from evaluate import LOOK_SEED, evaluate_policy, load_policy, policy_from_saved, print_pools
+from evaluate import LOOK_SEED, evaluate_policy, load_policy, policy_from_saved
 from runfiles import load_checkpoint
 
 
@@ -86,3 +87,37 @@ def run_figure(path, cfg, logged, rows):
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     return path
+
+
+def print_pools(rows, problems, seed, split="heldout"):
+    """A table per metric, a row per checkpoint; pass@k only where some answer passed. The first
+    line says which problems: a table of other problems has other numbers."""
+    ks = rows[0][1]["ks"]
+    print(
+        f"{split}, {problems} problems drawn with seed {seed}, {ks[-1]} answers each (k counts "
+        f"answers; python search.py --problems {problems} --seed {seed} draws the same)"
+    )
+    print(
+        f"{'checkpoint':40s} "
+        + " ".join(f"best@{k:<3d}" for k in ks)
+        + "  diversity  distinct  wasted"
+    )
+    for path, r in rows:
+        print(
+            f"{path[-40:]:40s} "
+            + " ".join(f"{v:7.3f} " for v in r["best_at_k"])
+            + f"  {r['diversity']:8.3f}  {r['distinct_answers']:7.1f}  {r['wasted']:6.2f}"
+        )
+    passed = any(v > 0 for _, r in rows for v in r["pass_at_k"])
+    for name, key, width in (("w-best@", "heldout_weight_best_at_k", 9), ("pass@", "pass_at_k", 7))[
+        : 1 + passed
+    ]:
+        print(f"\n{'checkpoint':40s} " + " ".join(f"{name}{k:<3d}" for k in ks))
+        for path, r in rows:
+            print(f"{path[-40:]:40s} " + " ".join(f"{v:{width}.3f} " for v in r[key]))
+    if not passed:
+        print(
+            "\npass@k is 0 at every k: no answer passed every reward component (on the persona "
+            "tasks none can: a word has room for only so many letters; nor on the maze: no route "
+            "passes both corners)"
+        )

@@ -14,8 +14,9 @@ import random
 import sys
 
 from config import EVALUATION, make_task, resolve_evaluation, settings_parser
-from evaluate import evaluate_policy, load_policy, print_pools
+from evaluate import evaluate_policy, load_policy
 from evolve import run_searches, search_problems
+from figures import print_pools
 
 
 def main(argv=None):
