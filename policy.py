@@ -18,6 +18,9 @@ from model import GPT, Decoding, Tokenizer
 
 @dataclass
 class Policy:
+    """A model and how it is asked: m answers a prompt, sampled with these settings from this
+    stream."""
+
     model: GPT
     tok: Tokenizer
     device: str = "cpu"
