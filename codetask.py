@@ -235,7 +235,7 @@ class CodeTask(ParentTask):
             if self.program_text(program) not in avoid:
                 return program
 
-    # ---- mutation: children of parents, as search.py asks the policy for them
+    # ---- mutation: children of parents, as evolve.py asks the policy for them
     # ---------------------
 
     def demo_parents(self, problem, rng):

@@ -44,8 +44,8 @@ class ConfigError(ValueError):
     pass
 
 
-# How a finished run is measured (search.py, the lab): part of train.DEFAULTS, never what a run
-# trains. Each line's comment is its reason (`--help` prints them).
+# How a finished run is measured (evaluate.py, evolve.py, the lab): part of train.DEFAULTS, never
+# what a run trains. Each line's comment is its reason (`--help` prints them).
 EVALUATION = dict(
     pool_n=30,  # answers per held-out problem; k counts answers, up to pool_n
     pool_problems=40,  # held-out problems per task and seed (the same for every method)

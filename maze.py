@@ -6,8 +6,9 @@ share)^2, d likewise, a = (1 - lava share)^2, each x1.5 (clipped to 1) once B is
 is a seed; `generate` keeps a maze only if no route within the budget (the longer corner route + 7)
 passes both corners, gold first or diamond first (the authors check one order): a route must
 choose (a stray tile of each may fit; squared, it is worth little). Demonstrations know the route
-families but walk them imperfectly; `pareto_front` is the exact optimum, `draw_routes` the picture.
-Deliberately left out: other grid sizes, partial credit for not arriving, `parents` (search.py's).
+families but walk them imperfectly; `pareto_front` is the exact optimum, `conflict_figure` the
+picture. Deliberately left out: other grid sizes, partial credit for not arriving, parents (the code
+task's).
 """
 
 import functools

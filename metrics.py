@@ -1,7 +1,7 @@
 """Evaluation metrics for test-time search over sets of answers.
 
-Pure functions of numbers in hand (search.py draws the candidates): pass@k, best@k, descriptions of
-a pool of reward vectors. Every estimator is exact (an expectation over all size-k subsets), so
+Pure functions of numbers in hand (evaluate.py draws the candidates): pass@k, best@k, descriptions
+of a pool of reward vectors. Every estimator is exact (an expectation over all size-k subsets), so
 tests can pin values to 1e-12; the exceptions are the seeded bootstrap intervals.
 Left out: significance tests and corrections for comparing many methods.
 """

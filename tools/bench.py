@@ -15,7 +15,8 @@ warmstart.sft_step; peak memory, ru_maxrss after sampling and RL steps (and max_
 CUDA). Random weights rarely sample <|eos|>, so without --checkpoint rollouts run to max_new_tokens.
 On a shared machine the CPU time of this process is the steadier number; the load average is
 printed. tools/trl_compare.py times TRL's GRPOTrainer beside this code.
-Deliberately left out: timing under torchrun, per-kernel profiles (torch.profiler's job), search.py.
+Deliberately left out: timing under torchrun, per-kernel profiles (torch.profiler's job), the
+evaluation and search.
 """
 
 import os
