@@ -123,15 +123,20 @@ def pass_at_k(out_dir, results):
     return _save(fig, os.path.join(out_dir, "pass_at_k.png"))
 
 
+def drawn_methods(samples, columns=4):
+    """The methods reward_vectors draws: warm start, GRPO, VPO first, then the others sampled (a
+    new method) by name, so one command draws the same columns in every process."""
+    first = ("warm_start", "grpo", "vpo")
+    methods = {k[1] for k in samples}
+    ordered = [a for a in first if a in methods] + sorted(methods - set(first))
+    return ordered[:columns]
+
+
 def reward_vectors(out_dir, results, samples, problems_shown=3):
     """samples[(task, algo, seed)] = rewards (P, n, D) of a few problems' pools (result files keep
     them: tables.figure_samples)."""
     tasks = [t for t in results["tasks"] if any(k[0] == t for k in samples)]
-    drawn = sorted(
-        {k[1] for k in samples}, key=lambda a: (("warm_start", "grpo", "vpo") + (a,)).index(a)
-    )
-    # warm start, GRPO, VPO first; whatever else this process sampled (a new method)
-    algos = drawn[:4]
+    algos = drawn_methods(samples)
     if not tasks:
         return None
     fig, axes = plt.subplots(

@@ -94,3 +94,14 @@ def test_the_reward_vectors_carry_their_color_scale(tmp_path, monkeypatch):
     assert plots.reward_vectors(str(tmp_path), {"tasks": {"persona": {}}}, samples)
     # the image panels and one color bar (0 to 1) beside them
     assert [ax.get_label() for ax in figures[0].axes].count("<colorbar>") == 1
+
+
+def test_reward_vectors_draws_the_same_columns_in_every_process():
+    """Warm start, GRPO, VPO, then the others by name: not in the order a set of strings iterates,
+    which changes with the process's hash seed."""
+    samples = {("persona", a, 0): None for a in ("zeta", "vpo", "alpha", "grpo", "warm_start")}
+    assert plots.drawn_methods(samples) == ["warm_start", "grpo", "vpo", "alpha"]
+    assert plots.drawn_methods({("code", "mine", 0): None, ("code", "vpo", 1): None}) == [
+        "vpo",
+        "mine",
+    ]
