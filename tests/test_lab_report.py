@@ -88,30 +88,38 @@ def test_report_without_result_files_is_a_one_line_error(tmp_path, capsys):
     assert e.value.code == 2 and "no result files" in capsys.readouterr().err
 
 
-def test_gap_closed_is_measured_from_the_warm_start_in_the_methods_own_format():
-    def pools(mean_scalar, set_score, pass30):
-        return {
-            "ks": [1, 30],
-            "best_at_k": [mean_scalar, 1.0],
-            "heldout_weight_best_at_k": [0.0, 0.0],
-            "pass_at_k": [0.0, pass30],
-            "mean_scalar": mean_scalar,
-            "set_score": set_score,
-            "per_problem": {"best": [1.0], "w_best": [0.0], "pass": [1.0]},
-        }
+def gap_pools(mean_scalar, set_score, pass30):
+    """A pool record with what the gap closed reads: best@1, the set score, pass@30."""
+    return {
+        "ks": [1, 30],
+        "best_at_k": [mean_scalar, 1.0],
+        "heldout_weight_best_at_k": [0.0, 0.0],
+        "pass_at_k": [0.0, pass30],
+        "mean_scalar": mean_scalar,
+        "set_score": set_score,
+        "per_problem": {"best": [1.0], "w_best": [0.0], "pass": [1.0]},
+    }
 
+
+def test_gap_closed_is_measured_from_the_warm_start_in_the_methods_own_format():
     records = [
-        {"task": "code", "method": "optimum", "seed": 0, "m": 3, "pools": pools(0.9, 0.8, 1.0)},
-        {"task": "code", "method": "warm_start", "seed": 0, "m": 1, "pools": pools(0.5, 0.7, 0.4)},
+        {"task": "code", "method": "optimum", "seed": 0, "m": 3, "pools": gap_pools(0.9, 0.8, 1.0)},
+        {
+            "task": "code",
+            "method": "warm_start",
+            "seed": 0,
+            "m": 1,
+            "pools": gap_pools(0.5, 0.7, 0.4),
+        },
         {
             "task": "code",
             "method": report.warm_start_row(3),
             "seed": 0,
             "m": 3,
-            "pools": pools(0.5, 0.6, 0.5),
+            "pools": gap_pools(0.5, 0.6, 0.5),
         },
-        {"task": "code", "method": "grpo", "seed": 0, "m": 1, "pools": pools(0.7, 0.7, 0.1)},
-        {"task": "code", "method": "vpo", "seed": 0, "m": 3, "pools": pools(0.5, 0.75, 0.75)},
+        {"task": "code", "method": "grpo", "seed": 0, "m": 1, "pools": gap_pools(0.7, 0.7, 0.1)},
+        {"task": "code", "method": "vpo", "seed": 0, "m": 3, "pools": gap_pools(0.5, 0.75, 0.75)},
     ]
     tasks = report.merge(records)["tasks"]["code"]
     assert tasks["grpo"]["gap_closed"]["objective_name"] == "mean_scalar"
@@ -137,19 +145,8 @@ def test_the_warm_start_row_is_named_by_its_m_and_read_back_for_any_m():
 
 
 def test_a_set_method_closes_the_gap_from_the_warm_start_asked_for_its_own_m():
-    def pools(mean_scalar, set_score, pass30):
-        return {
-            "ks": [1, 30],
-            "best_at_k": [mean_scalar, 1.0],
-            "heldout_weight_best_at_k": [0.0, 0.0],
-            "pass_at_k": [0.0, pass30],
-            "mean_scalar": mean_scalar,
-            "set_score": set_score,
-            "per_problem": {"best": [1.0], "w_best": [0.0], "pass": [1.0]},
-        }
-
     def row(method, m, *values):
-        return {"task": "code", "method": method, "seed": 0, "m": m, "pools": pools(*values)}
+        return {"task": "code", "method": method, "seed": 0, "m": m, "pools": gap_pools(*values)}
 
     records = [
         row("optimum", 4, 0.9, 0.8, 1.0),
