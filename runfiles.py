@@ -335,7 +335,8 @@ def log_step(files, run, step, metrics, batch):
     timing = {"step": step, "sample_s": metrics.pop("sample_s"), "step_s": metrics.pop("step_s")}
     timing["tokens_per_s"] = metrics["tokens"] / timing["step_s"]
     if cfg["peak_tflops"] > 0:  # ~2N FLOPs per sampled token, 6N per trained token
-        flops = run.flops_per_token * metrics["tokens"]
+        num_params = run.policy.model.num_params()
+        flops = (2 + 6 * cfg["epochs_per_batch"]) * num_params * metrics["tokens"]
         timing["mfu"] = flops / timing["step_s"] / (cfg["peak_tflops"] * 1e12)
     files.write("metrics.jsonl", {"kind": "train", "step": step, **metrics})
     files.write("timing.jsonl", timing)

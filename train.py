@@ -217,7 +217,6 @@ class Run:
     rng: random.Random = None  # which problems
     rank: int = 0
     world: int = 1
-    flops_per_token: float = 0.0  # ~2N FLOPs per sampled token, 6N per trained one: the MFU
 
 
 def rl_step(run):
@@ -332,7 +331,10 @@ def policy_update(run, batch, adv, entropy_coef=0.0):
         with torch.no_grad():
             ref_logprobs = engine.score(run.ref_model, *inputs)[0]
     model.train()
-    demos = None  # parent replay's demonstrations with parents: drawn once, the same on every rank
+    demos = None  # parent replay's demonstrations with parents, the same on every rank
+    if cfg["parent_replay"]:
+        tok = run.policy.tok
+        demos = padded_demos(run.task, tok, cfg, rng=run.rng, device=device, parents_only=True)
     settings = grpo.LossSettings(
         clip=cfg["clip"],
         clip_high=cfg["clip_high"] or None,
@@ -355,12 +357,7 @@ def policy_update(run, batch, adv, entropy_coef=0.0):
             entropy=entropy.float(),
         )
         total = loss * share
-        if cfg["parent_replay"]:
-            if demos is None:
-                tok = run.policy.tok
-                demos = padded_demos(
-                    run.task, tok, cfg, rng=run.rng, device=device, parents_only=True
-                )
+        if demos is not None:
             replay = replay_loss(model, demos, cfg["dtype"], device=device)
             total = total + cfg["parent_replay"] * replay
             stats["replay_loss"] = replay.item()
@@ -430,7 +427,7 @@ def evaluate_heldout(run, files, step):
 # ---- The training loop ---------------------------------------------------------------------------
 
 
-def make_run(cfg, task, policy, rank=0, world=1, num_params=0):
+def make_run(cfg, task, policy, rank=0, world=1):
     """The optimizer, scorer, frozen reference (for the KL) and random streams of a run; bench.py
     times this."""
     model = policy.model
@@ -456,7 +453,6 @@ def make_run(cfg, task, policy, rank=0, world=1, num_params=0):
         rng=rng,
         rank=rank,
         world=world,
-        flops_per_token=(2 + 6 * cfg["epochs_per_batch"]) * num_params,
     )
 
 
@@ -476,12 +472,11 @@ def train(cfg):
     cached = os.path.exists(cfg["warmstart_from"] or warmstart_path(cfg))
     with distributed.lead_first(rank, world):
         model, warm_path = warm_start(cfg, task, tok, device=device, log=files.log)
-    num_params = model.num_params()
-    files.log(f"model: {num_params / 1e6:.2f}M parameters")
+    files.log(f"model: {model.num_params() / 1e6:.2f}M parameters")
     policy = Policy.from_config(
         model, tok, cfg, device=device, answers_per_rollout=answers_per_rollout(cfg)
     )
-    run = make_run(cfg, task, policy, rank=rank, world=world, num_params=num_params)
+    run = make_run(cfg, task, policy, rank=rank, world=world)
     first_step = runfiles.restore(run, files)
     last_eval = None  # the held-out look at the last step (None: a resumed run had it already)
     if not files.resume:

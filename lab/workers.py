@@ -282,11 +282,17 @@ class Progress:
     experiment's."""
 
     def __init__(self, workers, quick, shared_warmstart, every=30.0):
-        self.t0, self.last, self.every, self.workers = time.time(), time.time(), every, workers
+        self.t0 = time.time()
+        self.last = time.time()  # when the last progress line was printed
+        self.every = every  # seconds between progress lines
+        self.workers = workers
         machine, self.machine_note = machine_scale()
         self.scale = (QUICK_SCALE if quick else 1.0) * machine
         self.shared_warmstart = shared_warmstart
-        self.pending, self.done, self.ratios, self.first_step = {}, [], {}, {}
+        self.pending = {}
+        self.done = []
+        self.ratios = {}
+        self.first_step = {}
 
     def expected(self, kind, key, cfg=None):
         family = _family(kind, key)[1]  # persona_collinear's prompts are persona's
