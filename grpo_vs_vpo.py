@@ -1,0 +1,337 @@
+"""
+GRPO and VPO in one file: read it first, then run it.
+
+    python grpo_vs_vpo.py        # about three minutes on a 2-core laptop CPU
+
+A tiny GPT learns the persona task (rewards.PersonaTask) with two personas. Each persona likes one
+letter of the prompt ("likes my"), an answer is a 12-letter word, and its reward is a VECTOR: one
+score per persona, sqrt(share of the word in that persona's letter). The file trains a short
+supervised warm start on the task's demonstrations, then trains GRPO and VPO from that same
+starting point and compares them on held-out problems. Read it top to bottom: the settings, the
+warm start, sampling, the reward vectors, both advantages, the clipped loss with its KL, the update
+inside the loop, the evaluation. The whole difference between the two methods is the
+`if algo == "vpo":` branch of `advantages`: one einsum and a max.
+
+What it shows. GRPO trains on the mean of the two scores, which the balanced word "mymymymymymy"
+maximizes, so its answers collapse onto that word (the "distinct" column of its steps falls). VPO
+writes three answers a rollout and is paid for how well the set's best answer does under random
+trade-offs (w, 1 - w), so its answers keep leaning to one persona or the other. In the closing
+table best@k scores the mean, GRPO's own objective, where GRPO stays ahead; w-best@k scores
+held-out trade-offs, where VPO's pool gains more as k grows. One seed of one short run: the numbers
+move with the seed (`python lab/experiment.py` compares over seeds, with intervals).
+
+What this file simplifies, and where the full trainer (train.py) does more:
+- One task with two personas, one model size, every setting fixed at the top. train.py trains any
+  task (four personas, the code task, the paper's maze, the control) from checked YAML files and
+  `--set key=value`.
+- Sampling runs the whole sequence again for every new token. train.py samples through engine.py
+  (a KV cache, one prompt prefill a group): the same numbers, many times faster.
+- The warm start is trained here every time, briefly. warmstart.py trains longer and caches it.
+- Two algorithms. train.ADVANTAGES also holds the paper's ablations and the field's baselines;
+  train.py adds GRPO's own fixes (Dr. GRPO, clip-higher, an entropy bonus, DAPO's dynamic
+  sampling), a format reward, checkpoints, resuming, logs, torchrun and CUDA.
+- The evaluation is one pool per problem on a few held-out problems. evaluate.py and lab/ add
+  pass@k, diversity, the evolutionary search and paired intervals over seeds.
+"""
+
+import copy
+import math
+import os
+import random
+import time
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # OpenMP's busy-waiting slows small CPU runs
+
+import torch
+import torch.nn.functional as F
+
+from model import Tokenizer, build_model, pad_left, pad_right, positions_of
+from rewards import PersonaTask
+
+# ---- Settings ------------------------------------------------------------------------------------
+SEED = 0  # the warm start's weights, the problems and every draw follow it
+MODEL = "nano"  # a size preset of model.PRESETS: 2 layers, small enough to sample the plain way
+WARM_STEPS = 600  # supervised steps on demonstrations: the starting point of both methods
+WARM_BATCH = 64  # demonstrations per supervised step
+WARM_LR = 3e-3  # the warm start's learning rate, decayed linearly to 0 (1e-2 never learned to copy)
+RL_STEPS = 150  # RL steps per method
+PROMPTS = 8  # P: problems per RL step
+GROUP = 8  # G: rollouts per problem, the group an advantage compares within
+ANSWERS = 3  # m: answers in one VPO rollout (a GRPO rollout holds one)
+WEIGHTINGS = 100  # N: random trade-offs per group for VPO's set score
+LR = 1e-3  # AdamW's learning rate in RL
+CLIP = 0.2  # PPO's ratio clip: the ratio's range is [1 - CLIP, 1 + CLIP]
+KL_COEF = 0.01  # weight of the k3 KL to the warm start
+UPDATES_PER_BATCH = 2  # gradient steps on each batch of rollouts (the clip binds from the second)
+MAX_GRAD_NORM = 1.0  # the gradient's norm is clipped to this before each step
+EPS = 1e-6  # a group whose scores spread less than this carries no signal
+EVAL_PROBLEMS = 40  # held-out problems both methods are compared on
+POOL = 30  # answers per held-out problem (VPO: 10 rollouts of 3); best@k for k up to POOL
+HELDOUT_WEIGHTINGS = 64  # trade-offs for w-best@k, from a stream that training never draws from
+KS = (1, 5, 30)  # the k of the closing table
+
+task = PersonaTask(num_personas=2)  # D = 2: one score per persona
+tok = Tokenizer("bytes")  # the 256 bytes and <|bos|> <|answer|> <|sep|> <|eos|>
+
+
+# ---- Prompts, completions and their log-probs ----------------------------------------------------
+
+
+def prompt_ids(problem, m):
+    """The tokens of a prompt asking for m answers: <|bos|>3|likes my<|answer|>."""
+    return tok.encode(f"<|bos|>{m}|{task.prompt(problem)}<|answer|>")
+
+
+def completion_ids(answers):
+    """The tokens of a completion: a1<|sep|>a2<|sep|>a3<|eos|>."""
+    return tok.encode("<|sep|>".join(answers) + "<|eos|>")
+
+
+def completion_logprobs(model, prompt, prompt_mask, completion):
+    """Left-padded prompts (B, Tp) and their completions (B, T) -> the log-prob of every
+    completion token (B, T), in one forward over prompt + completion."""
+    ids = torch.cat([prompt, completion], dim=1)  # (B, Tp + T)
+    # Tokens after a completion's end never count in a loss, and causal attention hides them from
+    # the tokens before, so the completion part of the mask can be all True.
+    key_mask = torch.cat([prompt_mask, torch.ones_like(completion, dtype=torch.bool)], dim=1)
+    positions = positions_of(key_mask)  # (B, Tp + T): padding does not shift a sequence
+    logits = model(ids[:, :-1], key_mask[:, :-1], positions[:, :-1])  # (B, Tp + T - 1, V)
+    logits = logits[:, prompt.size(1) - 1 :]  # (B, T, V): the positions that predict the completion
+    return F.log_softmax(logits, dim=-1).gather(-1, completion[..., None]).squeeze(-1)  # (B, T)
+
+
+# ---- The warm start: supervised learning on the task's imperfect demonstrations ------------------
+
+
+def warm_start(rng):
+    """A model that writes words in both formats, one answer (GRPO's) and m answers (VPO's)."""
+    torch.manual_seed(SEED)
+    model = build_model(MODEL, block_size=64, vocab_size=tok.vocab_size, device="cpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=WARM_LR)
+    for step in range(WARM_STEPS):
+        m = 1 if step % 2 else ANSWERS  # the two formats take turns
+        problems = task.problems("train", WARM_BATCH, rng)
+        prompt, prompt_mask = pad_left([prompt_ids(q, m) for q in problems], tok.eos)
+        demos = [completion_ids(task.demonstration(q, m, rng)) for q in problems]
+        completion, mask = pad_right(demos, tok.eos)  # (B, T)
+        logprobs = completion_logprobs(model, prompt, prompt_mask, completion=completion)
+        loss = -(logprobs * mask).sum() / mask.sum()  # cross-entropy on the completion tokens
+        for group in opt.param_groups:
+            group["lr"] = WARM_LR * (1 - step / WARM_STEPS)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % 100 == 0 or step == WARM_STEPS - 1:
+            print(f"warm start {step + 1:3d}/{WARM_STEPS}: loss {loss.item():.3f}")
+    return model.eval()
+
+
+# ---- Sampling: plain multinomial, one token at a time --------------------------------------------
+
+
+@torch.no_grad()
+def sample(model, problems, num_rollouts, m, generator):
+    """num_rollouts completions of m answers for each problem -> the batch (prompt, prompt_mask,
+    completion, mask, old log-probs: B = len(problems) * num_rollouts rows) and the answers (B
+    lists of m strings, "" where a completion wrote fewer)."""
+    prompt, prompt_mask = pad_left(
+        [prompt_ids(q, m) for q in problems for _ in range(num_rollouts)], tok.eos
+    )  # (B, Tp)
+    ids, key_mask = prompt, prompt_mask
+    done = torch.zeros(len(ids), dtype=torch.bool)  # (B,)
+    tokens, logprobs = [], []
+    for _ in range(m * task.max_answer_tokens + 1):  # m answers, each ends in <|sep|> or <|eos|>
+        logits = model(ids, key_mask, positions_of(key_mask))[:, -1]  # (B, V): the next token's
+        logp = F.log_softmax(logits, dim=-1)  # (B, V)
+        token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)  # (B,)
+        token = token.masked_fill(done, tok.eos)  # a finished completion only writes <|eos|>
+        tokens.append(token)
+        logprobs.append(logp.gather(1, token[:, None]).squeeze(1))  # the sampling policy's: "old"
+        done = done | (token == tok.eos)
+        if done.all():
+            break
+        ids = torch.cat([ids, token[:, None]], dim=1)
+        key_mask = torch.cat([key_mask, torch.ones_like(done)[:, None]], dim=1)
+    completion = torch.stack(tokens, dim=1)  # (B, T)
+    ended = (completion == tok.eos).long()
+    mask = (ended.cumsum(1) - ended) == 0  # (B, T): True up to the first <|eos|>, which counts
+    old_logprobs = torch.stack(logprobs, dim=1) * mask  # (B, T)
+    answers = [(tok.split_answers(row[keep]) + [""] * m)[:m] for row, keep in zip(completion, mask)]
+    return (prompt, prompt_mask, completion, mask, old_logprobs), answers
+
+
+# ---- The reward vectors --------------------------------------------------------------------------
+
+
+def reward_vectors(problems, answers, as_written=False):
+    """B = P * G rollouts of m answers each -> rewards (P, G, m, D). In training a repeat within a
+    rollout scores zeros, because a second copy adds nothing to a set; at evaluation (as_written)
+    every answer scores what it is worth. An invalid or missing answer scores zeros."""
+    G = len(answers) // len(problems)
+    rewards = torch.zeros(len(problems), G, len(answers[0]), task.dim)  # (P, G, m, D)
+    for b, rollout in enumerate(answers):
+        for j, answer in enumerate(rollout):
+            if as_written or answer not in rollout[:j]:
+                reward = task.reward(problems[b // G], answer)  # (D,) in [0, 1]
+                rewards[b // G, b % G, j] = torch.from_numpy(reward)
+    return rewards
+
+
+def random_weightings(num_groups, num_weightings, generator):
+    """(P, N, D) trade-offs drawn uniformly from the simplex: normalized exponential draws are
+    Dirichlet(1, ..., 1)."""
+    draws = torch.empty(num_groups, num_weightings, task.dim).exponential_(generator=generator)
+    return draws / draws.sum(dim=-1, keepdim=True)  # (P, N, D)
+
+
+# ---- The advantages: the only place where GRPO and VPO differ ------------------------------------
+
+
+def advantages(algo, rewards, weights):
+    """rewards (P, G, m, D) and weights (P, N, D) -> one advantage per rollout (P, G)."""
+    if algo == "vpo":
+        # Every answer under every trade-off; the set's best answer under each; their mean.
+        scalarized = torch.einsum("pgmd,pnd->pgnm", rewards, weights)  # (P, G, N, m)
+        scores = scalarized.max(dim=-1).values.mean(dim=-1)  # (P, G): the set score R_g
+    else:
+        scores = rewards[:, :, 0].mean(dim=-1)  # (P, G): GRPO's fixed scalarization, the mean
+    # Both methods take the group z-score; a group whose rollouts all scored alike teaches nothing.
+    mean = scores.mean(dim=1, keepdim=True)  # (P, 1)
+    std = scores.std(dim=1, keepdim=True, unbiased=False)  # (P, 1)
+    return torch.where(std < EPS, 0.0, (scores - mean) / (std + EPS))  # (P, G)
+
+
+# ---- The loss: PPO's clipped ratio, with a KL to the warm start ----------------------------------
+
+
+def clipped_loss(logprobs, old_logprobs, ref_logprobs, adv, mask):
+    """Token log-probs (B, T) of the policy (with gradients), of the sampling policy and of the
+    warm start, one advantage per rollout (B,) and the completion mask (B, T) -> (loss, KL), both
+    token means over the batch."""
+    mask = mask.float()
+    tokens = mask.sum()
+    ratio = torch.exp(logprobs - old_logprobs)  # (B, T): 1 at a batch's first update
+    unclipped = ratio * adv[:, None]  # (B, T): every token of a rollout shares its advantage
+    clipped = ratio.clamp(1 - CLIP, 1 + CLIP) * adv[:, None]
+    pg_loss = -(torch.minimum(unclipped, clipped) * mask).sum() / tokens
+    # The k3 estimate of KL(policy || warm start) is non-negative and has a low variance.
+    log_ratio = ref_logprobs - logprobs  # (B, T)
+    kl = ((torch.exp(log_ratio) - log_ratio - 1) * mask).sum() / tokens
+    return pg_loss + KL_COEF * kl, kl
+
+
+# ---- The loop ------------------------------------------------------------------------------------
+
+
+def train(algo, warm_model):
+    """RL_STEPS steps of `algo` ("grpo" or "vpo") from a copy of the warm start -> the policy."""
+    model = copy.deepcopy(warm_model)
+    reference = copy.deepcopy(warm_model).requires_grad_(False)  # frozen, for the KL
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.99))
+    m = ANSWERS if algo == "vpo" else 1
+    rng = random.Random(SEED)  # both methods see the same problems
+    generator = torch.Generator().manual_seed(SEED)  # every sampled token and every weighting
+    t0 = time.time()
+    for step in range(1, RL_STEPS + 1):
+        problems = task.problems("train", PROMPTS, rng)
+        model.eval()
+        batch, answers = sample(model, problems, num_rollouts=GROUP, m=m, generator=generator)
+        prompt, prompt_mask, completion, mask, old_logprobs = batch
+        rewards = reward_vectors(problems, answers)  # (P, G, m, D)
+        weights = random_weightings(PROMPTS, WEIGHTINGS, generator)  # (P, N, D)
+        adv = advantages(algo, rewards, weights).reshape(-1)  # (B,), B = P * G
+        with torch.no_grad():
+            ref_logprobs = completion_logprobs(
+                reference, prompt, prompt_mask, completion=completion
+            )
+        model.train()
+        for _ in range(UPDATES_PER_BATCH):
+            logprobs = completion_logprobs(model, prompt, prompt_mask, completion=completion)
+            loss, kl = clipped_loss(logprobs, old_logprobs, ref_logprobs, adv=adv, mask=mask)
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+            opt.step()
+        # A step shows the mean reward that GRPO maximizes and the share of a group's first
+        # answers that differ from each other: a collapsed policy writes one word again and again.
+        scored = rewards.sum(-1) > 0  # (P, G, m): valid answers that repeat nothing
+        mean_reward = rewards.mean(-1)[scored].mean().item() if scored.any() else 0.0
+        groups = [answers[i : i + GROUP] for i in range(0, len(answers), GROUP)]
+        distinct = sum(len({rollout[0] for rollout in group}) for group in groups) / len(answers)
+        print(
+            f"{algo} step {step:3d}/{RL_STEPS}: mean reward {mean_reward:.3f}, distinct "
+            f"{distinct:.2f}, KL {kl.item():.3f}, {time.time() - t0:.0f}s"
+        )
+    return model.eval()
+
+
+# ---- The evaluation: a pool of answers for each held-out problem ---------------------------------
+
+
+def best_at_k(scores, k):
+    """scores (..., n) -> (...): the expected best of k scores drawn without replacement from the
+    n, exactly. The i-th smallest (from 0) is the best of a k-subset when the other k - 1 come
+    from the i below it, as C(i, k - 1) of the C(n, k) subsets do."""
+    n = scores.size(-1)
+    chance = [math.comb(i, k - 1) / math.comb(n, k) for i in range(n)]  # (n,) summing to 1
+    return scores.double().sort(dim=-1).values @ torch.tensor(chance, dtype=torch.float64)
+
+
+def pools(model, m, problems):
+    """POOL answers for each of Q problems, written m a rollout -> rewards (Q, POOL, D) scored as
+    written, and the answers (Q lists of POOL)."""
+    generator = torch.Generator().manual_seed(SEED + 1)  # the same stream for every method
+    rollouts = POOL // m
+    _, answers = sample(model, problems, num_rollouts=rollouts, m=m, generator=generator)
+    rewards = reward_vectors(problems, answers, as_written=True)  # (Q, rollouts, m, D)
+    flat = [sum(answers[i : i + rollouts], []) for i in range(0, len(answers), rollouts)]
+    return rewards.reshape(len(problems), POOL, task.dim), flat
+
+
+def evaluate(models):
+    """{name: (model, m)} -> {name: best@k then w-best@k for each k of KS}, printed with a
+    problem's answers."""
+    problems = task.problems("heldout", EVAL_PROBLEMS, random.Random(SEED))
+    weights = random_weightings(1, HELDOUT_WEIGHTINGS, torch.Generator().manual_seed(SEED + 2))[0]
+    table = {}
+    for name, (model, m) in models.items():
+        rewards, answers = pools(model, m, problems)  # (Q, POOL, D)
+        # Six of the first problem's answers, from the one leaning most to its first persona to the
+        # one leaning most to its second: a collapsed pool shows one word six times.
+        lean = rewards[0, :, 0] - rewards[0, :, 1]  # (POOL,)
+        shown = lean.argsort(descending=True, stable=True)[torch.linspace(0, POOL - 1, 6).long()]
+        print(f"\n{name}, 6 of its {POOL} answers to the held-out 'likes {''.join(problems[0])}':")
+        for i in shown.tolist():
+            first, second = rewards[0, i].tolist()
+            print(f"  {answers[0][i]:12s}  reward vector ({first:.2f}, {second:.2f})")
+        mean = rewards.mean(dim=-1)  # (Q, POOL): the fixed scalarization GRPO trained on
+        weighted = torch.einsum("qnd,wd->qwn", rewards, weights)  # (Q, W, POOL): each trade-off
+        best = [best_at_k(mean, k).mean().item() for k in KS]
+        table[name] = best + [best_at_k(weighted, k).mean().item() for k in KS]
+    print(f"\nbest@k on {EVAL_PROBLEMS} held-out problems, pools of {POOL} answers")
+    print(" " * 10 + "".join(f"{name:>12s}" for name in table))
+    for i, row in enumerate([f"best@{k}" for k in KS] + [f"w-best@{k}" for k in KS]):
+        print(f"{row:10s}" + "".join(f"{values[i]:12.3f}" for values in table.values()))
+    print(
+        "best@k: the best of k answers under the mean of the two scores, GRPO's objective.\n"
+        f"w-best@k: the same under {HELDOUT_WEIGHTINGS} held-out trade-offs (w, 1 - w), averaged."
+        "\nGRPO's answers repeat one balanced word; VPO's lean to one persona or the other, so\n"
+        "under a trade-off some answer of its pool fits it better as k grows."
+    )
+    return table
+
+
+def main():
+    torch.set_num_threads(1)  # models this small gain nothing from more threads
+    t0 = time.time()
+    warm_model = warm_start(random.Random(SEED))
+    grpo_model = train("grpo", warm_model)
+    vpo_model = train("vpo", warm_model)
+    models = {"warm start": (warm_model, 1), "GRPO": (grpo_model, 1), "VPO": (vpo_model, ANSWERS)}
+    table = evaluate(models)
+    print(f"done in {time.time() - t0:.0f}s")
+    return table
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""grpo_vs_vpo.py, the idea in one file, held to the reference: its advantages are grpo.py's and
+vpo.py's (and train.py's), its loss is grpo.policy_loss, its sampler records the policy's own
+log-probs, its best@k and w-best@k are metrics.py's, and a tiny run of the whole file finishes."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+from checks import assert_close
+
+import grpo
+import grpo_vs_vpo as one_file
+import metrics
+import train
+import vpo
+from model import build_model
+
+
+def random_rewards(P, G, m, D, seed):
+    """(P, G, m, D) rewards in [0, 1] with zero rows (invalid or repeated answers) and one group
+    whose rollouts are all alike (no signal: its advantages must be zeros)."""
+    generator = torch.Generator().manual_seed(seed)
+    rewards = torch.rand(P, G, m, D, generator=generator)
+    rewards[torch.rand(P, G, m, generator=generator) < 0.2] = 0.0
+    rewards[0] = rewards[0, :1]  # every rollout of the first group is the same
+    return rewards
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_its_advantages_are_grpo_and_vpo_py_on_random_inputs(seed):
+    P, G, m, D, N = 4, 8, 3, 2, 100
+    rewards = random_rewards(P, G, m, D, seed)
+    weights = vpo.sample_weights(P, N, D, generator=torch.Generator().manual_seed(seed))
+    got_vpo = one_file.advantages("vpo", rewards, weights)
+    assert torch.equal(got_vpo, vpo.vpo_advantages(rewards, weights))
+    single = rewards[:, :, :1]  # GRPO's rollouts hold one answer
+    got_grpo = one_file.advantages("grpo", single, weights)
+    assert torch.equal(got_grpo, grpo.grpo_advantages(single[:, :, 0].mean(-1)))
+    assert got_grpo[0].abs().sum() == 0 and got_vpo[0].abs().sum() == 0  # no signal, zeros
+    # and what the full trainer computes from the same rewards, through train.ADVANTAGES
+    task = one_file.task
+    for algo, r in (("vpo", rewards), ("grpo", single)):
+        expected = train.ADVANTAGES[algo].advantage(r, task.scalarize(r), weights, train.DEFAULTS)
+        assert_close(one_file.advantages(algo, r, weights), expected, atol=0, what=algo)
+
+
+def test_its_weightings_are_uniform_on_the_simplex():
+    weights = one_file.random_weightings(2, 20_000, torch.Generator().manual_seed(0))
+    assert weights.shape == (2, 20_000, one_file.task.dim) and (weights >= 0).all()
+    assert_close(weights.sum(-1), torch.ones(2, 20_000), atol=1e-6, what="sums")
+    # Dirichlet(1, 1) is uniform on [0, 1] in its first coordinate: mean 1/2, variance 1/12
+    first = weights[..., 0].double()
+    assert abs(first.mean() - 0.5) < 0.01 and abs(first.var() - 1 / 12) < 0.003
+
+
+@pytest.fixture(scope="module")
+def batch():
+    """A nano model's sampled batch of VPO rollouts, and the model."""
+    torch.manual_seed(0)
+    model = build_model("nano", block_size=64, vocab_size=one_file.tok.vocab_size, device="cpu")
+    problems = one_file.task.problems("train", 3, random.Random(0))
+    generator = torch.Generator().manual_seed(0)
+    tensors, answers = one_file.sample(model, problems, num_rollouts=4, m=3, generator=generator)
+    return model, problems, tensors, answers
+
+
+def test_sampling_records_the_policys_own_logprobs(batch):
+    """The ratio is 1 at a batch's first update: the log-probs the sampler records are those the
+    scoring forward computes."""
+    model, problems, (prompt, prompt_mask, completion, mask, old_logprobs), answers = batch
+    with torch.no_grad():
+        scored = one_file.completion_logprobs(model, prompt, prompt_mask, completion=completion)
+    assert_close(scored * mask, old_logprobs, atol=1e-5, what="log-probs")
+    assert len(answers) == 12 and all(len(rollout) == 3 for rollout in answers)
+    rewards = one_file.reward_vectors(problems, answers)
+    assert rewards.shape == (3, 4, 3, one_file.task.dim)
+
+
+def test_its_loss_is_grpo_policy_loss_on_one_batch(batch):
+    model, _, (prompt, prompt_mask, completion, mask, old_logprobs), _ = batch
+    logprobs = one_file.completion_logprobs(model, prompt, prompt_mask, completion=completion)
+    generator = torch.Generator().manual_seed(1)
+    # a later update: the ratio has moved away from 1 on some tokens, far enough for the clip
+    old = old_logprobs + 0.5 * torch.randn(old_logprobs.shape, generator=generator) * mask
+    ref = old_logprobs + 0.3 * torch.randn(old_logprobs.shape, generator=generator) * mask
+    adv = torch.randn(len(completion), generator=generator)
+    loss, kl = one_file.clipped_loss(logprobs, old, ref, adv=adv, mask=mask)
+    settings = grpo.LossSettings(clip=one_file.CLIP, kl_coef=one_file.KL_COEF)
+    expected, stats = grpo.policy_loss(
+        logprobs, old, adv, mask, settings=settings, ref_logprobs=ref
+    )
+    assert stats["clip_frac"] > 0 and kl > 0
+    assert_close(loss, expected, atol=1e-6, what="loss")
+    assert abs(kl.item() - stats["kl"]) < 1e-6
+    mine = torch.autograd.grad(loss, model.parameters(), retain_graph=True)
+    theirs = torch.autograd.grad(expected, model.parameters())
+    for a, b in zip(mine, theirs):
+        assert_close(a, b, atol=1e-6, what="gradient")
+
+
+def test_its_best_at_k_is_metrics_py():
+    rng = np.random.default_rng(0)
+    pool = rng.random((5, 12, 2))  # (problems, answers, D)
+    pool[:, :3] = pool[:, :1]  # ties
+    scores = torch.tensor(pool.mean(-1))
+    weights = one_file.random_weightings(1, 16, torch.Generator().manual_seed(0))[0]
+    weighted = torch.einsum("qnd,wd->qwn", torch.tensor(pool, dtype=torch.float32), weights)
+    for k in range(1, 13):
+        got = one_file.best_at_k(scores, k)
+        expected = [metrics.max_at_k(row, k) for row in scores.numpy()]
+        assert np.allclose(got.numpy(), expected, rtol=0, atol=1e-12), k
+        # w-best@k: the mean over held-out weightings, as evaluate() takes it
+        got_w = one_file.best_at_k(weighted, k).mean(-1)
+        expected_w = [
+            metrics.scalarized_best_at_k(rows, weights.numpy(), [k])[0]
+            for rows in pool.astype(np.float32)
+        ]
+        assert np.allclose(got_w.numpy(), expected_w, rtol=0, atol=1e-6), k
+
+
+def test_a_tiny_run_of_the_whole_file_finishes(monkeypatch, capsys):
+    tiny = dict(WARM_STEPS=4, RL_STEPS=2, PROMPTS=2, GROUP=2, WEIGHTINGS=4, EVAL_PROBLEMS=2)
+    tiny.update(POOL=6, HELDOUT_WEIGHTINGS=4, KS=(1, 6))
+    for name, value in tiny.items():
+        monkeypatch.setattr(one_file, name, value)
+    table = one_file.main()
+    assert list(table) == ["warm start", "GRPO", "VPO"]
+    assert all(len(row) == 4 and all(0 <= x <= 1 for x in row) for row in table.values())
+    out = capsys.readouterr().out
+    assert "grpo step   2/2" in out and "vpo step   2/2" in out and "w-best@6" in out
