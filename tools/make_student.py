@@ -33,6 +33,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #   pytest <tests> -k "<k>"
 # which selects exactly the tests that fail when only this exercise is blanked.
 EXERCISES = {
+    "one_file": dict(
+        blank=["grpo_vs_vpo.py:advantages[if algo == 'vpo']"],
+        tests=["tests/test_grpo_vs_vpo.py"],
+        k="advantages or tiny_run",
+    ),
     "grpo": dict(
         blank=["grpo.py:grpo_advantages"],
         tests=["tests/test_grpo.py", "tests/test_vpo.py"],
@@ -56,7 +61,7 @@ EXERCISES = {
     ),
     "at_k": dict(
         blank=["metrics.py:pass_at_k", "metrics.py:max_at_k"],
-        tests=["tests/test_metrics.py", "tests/test_search.py"],
+        tests=["tests/test_metrics.py", "tests/test_search.py", "tests/test_grpo_vs_vpo.py"],
         k="(pass_at_k or max_at_k or best_at_k or pool_metrics) and not mismatched_weights",
     ),
     "pool": dict(
