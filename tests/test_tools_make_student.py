@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -256,8 +257,9 @@ def runs(tmp_path_factory):
         for spec in ex["blank"]
         if "[" not in spec
     ]
+    sources = [p for p in tracked_files() if p.endswith(".py")]  # the same in every tree
     with open(tmp / "jobs.json", "w") as f:
-        json.dump({"runs": jobs, "probes": probes}, f)
+        json.dump({"runs": jobs, "probes": probes, "sources": sources}, f)
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OMP_WAIT_POLICY": "PASSIVE"}
     proc = subprocess.run(
         [sys.executable, os.path.abspath(__file__), str(tmp / "jobs.json"), str(tmp / "out.json")],
@@ -327,6 +329,40 @@ class Recorder:
             self.passed.append(report.nodeid)
 
 
+def tree_modules(tree, modules, sources):
+    """The names among `modules` ({name: module}) loaded from the tree's own source files,
+    `sources` (paths relative to a tree; every tree holds the same). A package installed under the
+    tree, as in a virtual environment inside the clone, is not the tree's: torch's modules, dropped
+    and imported again, fail ("Only a single TORCH_LIBRARY can be used to register ...")."""
+    own = {os.path.realpath(os.path.join(tree, rel)) for rel in sources}
+    return sorted(
+        name
+        for name, module in modules.items()
+        if os.path.realpath(getattr(module, "__file__", None) or "") in own
+    )
+
+
+def test_the_runner_drops_the_trees_modules_and_keeps_a_venv_inside_it(tmp_path):
+    """A virtual environment inside the clone (`python -m venv .venv`, as many make one) puts
+    torch's files under the tree; the runner drops only the tree's own modules between trees."""
+    site = tmp_path / ".venv" / "lib" / "python3" / "site-packages"
+    files = {
+        "grpo": tmp_path / "grpo.py",
+        "test_grpo": tmp_path / "tests" / "test_grpo.py",
+        "torch._inductor_test": site / "torch" / "_inductor_test.py",
+        "numpy": site / "numpy" / "__init__.py",
+    }
+    modules = {}
+    for name, path in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+        modules[name] = types.ModuleType(name)
+        modules[name].__file__ = str(path)
+    modules["builtin"] = types.ModuleType("builtin")  # no file at all
+    sources = ["grpo.py", "tests/test_grpo.py", "vpo.py"]
+    assert tree_modules(str(tmp_path), modules, sources) == ["grpo", "test_grpo"]
+
+
 def _call_with_nones(module, target):
     """Call module.target with None for every required argument -> "returned" or the exception's
     name (anything but NotImplementedError is reported as a failure)."""
@@ -361,21 +397,18 @@ def _run_all(jobs_path, out_path):
     settings.load_profile("student-kit")
 
     tree, before, path = None, set(sys.modules), list(sys.path)
+    with open(jobs_path) as f:
+        jobs = json.load(f)
 
     def enter(cwd):
         nonlocal tree
         if cwd != tree and tree is not None:
-            prefix = os.path.realpath(tree) + os.sep
-            for name in set(sys.modules) - before:
-                if os.path.realpath(getattr(sys.modules[name], "__file__", None) or "").startswith(
-                    prefix
-                ):
-                    del sys.modules[name]
+            loaded = {name: sys.modules[name] for name in set(sys.modules) - before}
+            for name in tree_modules(tree, loaded, jobs["sources"]):
+                del sys.modules[name]
             sys.path[:] = path
         tree = cwd
 
-    with open(jobs_path) as f:
-        jobs = json.load(f)
     home, out = os.getcwd(), {"runs": {}, "probes": {}}
     for label, job in jobs["runs"].items():
         enter(job["cwd"])
