@@ -16,7 +16,7 @@ import yaml
 
 from codetask import CodeTask
 from maze import MazeTask
-from model import PRESETS
+from model import PRESETS, SequenceTooLong, Tokenizer
 from rewards import PersonaTask
 
 # ---- Tasks by their config name: every task the project ships. A new task: write its class
@@ -41,7 +41,13 @@ def make_task(name, **options):
 
 
 class ConfigError(ValueError):
-    pass
+    """A setting, or a file a setting names (a checkpoint), that cannot be used."""
+
+
+# What a command reports in one line (exit 2) instead of a traceback: a bad setting, a missing file,
+# a run whose numbers went non-finite (its checkpoints stay), a sequence longer than block_size. Any
+# other exception is a bug in the code, and its traceback shows where it is.
+ONE_LINE_ERRORS = (ConfigError, FileNotFoundError, FloatingPointError, SequenceTooLong)
 
 
 # How a finished run is measured (evaluate.py, evolve.py, the lab): part of train.DEFAULTS, never
@@ -303,3 +309,7 @@ def validate_choices(cfg, algos, samplers):
         make_task(cfg["task"], **cfg["task_options"])
     except (TypeError, ValueError) as e:
         raise ConfigError(f"task_options for task '{cfg['task']}': {e}") from None
+    try:
+        Tokenizer(cfg["tokenizer"])  # a tiktoken encoding needs a download
+    except RuntimeError as e:
+        raise ConfigError(str(e)) from None

@@ -13,7 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from model import completion_dict, entropy_of, positions_of, token_logprobs
+from model import SequenceTooLong, completion_dict, entropy_of, positions_of, token_logprobs
 
 
 class KVCache:
@@ -63,7 +63,7 @@ def prefill(model, prompt, prompt_mask, num_samples, max_new_tokens, cache_type)
     cfg = model.cfg
     device = prompt.device
     if Tp + max_new_tokens > cfg.block_size:
-        raise ValueError(
+        raise SequenceTooLong(
             f"prompt ({Tp}) + max_new_tokens ({max_new_tokens}) exceeds block_size={cfg.block_size}"
         )
     dtype = next(model.parameters()).dtype

@@ -18,7 +18,7 @@ import random
 import numpy as np
 import torch
 
-from config import EVALUATION
+from config import EVALUATION, ConfigError
 from metrics import (
     best_at_k_curve,
     pareto_fraction,
@@ -70,7 +70,7 @@ def sample_pools(policy, task, problems, n, seed, as_written=True):
     policy gets a weighting of its own in every prompt."""
     m = policy.answers_per_rollout
     if n % m:
-        raise ValueError(f"pool size n={n} must be a multiple of m={m}")
+        raise ConfigError(f"pool size n={n} must be a multiple of m={m}")
     policy = policy.seeded(seed)
     goal_rng = np.random.default_rng(seed)
     rewards = []

@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from config import ConfigError
 from rollouts import sample_rollouts
 from tasks import ParentTask
 
@@ -34,7 +35,7 @@ def run_searches(policy, task, problems, settings, seed, children_per_call):
         raise TypeError(f"{type(task).__name__} shows no parents: nothing to search with")
     m = policy.answers_per_rollout
     if children_per_call not in (1, m):
-        raise ValueError(
+        raise ConfigError(
             f"children_per_call must be 1 or the policy's m={m}, got {children_per_call}"
         )
     policy = dataclasses.replace(policy, answers_per_rollout=children_per_call)
@@ -70,13 +71,13 @@ def search_problems(task, split, n, min_plausible, seed, max_draws=100_000):
     """The first n problems of `split` (from `seed`) with at least `min_plausible` plausible
     programs."""
     if not isinstance(task, ParentTask):
-        raise ValueError(f"{type(task).__name__} shows no parents: only the code task is searched")
+        raise ConfigError(f"{type(task).__name__} shows no parents: only the code task is searched")
     rng = random.Random(seed)
     found = []
     drawn = 0
     while len(found) < n:
         if drawn >= max_draws:
-            raise ValueError(
+            raise ConfigError(
                 f"only {len(found)} of {max_draws} {split} problems leave >= {min_plausible} "
                 f"plausible programs (wanted {n}); lower evo_min_plausible or use a larger code "
                 "family"
@@ -95,7 +96,7 @@ def evolve_many(policy, task, problems, settings, seed):
     num_islands = settings["evo_islands"]
     every = settings["evo_migrate_every"]
     if min(budget, num_islands, every) < 1:
-        raise ValueError("evo_budget, evo_islands and evo_migrate_every must be >= 1")
+        raise ConfigError("evo_budget, evo_islands and evo_migrate_every must be >= 1")
     rng = random.Random(seed)
     policy = policy.seeded(seed)
     islands = [[Island(settings["evo_capacity"]) for _ in range(num_islands)] for _ in problems]

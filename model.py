@@ -61,9 +61,10 @@ class Tokenizer:
             try:
                 named = tiktoken.get_encoding(name)
             except Exception as e:  # offline: tiktoken tries to download the merge file
+                first = (str(e).strip().splitlines() or [""])[0]  # tiktoken's run over lines
                 raise RuntimeError(
-                    f"tokenizer '{name}' is unavailable ({type(e).__name__}: {e}); "
-                    f"use tokenizer=bytes or numbers, which need no download"
+                    f"tokenizer '{name}' is unavailable ({type(e).__name__}: {first}); "
+                    f"use tokenizer=bytes, numbers or maze, which need no download"
                 ) from None
             ranks, pattern, base = named._mergeable_ranks, named._pat_str, named.n_vocab
         specials = {tok: base + i for i, tok in enumerate(SPECIAL_TOKENS)}
@@ -100,6 +101,11 @@ class Tokenizer:
 
 
 # ---- The transformer -----------------------------------------------------------------------------
+
+
+class SequenceTooLong(ValueError):
+    """A prompt and its completion longer than the model's block_size: a setting too small for the
+    task's prompts, which the commands report in one line as they report a bad setting."""
 
 
 class CausalSelfAttention(nn.Module):
@@ -228,7 +234,7 @@ class GPT(nn.Module):
         """forward() without the lm_head (B, T, C). With a cache (engine.py) idx holds only the new
         tokens; check=False skips the length check, which a CUDA graph cannot wait for."""
         if check and positions.max() >= self.cfg.block_size:
-            raise ValueError(
+            raise SequenceTooLong(
                 f"sequence of {int(positions.max()) + 1} tokens exceeds "
                 f"block_size={self.cfg.block_size}"
             )

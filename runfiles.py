@@ -124,8 +124,8 @@ def atomic_save(obj, path):
 
 
 def load_checkpoint(path):
-    """A checkpoint of this trainer -> its dict on the CPU; FileNotFoundError or a one-line
-    RuntimeError."""
+    """A checkpoint of this trainer -> its dict on the CPU; FileNotFoundError, or a ConfigError
+    that says what is wrong with the file."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"checkpoint not found: {path}")
     try:
@@ -134,16 +134,16 @@ def load_checkpoint(path):
         # what it tried to call
         unsafe = [line for line in str(e).splitlines() if "global" in line.lower()]
         if unsafe:
-            raise RuntimeError(
+            raise ConfigError(
                 f"checkpoint {path} holds more than weights and settings, nothing of it was run "
                 f"({unsafe[0].strip()[:120]})"
             ) from None
         first = (str(e).strip().splitlines() or [""])[0]
-        raise RuntimeError(
+        raise ConfigError(
             f"checkpoint {path} is unreadable or corrupt ({type(e).__name__}: {first})"
         ) from None
     if not isinstance(ckpt, dict) or not {"model", "model_config", "config"} <= ckpt.keys():
-        raise RuntimeError(
+        raise ConfigError(
             f"checkpoint {path} is not a checkpoint of this trainer (missing model/config)"
         )
     return ckpt
@@ -227,7 +227,7 @@ def resume_point(cfg, out_dir, source):
             "step",
         } - resume.keys()
         if missing:
-            raise RuntimeError(
+            raise ConfigError(
                 f"checkpoint {ckpt_path} cannot be resumed: it lacks {sorted(missing)}"
             )
         saved = resume["config"]

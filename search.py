@@ -13,7 +13,7 @@ import json
 import random
 import sys
 
-from config import EVALUATION, make_task, resolve_evaluation, settings_parser
+from config import EVALUATION, ONE_LINE_ERRORS, make_task, resolve_evaluation, settings_parser
 from evaluate import evaluate_policy, load_policy
 from evolve import run_searches, search_problems
 from figures import print_pools
@@ -43,7 +43,7 @@ def main(argv=None):
         args.problems = args.problems or settings["pool_problems"]
         args.children_per_call = args.children_per_call or settings["evo_children_per_call"]
         rows, searches = evaluate_all(args, settings)
-    except (ValueError, FileNotFoundError, RuntimeError) as e:  # a bad setting or checkpoint
+    except ONE_LINE_ERRORS as e:  # a bad setting or checkpoint, a missing file; a bug raises
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     print_pools(rows, args.problems, args.seed, split=args.split)

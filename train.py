@@ -41,7 +41,7 @@ import engine
 import grpo
 import runfiles
 import vpo
-from config import EVALUATION, ConfigError, make_task
+from config import EVALUATION, ONE_LINE_ERRORS, make_task
 from evaluate import heldout_look
 from figures import report_run
 from model import Tokenizer
@@ -521,8 +521,8 @@ def main(argv=None):
             file=sys.stderr,
         )
         sys.exit(130)
-    except (ConfigError, FileNotFoundError, RuntimeError, FloatingPointError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)  # ValueError: e.g. a prompt longer than block_size
+    except ONE_LINE_ERRORS as e:  # a bad setting, a missing file, a diverged run; a bug raises
+        print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
 
 

@@ -17,6 +17,7 @@ import torch
 
 import engine
 import runfiles
+from config import ConfigError
 from model import autocast, build_model, pad_left, pad_right
 from rollouts import max_completion_tokens, rollout_prompt, rollout_text
 from tasks import ParentTask
@@ -233,7 +234,7 @@ def warm_start(cfg, task, tok, device, log):
     model = build_model(cfg["model"], cfg["block_size"], tok.vocab_size, device=device)
     if saved is not None:
         if saved["model_config"] != vars(model.cfg):
-            raise ValueError(
+            raise ConfigError(
                 f"{path} holds a model of {saved['model_config']}, the settings ask for "
                 f"{vars(model.cfg)} (model, block_size, tokenizer must be the checkpoint's)"
             )

@@ -46,7 +46,14 @@ import torch
 
 import evolve
 import train
-from config import ConfigError, make_task, parse_value, pick_device, settings_parser
+from config import (
+    ONE_LINE_ERRORS,
+    ConfigError,
+    make_task,
+    parse_value,
+    pick_device,
+    settings_parser,
+)
 from lab import report, tables
 from lab.report import (
     read_record,
@@ -742,7 +749,7 @@ def main(argv=None):
         )
     except KeyboardInterrupt:
         sys.exit(130)
-    except (ConfigError, FileNotFoundError, RuntimeError, FloatingPointError, ValueError) as e:
+    except ONE_LINE_ERRORS as e:  # a bad setting, a missing file, a diverged run; a bug raises
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
 

@@ -214,7 +214,8 @@ def test_scale_rewards_none_is_honored(algo):
 @pytest.mark.parametrize("algo", sorted(REFUSED))
 @pytest.mark.parametrize("scale", ["none", "batch"])
 def test_scale_rewards_is_refused_where_no_group_std_is_divided(algo, scale):
-    from train import ConfigError, resolve_config
+    from config import ConfigError
+    from train import resolve_config
 
     resolve_config(overrides=[f"algo={algo}"])
     with pytest.raises(ConfigError) as err:
@@ -285,8 +286,8 @@ def test_max_at_k_batch_std_is_grpos_at_k_1_and_every_attempts_std():
 def test_reward_weights_set_the_fixed_scalarization_and_are_checked():
     import numpy as np
 
-    from config import make_task
-    from train import ConfigError, resolve_config
+    from config import ConfigError, make_task
+    from train import resolve_config
 
     r = torch.tensor([[1.0, 0.0, 0.5, 0.5]])
     assert make_task("persona").scalarize(r).item() == pytest.approx(0.5)  # the mean by default

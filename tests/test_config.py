@@ -14,8 +14,8 @@ import config
 import runfiles
 import train as trainer
 import vpo
-from config import make_task
-from train import ADVANTAGES, DEFAULTS, ConfigError, resolve_config, train
+from config import ConfigError, make_task
+from train import ADVANTAGES, DEFAULTS, resolve_config, train
 
 
 def test_defaults_are_valid():

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 import train
+from config import ConfigError
 from lab import experiment, stored
 from lab.stored import run_status
 
@@ -102,7 +103,7 @@ def test_a_result_neutral_setting_that_differs_from_the_boards_passes():
             record["pools"]["key"]["run"].update(cuda_graph=False, threads=4)
     stored.check_against(board, BOARD, _configs(), QUICK, _own())  # no error
     # and a setting that does change results is still refused
-    with pytest.raises(train.ConfigError, match="'lr'"):
+    with pytest.raises(ConfigError, match="'lr'"):
         stored.check_against(board, BOARD, _configs(lr=0.123), QUICK, _own())
 
 
@@ -117,7 +118,7 @@ def test_a_result_neutral_setting_that_differs_from_the_boards_passes():
 )
 def test_a_setting_that_differs_from_the_boards_is_refused_by_name(overrides, settings, named):
     board = stored.load_board(BOARD, ["persona", "code"], [0])
-    with pytest.raises(train.ConfigError, match=named):
+    with pytest.raises(ConfigError, match=named):
         stored.check_against(board, BOARD, _configs(**overrides), {**QUICK, **settings}, _own())
 
 
@@ -127,16 +128,16 @@ def test_a_methods_own_keys_may_differ():
     own = {"dr_grpo": {"scale_rewards", "loss_norm"}, "grpo": set()}
     cfg = experiment.run_config("persona", "dr_grpo", 0, "out", True)
     stored.check_against(board, BOARD, {("persona", "dr_grpo", 0): cfg}, QUICK, own)
-    with pytest.raises(train.ConfigError, match="'loss_norm'"):
+    with pytest.raises(ConfigError, match="'loss_norm'"):
         stored.check_against(
             board, BOARD, {("persona", "dr_grpo", 0): cfg}, QUICK, {"dr_grpo": set(), "grpo": set()}
         )
 
 
 def test_a_seed_or_task_the_board_lacks_is_refused():
-    with pytest.raises(train.ConfigError, match="no GRPO result for persona seed 1"):
+    with pytest.raises(ConfigError, match="no GRPO result for persona seed 1"):
         stored.load_board(BOARD, ["persona"], [1])
-    with pytest.raises(train.ConfigError, match="persona_collinear seed 0"):
+    with pytest.raises(ConfigError, match="persona_collinear seed 0"):
         stored.load_board(BOARD, ["persona_collinear"], [0])
 
 
@@ -184,8 +185,8 @@ def test_the_row_fingerprints_follow_the_imports():
 
 def test_a_missing_board_folder_is_one_line_with_the_closest_board():
     typo = os.path.join(ROOT, "tests", "fixtures", "bord")
-    with pytest.raises(train.ConfigError, match=f"no such folder; did you mean {BOARD}") as e:
+    with pytest.raises(ConfigError, match=f"no such folder; did you mean {BOARD}") as e:
         stored.load_board(typo, ["persona"], [0])
     assert "\n" not in str(e.value)
-    with pytest.raises(train.ConfigError, match="is no board"):
+    with pytest.raises(ConfigError, match="is no board"):
         stored.load_board(os.path.join(ROOT, "tests"), ["persona"], [0])

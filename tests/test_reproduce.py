@@ -29,8 +29,9 @@ import pytest
 from tiny_runs import Killed, cli, config, popen, read, same_weights, sigkill_when, weights
 
 import runfiles
+from config import ConfigError
 from runfiles import load_checkpoint
-from train import ConfigError, train
+from train import train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "configs", "tiny.yaml")

@@ -19,9 +19,9 @@ import grpo
 import runfiles
 import train as trainer
 import vpo
-from config import make_task
+from config import ConfigError, make_task
 from runfiles import load_checkpoint, model_from_checkpoint
-from train import ConfigError, train
+from train import train
 
 
 def _step(weights, set_algo=True):
@@ -87,7 +87,7 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
         model_from_checkpoint(str(tmp_path / "nope.pt"))
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"not a checkpoint")
-    with pytest.raises(RuntimeError, match="unreadable or corrupt"):
+    with pytest.raises(ConfigError, match="unreadable or corrupt"):
         model_from_checkpoint(str(bad))
 
 
@@ -113,7 +113,7 @@ def test_a_checkpoint_that_would_run_code_is_refused_and_runs_nothing(tmp_path):
         },
         path,
     )
-    with pytest.raises(RuntimeError) as err:
+    with pytest.raises(ConfigError) as err:
         model_from_checkpoint(str(path))
     assert "nothing of it was run" in str(err.value) and "system" in str(err.value)
     assert len(str(err.value).splitlines()) == 1

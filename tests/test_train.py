@@ -18,7 +18,7 @@ import engine
 import rollouts
 import train as trainer
 import vpo
-from config import make_task
+from config import ConfigError, make_task
 from model import Tokenizer, build_model
 from policy import Policy
 from runfiles import model_from_checkpoint
@@ -525,3 +525,38 @@ def test_rl_step_keeps_weights_finite(monkeypatch, task_name, mode):
                 metrics,
             )
             assert same_weights(model.state_dict(), before), algo
+
+
+def main_args(tmp_path, *overrides):
+    """train.py's command line for a tiny run in tmp_path."""
+    run = [f"out_dir={tmp_path}/run", f"warmstart_dir={tmp_path}/ws", "quiet=true"]
+    return ["--config", TINY, "--set", *run, *overrides]
+
+
+def test_a_bug_in_the_code_shows_its_traceback(tmp_path, monkeypatch, capsys):
+    """A shape bug in a student's own vpo.py is no bad setting: train.py's main lets it raise, so
+    its traceback shows where it is, instead of one line that names no place."""
+
+    def set_scores_with_a_shape_bug(rewards, weights):
+        return rewards.sum(-1) * weights.sum(-1)  # (P, G, m) * (P, N): the sizes do not match
+
+    monkeypatch.setattr(vpo, "set_scores", set_scores_with_a_shape_bug)
+    with pytest.raises(RuntimeError, match="The size of tensor a"):
+        trainer.main(main_args(tmp_path, "algo=vpo"))
+    assert "error:" not in capsys.readouterr().err
+
+
+def test_a_bad_setting_keeps_its_one_line(tmp_path, capsys):
+    """A block_size too short for the task's prompts, or a tokenizer that needs a download, is a
+    setting: one line and exit 2, as every other bad setting."""
+    for overrides, said in [
+        (["block_size=16"], "exceeds block_size=16"),
+        (["tokenizer=no_such_encoding"], "tokenizer 'no_such_encoding' is unavailable"),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            trainer.main(main_args(tmp_path, *overrides))
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and len(err.splitlines()) == 1, err
+        assert err.startswith("error: ") and said in err, err
+    with pytest.raises(ConfigError, match="no_such_encoding"):
+        resolve_config(overrides=["tokenizer=no_such_encoding"])

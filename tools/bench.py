@@ -314,7 +314,7 @@ def bench_config(args):
         saved = load_checkpoint(args.checkpoint)["config"] if args.checkpoint else None
         base = {k: saved.get(k, v) for k, v in train.DEFAULTS.items()} if saved else None
         return train.resolve_config(args.config, overrides, base=base), device
-    except (train.ConfigError, FileNotFoundError, RuntimeError) as e:
+    except config.ONE_LINE_ERRORS as e:
         hint = (
             f" (this torch is {torch.__version__}; run with --device cpu)"
             if "CUDA is not available" in str(e)
