@@ -173,6 +173,16 @@ class CodeTask(ParentTask):
         key = lang.canonical(answer)  # the same program spaced differently is a duplicate
         return key if key is not None else answer
 
+    def outcome(self, problem, answer):
+        """The program's output at every input of the domain ("x" where it fails): two programs
+        that compute one function are one outcome, whatever their text."""
+        outputs = domain_outputs(answer, self.domain) if isinstance(answer, str) else ()
+        return ",".join("x" if o is None else str(o) for o in outputs)
+
+    def solved(self, problem, reward):
+        """Every hidden test passes."""
+        return bool(np.all(np.asarray(reward) == 1.0))
+
     # ---- demonstrations: what the warm start imitates
     # ---------------------------------------------
 

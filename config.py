@@ -248,7 +248,8 @@ def validate(cfg, algos, samplers):
         need(cfg[key] > 0, f"{key} must be > 0, got {cfg[key]}")
     non_negative = ("steps", "sft_steps", "eval_every", "ckpt_every", "kl_coef", "weight_decay")
     non_negative += ("threads", "peak_tflops", "temperature", "clip_high", "entropy_coef")
-    non_negative += ("format_coef", "dynamic_sampling", "parent_replay")
+    non_negative += ("format_coef", "dynamic_sampling", "parent_replay", "train_problems")
+    non_negative += ("explore_coef",)
     for key in non_negative:
         need(cfg[key] >= 0, f"{key} must be >= 0, got {cfg[key]}")
     at_least_one = ("prompts_per_step", "sft_batch", "num_weights", "epochs_per_batch")
@@ -293,6 +294,18 @@ def validate_choices(cfg, algos, samplers):
     )
     sobol = cfg["weight_sampler"] == "sobol"
     need(not sobol or cfg["alpha"] == 1.0, "weight_sampler=sobol needs alpha=1")
+    explores = algos[cfg["algo"]].explores
+    need(
+        explores != "historical" or cfg["train_problems"] > 0,
+        f"algo {cfg['algo']} needs a finite training set (--set train_problems=N): its bonus "
+        "counts how often each outcome was sampled on a problem, and fresh problems are never seen "
+        "twice",
+    )
+    need(
+        not explores or not cfg["dynamic_sampling"],
+        f"dynamic_sampling does not go with {cfg['algo']}: its advantage reads outcomes the "
+        "resampling does not count",
+    )
     why = NO_GROUP_STD.get(cfg["algo"])
     std = cfg["scale_rewards"]
     need(std == "group" or not why, f"scale_rewards={std} does not apply to {cfg['algo']}: {why}")

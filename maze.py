@@ -225,6 +225,13 @@ def pareto_front(problem):
     return v[~np.array(dominated, dtype=bool)]
 
 
+@functools.lru_cache(maxsize=4096)
+def optimum_scalar(problem, weights=None):
+    """The best fixed scalarization any route reaches (the mean, or the weighted sum `weights`)."""
+    front = pareto_front(problem).astype(np.float64)
+    return float(weighted_sum(front, list(weights) if weights else None).max())
+
+
 def _leg(maze, cell, target, rng, blocked):
     """The letters of a shortest path cell -> target, ties broken at random; None if none."""
     dist = distances(maze.rows, target, blocked=set(blocked) - {cell})
@@ -496,6 +503,21 @@ class MazeTask(Task):
         return (
             "".join(x for x in answer if x in MOVES)[:MAX_BUDGET] if isinstance(answer, str) else ""
         )
+
+    def outcome(self, problem, answer):
+        """What the reward is computed from: whether the route arrived and which item tiles (gold,
+        diamond, lava, bonus) it entered, e.g. "arrived G13 D71 B44". Two routes through different
+        corridors that collect the same tiles are one outcome."""
+        maze = maze_of(problem)
+        path, reached = walk(maze, answer)
+        tiles = sorted((r, c) for r, c in set(path) if maze.rows[r][c] in "GDLB")
+        names = [f"{maze.rows[r][c]}{r}{c}" for r, c in tiles]
+        return " ".join(["arrived" if reached else "stopped", *names])
+
+    def solved(self, problem, reward):
+        """The route reaches the maze's exact optimum under the fixed scalarization."""
+        best = optimum_scalar(problem, self.reward_weights and tuple(self.reward_weights))
+        return float(self.scalarize(np.asarray(reward, dtype=np.float64))) >= best - 1e-6
 
     def demonstration(self, problem, m, rng, parents=None):
         """m routes, each from a family drawn independently (a set may repeat a family)."""

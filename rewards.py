@@ -88,6 +88,34 @@ class PersonaTask(Task):
     def answer_key(self, answer):
         return answer
 
+    def outcome(self, problem, answer):
+        """How many of each persona's favorite letter the word holds ("3,4,5,0"): all the reward
+        reads of it. Invalid words are one outcome."""
+        if not self.valid(problem, answer):
+            return "invalid"
+        return ",".join(str(answer.count(f)) for f in problem)
+
+    def solved(self, problem, reward):
+        """The word reaches the best fixed scalarization any word can (optimum_scalar)."""
+        best = self.optimum_scalar()
+        return float(self.scalarize(np.asarray(reward, dtype=np.float64))) >= best - 1e-6
+
+    def optimum_scalar(self):
+        """The best fixed scalarization of any word, the same for every problem. A longer word never
+        scores less, so the best uses all L letters; then persona d's score depends on its own count
+        alone, concavely, and giving each letter in turn to the persona it raises most is exact."""
+        weights = self.reward_weights or [1.0 / self.dim] * self.dim
+
+        def score(count):  # persona d's score with `count` of its letters, the rest others'
+            share = (count + self.overlap * (self.answer_len - count)) / self.answer_len
+            return np.sqrt(min(1.0, share))
+
+        counts = [0] * self.dim
+        for _ in range(self.answer_len):
+            gains = [w * (score(c + 1) - score(c)) for w, c in zip(weights, counts)]
+            counts[int(np.argmax(gains))] += 1
+        return float(sum(w * score(c) for w, c in zip(weights, counts)))
+
     def demonstration(self, problem, m, rng, parents=None):
         """m words for the warm start: each letter a favorite, or with probability `noise` one
         nobody likes."""

@@ -371,6 +371,9 @@ def run_state(run, step):
         "rng": run.rng.getstate(),
         "generator": run.policy.generator.get_state(),
         "torch_rng": torch.get_rng_state(),
+        # a finite training set's place in its epoch, and the outcomes counted so far
+        **({"train_set": run.train_set.state_dict()} if run.train_set else {}),
+        **({"history": run.history.state_dict()} if run.history else {}),
     }
 
 
@@ -384,5 +387,8 @@ def restore(run, files):
     run.rng.setstate(state["rng"])
     run.policy.generator.set_state(state["generator"])
     torch.set_rng_state(state["torch_rng"])
+    if run.train_set:
+        run.train_set.load_state_dict(state["train_set"])
+        run.history.load_state_dict(state["history"])
     files.log(f"resumed from step {state['step']}")
     return files.start_steps(state["step"] + 1)

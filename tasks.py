@@ -47,6 +47,14 @@ class Task(Protocol):
     def demonstration(self, problem, m: int, rng: random.Random, parents=None) -> list:
         """m answers for the warm start to imitate: diverse, imperfect."""
 
+    def outcome(self, problem, answer: str) -> str:
+        """What the verifier sees of an answer, coarser than its text: two answers with one outcome
+        earn the same reward for the same reason (outcome-based exploration counts these)."""
+
+    def solved(self, problem, reward) -> bool:
+        """Whether a reward vector (D,) reaches the problem's best: every hidden test passed, or
+        the task's exact optimum under its fixed scalarization."""
+
 
 @runtime_checkable
 class ParentTask(Task, Protocol):
@@ -65,6 +73,35 @@ class ParentTask(Task, Protocol):
 
     def child_program(self, answer: str, parents) -> str:
         """An answer written from parents -> the program it stands for (an edit names a parent)."""
+
+
+class TrainingSet:
+    """A finite training set: `size` problems drawn once, visited in epochs, each epoch in a fresh
+    random order, so every problem is seen once an epoch (train.py's `train_problems`)."""
+
+    def __init__(self, task, size, rng: random.Random):
+        self.problems = task.problems("train", size, rng)
+        self.rng = rng
+        self.order = []  # the positions of this epoch's problems still to come, last first
+        self.epoch = 0
+
+    def next(self, n):
+        """The next n problems; a new epoch starts, in a new order, when this one runs out."""
+        out = []
+        while len(out) < n:
+            if not self.order:
+                self.order = list(range(len(self.problems)))
+                self.rng.shuffle(self.order)
+                self.epoch += 1
+            out.append(self.problems[self.order.pop()])
+        return out
+
+    def state_dict(self):
+        return {"order": list(self.order), "epoch": self.epoch}
+
+    def load_state_dict(self, state):
+        self.order = list(state["order"])
+        self.epoch = state["epoch"]
 
 
 def held_out(key: str, fraction: float) -> bool:

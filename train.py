@@ -38,6 +38,7 @@ import baselines
 import config
 import distributed
 import engine
+import exploration
 import grpo
 import runfiles
 import vpo
@@ -47,7 +48,7 @@ from figures import report_run
 from model import Tokenizer
 from policy import Policy
 from rollouts import max_completion_tokens, sample_rollouts
-from tasks import ParentTask
+from tasks import ParentTask, TrainingSet
 from warmstart import padded_demos, replay_loss, warm_start, warmstart_path
 
 # ---- Settings: every run's, unless its configs/<task>.yaml or --set key=value changes one (never
@@ -85,6 +86,11 @@ DEFAULTS = dict(
     mutation_share=0.0,  # code task: share of prompt groups that show parent programs to mutate
     parent_replay=0.0,  # code task: weight of the warm start's loss on parent prompts (PPO-ptx)
     max_k=4,  # k of the max_at_k baseline (best of k samples)
+    # outcome-based exploration (exploration.py) and the finite training set it needs
+    train_problems=0,  # N > 0: N problems drawn once, visited in epochs; 0: fresh ones every step
+    explore_coef=0.2,  # c: the weight of an exploration method's bonus (the paper's 0.2)
+    ucb_baseline=0.5,  # b0 of ucb_con: the bonus minus b0 (the paper's 0.5; 1 on easy data)
+    explore_solved_groups=False,  # also a bonus where a group's answers all solve (docs/METHOD.md)
     # GRPO's own fixes against collapse (grpo.py), for every algorithm, off by default
     scale_rewards="group",  # the std advantages divide by: group | batch (TRL) | none (Dr. GRPO)
     loss_norm="tokens",  # tokens: the batch's token mean | constant: Dr. GRPO's (grpo.py)
@@ -168,9 +174,46 @@ def rloo_advantage(rewards, scalar, weights, cfg):
     return vpo.leave_one_out_advantages(scalar[:, :, 0])
 
 
+# Outcome-based exploration (exploration.py) also reads the batch's outcomes: the counts N(x, a) of
+# each rollout's outcome so far in training, and the outcomes themselves.
+
+
+def ucb_advantage(rewards, scalar, weights, cfg, outcomes):
+    """Historical exploration: GRPO plus c x min(1, sqrt(1 / N(x, a)))."""
+    bonus = exploration.ucb_bonuses(outcomes.counts)
+    return exploration_advantage(scalar, bonus, cfg, outcomes)
+
+
+def ucb_mean_advantage(rewards, scalar, weights, cfg, outcomes):
+    """UCB-Mean: the bonus against the group's other rollouts' mean bonus."""
+    bonus = exploration.ucb_mean_bonuses(outcomes.counts)
+    return exploration_advantage(scalar, bonus, cfg, outcomes)
+
+
+def ucb_con_advantage(rewards, scalar, weights, cfg, outcomes):
+    """UCB-Con: the bonus minus a constant b0 (ucb_baseline); the paper's best overall."""
+    bonus = exploration.ucb_con_bonuses(outcomes.counts, cfg["ucb_baseline"])
+    return exploration_advantage(scalar, bonus, cfg, outcomes)
+
+
+def batch_explore_advantage(rewards, scalar, weights, cfg, outcomes):
+    """Batch exploration: GRPO minus c/G for every other rollout of the group with one's outcome."""
+    bonus = exploration.batch_bonuses(outcomes.first)
+    return exploration_advantage(scalar, bonus, cfg, outcomes)
+
+
+def exploration_advantage(scalar, bonus, cfg, outcomes):
+    solved = None if cfg["explore_solved_groups"] else outcomes.solved
+    return exploration.exploration_advantages(
+        scalar[:, :, 0], bonus, cfg["explore_coef"], std=cfg["scale_rewards"], solved=solved
+    )
+
+
 class Algorithm(NamedTuple):
     advantage: Callable  # (rewards, scalar, weights, cfg) -> (P, G)
     writes_sets: bool  # its rollouts hold m answers and its groups N weightings
+    # its advantage also takes the batch's outcomes (Outcomes); historical: it needs their history
+    explores: str = ""  # "" | "batch" | "historical"
 
 
 ADVANTAGES = {
@@ -186,6 +229,11 @@ ADVANTAGES = {
     "gdpo": Algorithm(gdpo_advantage, writes_sets=False),
     "maxrl": Algorithm(maxrl_advantage, writes_sets=False),
     "rloo": Algorithm(rloo_advantage, writes_sets=False),
+    # outcome-based exploration (exploration.py); historical ones need train_problems > 0
+    "ucb": Algorithm(ucb_advantage, writes_sets=False, explores="historical"),
+    "ucb_mean": Algorithm(ucb_mean_advantage, writes_sets=False, explores="historical"),
+    "ucb_con": Algorithm(ucb_con_advantage, writes_sets=False, explores="historical"),
+    "batch_explore": Algorithm(batch_explore_advantage, writes_sets=False, explores="batch"),
 }
 SET_ALGOS = {name for name, algorithm in ADVANTAGES.items() if algorithm.writes_sets}
 
@@ -217,19 +265,25 @@ class Run:
     rng: random.Random = None  # which problems
     rank: int = 0
     world: int = 1
+    train_set: TrainingSet = None  # the finite training set (train_problems > 0), else None
+    history: exploration.OutcomeHistory = None  # its outcomes so far, per problem
 
 
 def rl_step(run):
     """One step: sample rollouts -> reward vectors -> advantages -> clipped loss -> update ->
     (metrics, batch)."""
     cfg = run.cfg
-    advantage = ADVANTAGES[cfg["algo"]].advantage
+    algorithm = ADVANTAGES[cfg["algo"]]
+    advantage = algorithm.advantage
     t0 = time.time()
     batch, weights, sampling = sample_groups(run, advantage)
     t_sample = time.time() - t0
     rewards = batch["rewards"]  # (P, G, m, D)
     scalar = run.task.scalarize(rewards)  # (P, G, m): the fixed scalarization of every answer
-    adv = advantage(rewards, scalar, weights, cfg)  # (P, G), on the groups kept (gdpo's batch std)
+    outcomes = record_outcomes(run, batch)  # None unless a finite set or an exploring method
+    # only the exploration methods read the outcomes
+    extra = {"outcomes": outcomes} if algorithm.explores else {}
+    adv = advantage(rewards, scalar, weights, cfg, **extra)  # (P, G), on the groups kept
     # fixed-weight terms are sized to this method's advantages: a coefficient means the same in all
     rms = grpo.advantage_rms(adv) if cfg["format_coef"] or cfg["entropy_coef"] else 1.0
     if cfg["format_coef"]:
@@ -242,6 +296,8 @@ def rl_step(run):
         "grad_norm": grad_norm,
         **step_metrics(run, batch, rewards, scalar=scalar, weights=weights, adv=adv),
         **sampling,
+        **(run.history.summary() if run.history else {}),
+        **({"epoch": run.train_set.epoch} if run.train_set else {}),
         "adv_scale": rms,
         "tokens": batch["num_tokens"],
         "sample_s": t_sample,
@@ -256,7 +312,8 @@ def sample_round(run):
     cfg = run.cfg
     task = run.task
     P = cfg["prompts_per_step"]
-    problems = task.problems("train", P, run.rng)
+    # a finite training set hands out its next problems; else P fresh ones are drawn
+    problems = run.train_set.next(P) if run.train_set else task.problems("train", P, run.rng)
     # the last groups show parent programs to mutate, as the evolutionary search will (code task)
     mutating = round(cfg["mutation_share"] * P) if isinstance(task, ParentTask) else 0
     shown = [task.scored(q, task.demo_parents(q, run.rng)) for q in problems[P - mutating :]]
@@ -315,6 +372,31 @@ def sample_groups(run, advantage):
     weights = torch.cat([w for _, w in rounds])[keep]
     metrics = {"sampling_rounds": len(rounds), "flat_groups_kept": sum(not spread[g] for g in keep)}
     return batch, weights, metrics
+
+
+class Outcomes(NamedTuple):
+    first: list  # P x G: each rollout's first answer's outcome (task.outcome)
+    solved: torch.Tensor  # (P, G): whether that answer reached the problem's best (task.solved)
+    counts: torch.Tensor  # (P, G): N(x, a) of those outcomes in earlier steps; None without history
+
+
+def record_outcomes(run, batch):
+    """Every answer's outcome, counted in run.history when the training set is finite -> Outcomes,
+    or None when neither a history nor the method asks for them."""
+    if run.history is None and not ADVANTAGES[run.cfg["algo"]].explores:
+        return None
+    task = run.task
+    outcomes = []  # P x G x m
+    solved = []  # P x G x m: whether each answer reached the problem's best
+    for problem, group, group_rewards in zip(batch["problems"], batch["answers"], batch["rewards"]):
+        outcomes.append([[task.outcome(problem, a) for a in rollout] for rollout in group])
+        solved.append([[task.solved(problem, r) for r in rollout] for rollout in group_rewards])
+    counts = None
+    if run.history is not None:
+        counts = run.history.record(batch["problems"], outcomes, solved)
+    first = [[rollout[0] for rollout in group] for group in outcomes]
+    first_solved = torch.tensor([[rollout[0] for rollout in group] for group in solved])
+    return Outcomes(first, first_solved, counts)
 
 
 def policy_update(run, batch, adv, entropy_coef=0.0):
@@ -443,6 +525,11 @@ def make_run(cfg, task, policy, rank=0, world=1):
     if cfg["kl_coef"] > 0:
         ref_model = copy.deepcopy(model).eval().requires_grad_(False)
     rng = random.Random(cfg["seed"])
+    train_set = None  # fresh problems every step
+    history = None
+    if cfg["train_problems"]:
+        train_set = TrainingSet(task, cfg["train_problems"], rng)
+        history = exploration.OutcomeHistory(train_set.problems)
     return Run(
         cfg,
         task,
@@ -453,6 +540,8 @@ def make_run(cfg, task, policy, rank=0, world=1):
         rng=rng,
         rank=rank,
         world=world,
+        train_set=train_set,
+        history=history,
     )
 
 
@@ -461,6 +550,11 @@ def train(cfg):
     resuming, logs)."""
     t_begin = time.time()  # the closing line counts the warm start too
     device, rank, world = distributed.start_process(cfg)
+    if world > 1 and cfg["train_problems"]:
+        raise ConfigError(
+            "train_problems > 0 runs in one process: each rank would count only its own share of "
+            "the outcomes"
+        )
     files = runfiles.RunFiles(cfg, lead=rank == 0)
     task = make_task(cfg["task"], **cfg["task_options"])
     tok = Tokenizer(cfg["tokenizer"])

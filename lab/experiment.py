@@ -116,6 +116,12 @@ VARIANTS = {
 CODE_ONLY = {"grpo_mutation", "vpo_mutation"}
 ABLATIONS = ["multi_rlvr", "random_weights", "goal_conditioned", "vpo_loo", "max_at_k", "gdpo"]
 ABLATIONS += ["maxrl", "rloo", *VARIANTS]
+# outcome-based exploration (exploration.py): the paper's best historical method and batch
+# exploration; lab/exploration.py runs all four beside GRPO and VPO
+ABLATIONS += ["ucb_con", "batch_explore"]
+# A historical exploration method counts outcomes per problem, so on a task that draws fresh
+# problems every step it gets a finite training set visited this many times (its one difference).
+HISTORICAL_EPOCHS = 10
 
 
 def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
@@ -128,6 +134,10 @@ def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
     algo, variant = VARIANTS.get(name, (name, {}))
     if name == "grpo_x3":
         variant = {"prompts_per_step": base["prompts_per_step"] * base["answers_per_rollout"]}
+    historical = train.ADVANTAGES.get(algo) and train.ADVANTAGES[algo].explores == "historical"
+    if historical and not {**base, **(overrides or {})}["train_problems"]:
+        visits = base["steps"] * base["prompts_per_step"]
+        variant = {"train_problems": max(1, visits // HISTORICAL_EPOCHS)}
     spec = {
         **(overrides or {}),
         **variant,

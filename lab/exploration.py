@@ -1,0 +1,527 @@
+"""Does RL's narrowing spread to unsolved problems, and does outcome-based exploration or VPO stop
+it? The measurements of Song, Kempe and Munos ("Outcome-based Exploration for LLM Reasoning", arXiv
+2509.06941) on this project's code task and maze.
+
+    python lab/exploration.py                    # code and the maze, 6 methods, 3 seeds
+    python lab/exploration.py --quick            # a smoke test: tiny sizes, numbers meaningless
+    python lab/exploration.py --seeds 0          # one seed
+    python lab/exploration.py --report out/exploration   # tables and figure from stored files
+
+For each task and seed: one finite training set (SIZES: drawn once, visited for ten epochs), one
+starting point (the code task's warm start, the maze's committed base), and from it GRPO, the four
+outcome-based exploration methods (ucb, ucb_mean, ucb_con, batch_explore) and VPO, all with the
+same steps. lab/experiment.py trains them and measures them on held-out problems (pass@k, best@k,
+w-best@30, diversity, with paired intervals against GRPO and VPO). Then, per run:
+  a. RL as a sampling process (the paper's Figure 2): the run's own history (metrics.jsonl: the
+     share of training problems solved so far and the distinct outcomes per problem, all and on the
+     problems still unsolved, against answers drawn per problem), beside fresh samples of the
+     starting point on the same problems at the same counts.
+  b. The transfer (the paper's Table 2): distinct outcomes among 8 answers per training problem, on
+     the problems the run solved during training and on those it never solved, from the starting
+     point and from the final policy; token entropy on correct and on incorrect answers.
+Solved: the code task passes every hidden test; the maze reaches its exact optimum (task.solved).
+Writes, beside experiment.py's runs/ and results/: exploration/*.json (one per task and seed for
+the starting point, one per run), exploration.md and exploration.png. Finished files are reused.
+Deliberately left out: the search (evo_problems=0), the paper's pass@k over training steps.
+"""
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, HERE)  # so that `python lab/exploration.py` finds the reference and the lab
+
+import numpy as np
+import torch
+
+from config import ConfigError, make_task
+from evaluate import load_policy
+from lab import experiment, report, tables
+from lab.workers import _worker_init
+from metrics import paired_bootstrap_interval
+from rollouts import sample_rollouts
+from tasks import TrainingSet
+
+METHODS = ["grpo", "ucb", "ucb_mean", "ucb_con", "batch_explore", "vpo"]
+TASKS = ["code", "maze"]
+# RL steps and the finite training set's size per task: ten epochs of prompts_per_step problems a
+# step (code 16, maze 8). The code task trains 400 steps here, not its headline 1,600, so that three
+# seeds fit two hours on two cores; every method gets the same steps.
+SIZES = {
+    "code": {"steps": 400, "train_problems": 640},
+    "maze": {"steps": 300, "train_problems": 240},
+}
+QUICK_SIZES = {"steps": 4, "train_problems": 4}  # configs/tiny.yaml: 2 prompts a step, 2 epochs
+TRANSFER_ANSWERS = 8  # answers per training problem for the transfer table (the paper's 8)
+CHUNK_ROWS = 4096  # rows per sampler call: memory stays small
+
+
+# ---- Sampling a checkpoint on the training set ----
+
+
+def answer_entropies(batch, tok, m):
+    """Each answer's mean token entropy -> (B, m), nan where a rollout wrote fewer answers. An
+    answer's tokens run up to its <|sep|> or <|eos|>, which count with it."""
+    tokens = batch["completion"].cpu()
+    mask = batch["completion_mask"].cpu()
+    entropy = batch["entropy"].float().cpu()
+    out = np.full((tokens.size(0), m), np.nan)
+    for row in range(tokens.size(0)):
+        j, total, count = 0, 0.0, 0
+        for t in range(tokens.size(1)):
+            if not mask[row, t] or j >= m:
+                break
+            total += float(entropy[row, t])
+            count += 1
+            if int(tokens[row, t]) in (tok.sep, tok.eos):
+                out[row, j] = total / count
+                j, total, count = j + 1, 0.0, 0
+    return out
+
+
+def sample_answers(path, task, problems, answers_per_problem, seed, m=None):
+    """answers_per_problem answers on each problem from a checkpoint at temperature 1, written m a
+    rollout (default: its own m), scored as written -> per problem: outcomes, solved flags and
+    token entropies (lists of answers_per_problem)."""
+    policy, _ = load_policy(path, m, temperature=1.0)
+    policy = policy.seeded(seed)
+    m = policy.answers_per_rollout
+    rollouts = math.ceil(answers_per_problem / m)
+    per_call = max(1, CHUNK_ROWS // rollouts)
+    out = []
+    for start in range(0, len(problems), per_call):
+        chunk = problems[start : start + per_call]
+        batch = sample_rollouts(policy, task, chunk, G=rollouts, as_written=True)
+        entropies = answer_entropies(batch, policy.tok, m).reshape(len(chunk), rollouts * m)
+        for i, problem in enumerate(chunk):
+            answers = [a for rollout in batch["answers"][i] for a in rollout]
+            rewards = batch["rewards"][i].reshape(-1, task.dim).numpy()
+            n = answers_per_problem
+            out.append(
+                {
+                    "outcomes": [task.outcome(problem, a) for a in answers[:n]],
+                    "solved": [bool(task.solved(problem, r)) for r in rewards[:n]],
+                    "entropy": [None if np.isnan(e) else float(e) for e in entropies[i][:n]],
+                }
+            )
+    return out
+
+
+def training_problems(cfg):
+    """The run's finite training set, drawn exactly as train.make_run draws it."""
+    task = make_task(cfg["task"], **cfg["task_options"])
+    return task, TrainingSet(task, cfg["train_problems"], random.Random(cfg["seed"])).problems
+
+
+def sampling_curve(per_problem, counts):
+    """Fresh samples per problem (sample_answers) -> at each count k of `counts`: the share of
+    problems solved within k answers, the mean distinct outcomes among them, the same on the
+    problems not solved within k."""
+    curve = {"samples": [], "solved_share": [], "distinct": [], "distinct_unsolved": []}
+    for k in counts:
+        solved = [any(p["solved"][:k]) for p in per_problem]
+        distinct = [len(set(p["outcomes"][:k])) for p in per_problem]
+        unsolved = [d for d, s in zip(distinct, solved) if not s]
+        curve["samples"].append(k)
+        curve["solved_share"].append(float(np.mean(solved)))
+        curve["distinct"].append(float(np.mean(distinct)))
+        curve["distinct_unsolved"].append(float(np.mean(unsolved)) if unsolved else math.nan)
+    return curve
+
+
+def transfer_summary(per_problem):
+    """Eight answers per problem (sample_answers) -> per problem: distinct outcomes; and the mean
+    token entropy of correct and of incorrect answers with their counts."""
+    entropy = {"correct": [], "incorrect": []}
+    for p in per_problem:
+        for ok, e in zip(p["solved"], p["entropy"]):
+            if e is not None:
+                entropy["correct" if ok else "incorrect"].append(e)
+    return {
+        "distinct": [len(set(p["outcomes"])) for p in per_problem],
+        "entropy": {k: float(np.mean(v)) if v else math.nan for k, v in entropy.items()},
+        "answers": {k: len(v) for k, v in entropy.items()},
+    }
+
+
+def start_job(path, cfg, max_samples):
+    """The starting point on a task and seed: fresh single answers on every training problem, up to
+    max_samples each (its sampling curve), and its transfer measurement (the first 8 of them)."""
+    task, problems = training_problems(cfg)
+    per_problem = sample_answers(path, task, problems, max_samples, seed=cfg["seed"], m=1)
+    counts = sorted({min(max_samples, 2**i) for i in range(20)} | {max_samples})
+    transfer = [{k: v[:TRANSFER_ANSWERS] for k, v in p.items()} for p in per_problem]
+    return {
+        "curve": sampling_curve(per_problem, counts),
+        "solved_within": [
+            next((i + 1 for i, ok in enumerate(p["solved"]) if ok), None) for p in per_problem
+        ],
+        "distinct_within": [[len(set(p["outcomes"][:k])) for k in counts] for p in per_problem],
+        "counts": counts,
+        "transfer": transfer_summary(transfer),
+        "problems": [repr(q) for q in problems],
+    }
+
+
+def run_job(run_dir, cfg):
+    """One finished run: its history as a sampling process (metrics.jsonl), which training problems
+    it solved (final.pt's history), and its transfer measurement from the final policy."""
+    task, problems = training_problems(cfg)
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        steps = [r for r in map(json.loads, f) if r["kind"] == "train"]
+    names = ("explore_samples", "explore_solved_share", "explore_distinct")
+    names += ("explore_distinct_unsolved",)
+    curve = {name: [r[name] for r in steps] for name in names}
+    saved = torch.load(os.path.join(run_dir, "final.pt"), map_location="cpu", weights_only=True)
+    history = saved["history"]
+    final = sample_answers(
+        os.path.join(run_dir, "final.pt"), task, problems, TRANSFER_ANSWERS, seed=cfg["seed"]
+    )
+    keys = [repr(q) for q in problems]
+    return {
+        "curve": curve,
+        "solved": [k in history["solved_at"] for k in keys],
+        "distinct": [len(history["counts"].get(k, {})) for k in keys],
+        "samples": [history["samples"].get(k, 0) for k in keys],
+        "transfer": transfer_summary(final),
+        "problems": keys,
+    }
+
+
+# ---- The experiment ----
+
+
+def measurement_path(out_dir, task, method, seed):
+    return os.path.join(out_dir, "exploration", f"{task}-{method}-s{seed}.json")
+
+
+def run_measurements(out_dir, tasks, seeds, quick, workers, extra=None):
+    """After the runs: every missing measurement file, each in a worker (extra: --set's)."""
+    jobs = []
+    for task in tasks:
+        for seed in seeds:
+            configs = {
+                a: experiment.run_config(
+                    task, a, seed, out_dir, quick, {**overrides(task, quick), **(extra or {})}
+                )
+                for a in METHODS
+            }
+            for method, cfg in configs.items():
+                path = measurement_path(out_dir, task, method, seed)
+                if not os.path.exists(path):
+                    jobs.append((path, run_job, (cfg["out_dir"], cfg)))
+            path = measurement_path(out_dir, task, "start", seed)
+            if not os.path.exists(path):
+                cfg = configs["grpo"]
+                # the most answers any run drew on one problem: VPO's, m to a rollout
+                most = max(
+                    cfg["steps"] * cfg["prompts_per_step"] * cfg["group_size"] * m_of(c)
+                    for c in configs.values()
+                )
+                most = math.ceil(most / cfg["train_problems"])
+                warm = start_path(cfg, out_dir)
+                jobs.append((path, start_job, (warm, cfg, most)))
+    if not jobs:
+        return
+    print(
+        f"measuring {len(jobs)} checkpoints on their training sets ({workers} workers)", flush=True
+    )
+    t0 = time.time()
+    context = get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init) as pool:
+        futures = [(path, pool.submit(fn, *args)) for path, fn, args in jobs]
+        for path, future in futures:
+            result = future.result()
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path + ".tmp", "w") as f:
+                json.dump(result, f)
+            os.replace(path + ".tmp", path)  # a file is whole or absent
+            print(f"[{time.time() - t0:5.0f}s] {os.path.relpath(path, out_dir)}", flush=True)
+
+
+def m_of(cfg):
+    return experiment.train.answers_per_rollout(cfg)
+
+
+def start_path(cfg, out_dir):
+    """The checkpoint every run of a task and seed starts from (the maze's base, else its cached
+    warm start)."""
+    if cfg["warmstart_from"]:
+        return cfg["warmstart_from"]
+    return experiment.warmstart_path(cfg)
+
+
+def overrides(task, quick):
+    return {**(QUICK_SIZES if quick else SIZES[task]), "evo_problems": 0}
+
+
+# ---- The report ----
+
+
+def load(out_dir, tasks, seeds):
+    """{(task, method, seed): measurement} of the files on disk."""
+    found = {}
+    for task in tasks:
+        for seed in seeds:
+            for method in ["start", *METHODS]:
+                path = measurement_path(out_dir, task, method, seed)
+                if os.path.exists(path):
+                    with open(path) as f:
+                        found[task, method, seed] = json.load(f)
+    return found
+
+
+def start_at(start, samples):
+    """The starting point's per-problem solved flags and distinct outcomes at `samples` answers a
+    problem (the nearest measured count at or below it)."""
+    i = max(j for j, k in enumerate(start["counts"]) if k <= max(1, samples))
+    solved = [w is not None and w <= start["counts"][i] for w in start["solved_within"]]
+    distinct = [d[i] for d in start["distinct_within"]]
+    return start["counts"][i], np.array(solved, float), np.array(distinct, float)
+
+
+def interval_cell(a, b):
+    """Paired (seeds, problems) arrays -> "mean a, b: a - b [95%]"."""
+    diff = paired_bootstrap_interval(np.array(a), np.array(b))
+    return f"{np.mean(a):.3f} vs {np.mean(b):.3f}: {report.fmt_interval(diff)}"
+
+
+def sampling_table(found, task, seeds):
+    """Table a: at the end of training, RL's history against the starting point's fresh samples at
+    the same answers per problem (paired over seeds and training problems)."""
+    lines = [
+        f"#### {task}: RL as a sampling process, at the end of training (against the starting "
+        "point's fresh samples at the same count)",
+        "",
+        "| method | answers a problem | solved at least once: RL vs start, RL - start [95%] | "
+        "distinct outcomes a problem: RL vs start | distinct on problems still unsolved: "
+        "RL vs start |",
+        "|---|---|---|---|---|",
+    ]
+    for method in METHODS:
+        rows = [(found.get((task, method, s)), found.get((task, "start", s))) for s in seeds]
+        rows = [(run, start) for run, start in rows if run and start]
+        if not rows:
+            continue
+        solved_rl, solved_start, distinct_rl, distinct_start = [], [], [], []
+        unsolved_rl, unsolved_start = [], []
+        counts = set()
+        for run, start in rows:
+            samples = int(round(np.mean(run["samples"])))
+            k, solved, distinct = start_at(start, samples)
+            counts.add(k)
+            solved_rl.append(np.array(run["solved"], float))
+            solved_start.append(solved)
+            distinct_rl.append(np.array(run["distinct"], float))
+            distinct_start.append(distinct)
+            unsolved_rl.append(
+                np.mean([d for d, s in zip(run["distinct"], run["solved"]) if not s])
+            )
+            unsolved_start.append(np.mean(distinct[solved == 0]) if (solved == 0).any() else 0)
+        unsolved = (
+            f"{np.nanmean(unsolved_rl):.2f} vs {np.nanmean(unsolved_start):.2f}"
+            f" ({' '.join(f'{a:.2f}/{b:.2f}' for a, b in zip(unsolved_rl, unsolved_start))})"
+        )
+        lines.append(
+            f"| {method} | {'/'.join(map(str, sorted(counts)))} | "
+            f"{interval_cell(solved_rl, solved_start)} | "
+            f"{interval_cell(distinct_rl, distinct_start)} | {unsolved} |"
+        )
+    return lines + [""]
+
+
+def transfer_table(found, task, seeds):
+    """Table b: distinct outcomes among 8 answers per training problem, on the problems each run
+    solved during training and on those it never solved, from the start and at the end; token
+    entropy of correct and incorrect answers at the end."""
+    lines = [
+        f"#### {task}: the transfer, distinct outcomes among {TRANSFER_ANSWERS} answers a training "
+        "problem (start -> end of training), and token entropy at the end",
+        "",
+        "| method | solved problems (share) | distinct on solved: start -> end | distinct on "
+        "unsolved: start -> end | end - start on unsolved [95%] | entropy, correct / incorrect "
+        "answers |",
+        "|---|---|---|---|---|---|",
+    ]
+    for method in METHODS:
+        rows = [(found.get((task, method, s)), found.get((task, "start", s))) for s in seeds]
+        rows = [(run, start) for run, start in rows if run and start]
+        if not rows:
+            continue
+        cells = {"solved": [[], []], "unsolved": [[], []]}
+        share, entropy = [], []
+        for run, start in rows:
+            solved = np.array(run["solved"], bool)
+            share.append(solved.mean())
+            begin = np.array(start["transfer"]["distinct"], float)
+            end = np.array(run["transfer"]["distinct"], float)
+            for name, where in (("solved", solved), ("unsolved", ~solved)):
+                cells[name][0].append(begin[where].mean() if where.any() else math.nan)
+                cells[name][1].append(end[where].mean() if where.any() else math.nan)
+            entropy.append((run["transfer"]["entropy"]["correct"], run["transfer"]["entropy"]))
+        # paired over seeds and the unsolved problems: the same problems at start and end
+        unsolved_diff = "-"
+        pairs = []
+        for run, start in rows:
+            where = ~np.array(run["solved"], bool)
+            if where.any():
+                pairs.append(
+                    (
+                        np.array(run["transfer"]["distinct"], float)[where],
+                        np.array(start["transfer"]["distinct"], float)[where],
+                    )
+                )
+        if pairs:
+            size = min(len(a) for a, _ in pairs)  # a (seeds, problems) array: the first `size`
+            end = np.array([a[:size] for a, _ in pairs])
+            begin = np.array([b[:size] for _, b in pairs])
+            unsolved_diff = report.fmt_interval(paired_bootstrap_interval(end, begin))
+        ent = [e for _, e in entropy]
+        correct = np.nanmean([e["correct"] for e in ent])
+        incorrect = np.nanmean([e["incorrect"] for e in ent])
+
+        def change(pair):
+            return f"{np.nanmean(pair[0]):.2f} -> {np.nanmean(pair[1]):.2f}"
+
+        lines.append(
+            f"| {method} | {np.mean(share):.2f} | {change(cells['solved'])} | "
+            f"{change(cells['unsolved'])} | {unsolved_diff} | {correct:.3f} / {incorrect:.3f} |"
+        )
+    starts = [
+        found[task, "start", s]["transfer"]["entropy"] for s in seeds if (task, "start", s) in found
+    ]
+    if starts:
+        lines.append(
+            f"| start | | | | | {np.nanmean([e['correct'] for e in starts]):.3f} / "
+            f"{np.nanmean([e['incorrect'] for e in starts]):.3f} |"
+        )
+    return lines + [""]
+
+
+COLORS = {
+    "start": "black",
+    "grpo": "tab:red",
+    "ucb": "tab:olive",
+    "ucb_mean": "tab:orange",
+    "ucb_con": "tab:brown",
+    "batch_explore": "tab:purple",
+    "vpo": "tab:blue",
+}
+
+
+def draw(found, tasks, seeds, path):
+    """exploration.png: per task, solved share and distinct outcomes per training problem against
+    answers drawn per problem (the seeds' mean); solid all problems, dashed those still unsolved."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(tasks), 2, figsize=(11, 4 * len(tasks)), squeeze=False)
+    for row, task in zip(axes, tasks):
+        for method in ["start", *METHODS]:
+            runs = [found[task, method, s] for s in seeds if (task, method, s) in found]
+            if not runs:
+                continue
+            if method == "start":
+                x = runs[0]["curve"]["samples"]
+                ys = [np.mean([r["curve"][k] for r in runs], 0) for k in ("solved_share",)]
+                distinct = np.mean([r["curve"]["distinct"] for r in runs], 0)
+                unsolved = np.nanmean([r["curve"]["distinct_unsolved"] for r in runs], 0)
+            else:
+                size = min(len(r["curve"]["explore_samples"]) for r in runs)
+                x = np.mean([r["curve"]["explore_samples"][:size] for r in runs], 0)
+                ys = [np.mean([r["curve"]["explore_solved_share"][:size] for r in runs], 0)]
+                distinct = np.mean([r["curve"]["explore_distinct"][:size] for r in runs], 0)
+                unsolved = np.nanmean(
+                    [r["curve"]["explore_distinct_unsolved"][:size] for r in runs], 0
+                )
+            label = "starting point, fresh samples" if method == "start" else method
+            color = COLORS[method]
+            row[0].plot(x, ys[0], color=color, label=label, lw=2 if method == "start" else 1.3)
+            row[1].plot(x, distinct, color=color, lw=2 if method == "start" else 1.3)
+            row[1].plot(x, unsolved, color=color, ls="--", lw=1)
+        row[0].set(
+            title=f"{task}: training problems solved at least once",
+            xlabel="answers drawn per training problem",
+            ylabel="share solved",
+            xscale="log",
+        )
+        row[1].set(
+            title=f"{task}: distinct outcomes (dashed: unsolved so far)",
+            xlabel="answers drawn per training problem",
+            ylabel="distinct outcomes",
+            xscale="log",
+        )
+        row[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(out_dir, tasks, seeds):
+    """exploration.md (tables a, b and the held-out boards of experiment.py's result files) and
+    exploration.png."""
+    found = load(out_dir, tasks, seeds)
+    lines = [f"# Outcome-based exploration beside VPO ({out_dir}, seeds {seeds})", ""]
+    for task in tasks:
+        lines += sampling_table(found, task, seeds)
+        lines += transfer_table(found, task, seeds)
+    records = [r for r in report.load_records([out_dir]) if r["task"] in tasks]
+    if records:
+        results = report.merge(records, experiment.TASKS)
+        lines += ["### Held out: each method against VPO and GRPO (paired over problems and seeds)"]
+        lines += tables.leaderboard_table(results)
+    text = "\n".join(lines)
+    with open(os.path.join(out_dir, "exploration.md"), "w") as f:
+        f.write(text + "\n")
+    draw(found, tasks, seeds, os.path.join(out_dir, "exploration.png"))
+    print(text)
+    print(f"wrote {out_dir}/exploration.md, {out_dir}/exploration.png")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="smoke-test sizes (numbers meaningless)")
+    p.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
+    p.add_argument("--tasks", nargs="*", default=TASKS, choices=TASKS)
+    p.add_argument("--workers", type=int, help="worker processes (default: as lab/experiment.py)")
+    p.add_argument("--out", help="the experiment's folder (default out/exploration)")
+    p.add_argument("--report", metavar="DIR", help="only rewrite the report from DIR's files")
+    p.add_argument(
+        "--set", nargs="*", default=[], metavar="KEY=VALUE", help="train.py settings for every run"
+    )
+    args = p.parse_args(argv)
+    try:
+        if args.report:
+            return write_report(args.report, args.tasks, args.seeds)
+        out_dir = args.out or ("out/exploration_quick" if args.quick else "out/exploration")
+        extra = experiment.checked_overrides(args.set, args.tasks)
+        workers = args.workers or 2
+        for task in args.tasks:  # each task its own sizes
+            experiment.run_headline(
+                {**overrides(task, args.quick), **extra, "out_dir": out_dir},
+                quick=args.quick,
+                tasks=[task],
+                algos=METHODS,
+                seeds=args.seeds,
+                workers=workers,
+            )
+        run_measurements(out_dir, args.tasks, args.seeds, args.quick, workers, extra)
+        write_report(out_dir, args.tasks, args.seeds)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except (ConfigError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""Outcome-based exploration (exploration.py): the bonuses by hand, the outcome history, the finite
+training set, each task's outcome and "solved", the settings that refuse, and a run killed with
+SIGKILL that resumes with the same outcome counts."""
+
+import itertools
+import random
+import sys
+
+import numpy as np
+import pytest
+import torch
+from tiny_runs import TINY, popen, read, sigkill_when, tiny
+
+import exploration
+import train as trainer
+from codetask import CodeTask
+from config import ConfigError
+from maze import MazeTask, maze_of, walk
+from rewards import PersonaTask
+from runfiles import load_checkpoint
+from tasks import TrainingSet
+
+# ---- The bonuses, by hand
+
+
+def test_ucb_bonus_by_hand():
+    """min(1, sqrt(1/N)): counts 1, 4, 9 give 1, 1/2, 1/3; an outcome never seen (0) gets 1."""
+    got = exploration.ucb_bonuses(torch.tensor([[1.0, 4.0, 9.0, 0.0]]))
+    assert torch.allclose(got, torch.tensor([[1.0, 0.5, 1 / 3, 1.0]], dtype=torch.float64))
+
+
+def test_ucb_con_is_negative_past_four_visits():
+    """b0 = 0.5: zero at N = 4 (sqrt(1/4) = 0.5), below zero from N = 5 on."""
+    got = exploration.ucb_con_bonuses(torch.tensor([[1.0, 4.0, 5.0, 100.0]]), baseline=0.5)
+    assert got[0, 0] == 0.5 and got[0, 1] == 0.0
+    assert (got[0, 2:] < 0).all()
+
+
+def test_ucb_mean_sums_to_zero_over_a_group():
+    """Each bonus minus the mean of the other G - 1: a group's bonuses sum to zero."""
+    counts = torch.tensor([[1.0, 4.0, 9.0, 16.0], [2.0, 2.0, 2.0, 2.0]])
+    got = exploration.ucb_mean_bonuses(counts)
+    assert torch.allclose(got.sum(1), torch.zeros(2, dtype=torch.float64), atol=1e-12)
+    # by hand: 1 - (1/2 + 1/3 + 1/4) / 3
+    assert got[0, 0].item() == pytest.approx(1 - (0.5 + 1 / 3 + 0.25) / 3)
+    assert torch.equal(got[1], torch.zeros(4, dtype=torch.float64))  # equally rare: no signal
+
+
+def test_batch_penalty_by_hand():
+    """-(1/G) x the other rollouts with the same outcome: [a, a, b, a] -> -2/4 for each a, 0 for
+    b."""
+    got = exploration.batch_bonuses([["a", "a", "b", "a"], ["x", "y", "z", "w"]])
+    assert got.tolist() == [[-0.5, -0.5, 0.0, -0.5], [0.0, 0.0, 0.0, 0.0]]
+
+
+def test_the_bonus_is_added_after_the_z_score_and_not_in_solved_groups():
+    scores = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
+    bonus = torch.tensor([[1.0, 0.5, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]], dtype=torch.float64)
+    z = torch.tensor([1.0, -1.0, -1.0, 1.0])
+    got = exploration.exploration_advantages(scores, bonus, coef=0.2)
+    assert torch.allclose(got[0], z + 0.2 * bonus[0].float(), atol=1e-5)
+    assert torch.allclose(got[1], 0.2 * torch.ones(4))  # equal scores: the bonus alone
+    solved = torch.tensor([[True, False, False, True], [True, True, True, True]])
+    gated = exploration.exploration_advantages(scores, bonus, coef=0.2, solved=solved)
+    assert torch.equal(gated[0], got[0]) and torch.equal(gated[1], torch.zeros(4))
+
+
+# ---- The history and the training set
+
+
+def test_history_reads_earlier_counts_then_counts_the_batch():
+    history = exploration.OutcomeHistory(["p", "q"])
+    outcomes = [[["a"], ["a"], ["b"]]]
+    first = history.record(["p"], outcomes, [[[False], [True], [False]]])
+    assert first.tolist() == [[0, 0, 0]]  # nothing before this batch
+    second = history.record(["p"], outcomes, [[[False], [False], [False]]])
+    assert second.tolist() == [[2, 2, 1]]
+    assert history.solved_at == {repr("p"): 2}  # the second answer drawn on p solved it
+    summary = history.summary()
+    assert summary["explore_solved_share"] == 0.5  # p solved, q never sampled
+    assert summary["explore_distinct"] == 1.0  # p: a and b; q: none
+    assert summary["explore_distinct_unsolved"] == 0.0
+    restored = exploration.OutcomeHistory()
+    restored.load_state_dict(history.state_dict())
+    assert restored.state_dict() == history.state_dict()
+
+
+def test_a_finite_set_visits_every_problem_once_per_epoch():
+    task = PersonaTask()
+    training = TrainingSet(task, 10, random.Random(0))
+    seen = training.next(4) + training.next(4) + training.next(2)
+    assert sorted(seen) == sorted(training.problems) and training.epoch == 1
+    second = training.next(10)
+    assert sorted(second) == sorted(training.problems) and training.epoch == 2
+    assert second != seen  # a fresh order each epoch
+
+
+# ---- Outcomes and "solved", per task
+
+
+def test_two_programs_computing_one_function_share_an_outcome():
+    task = CodeTask()
+    problem = task.problems("train", 1, random.Random(3))[0]
+    t1, t2 = problem[:2]
+    plain = task.program_text((t1, t2))
+    swapped = f"(+ (< x {t2}) (< x {t1}))"  # the same function, written the other way round
+    assert plain != swapped
+    assert task.outcome(problem, plain) == task.outcome(problem, swapped)
+    assert task.outcome(problem, plain) != task.outcome(problem, task.program_text((t1, t2 + 1)))
+    assert task.solved(problem, task.reward(problem, plain))
+    assert not task.solved(problem, task.reward(problem, task.program_text((t1, t2 + 1))))
+
+
+def test_maze_routes_collecting_the_same_tiles_share_an_outcome():
+    task = MazeTask()
+    seed = task.problems("train", 1, random.Random(0))[0]
+    maze = maze_of(seed)
+    routes = [task.demonstration(seed, 1, random.Random(i))[0] for i in range(40)]
+    by_outcome = {}
+    for route in routes:
+        by_outcome.setdefault(task.outcome(seed, route), set()).add(task.answer_key(route))
+    # several different walks share an outcome, and an outcome fixes the reward
+    assert any(len(keys) > 1 for keys in by_outcome.values())
+    for route in routes:
+        same = [r for r in routes if task.outcome(seed, r) == task.outcome(seed, route)]
+        assert all(np.array_equal(task.reward(seed, r), task.reward(seed, route)) for r in same)
+    assert task.outcome(seed, "") == "stopped"
+    arrived = [r for r in routes if walk(maze, r)[1]]
+    assert all(task.outcome(seed, r).startswith("arrived") for r in arrived)
+
+
+def test_maze_solved_means_its_exact_optimum():
+    task = MazeTask()
+    seed = task.problems("train", 1, random.Random(1))[0]
+    from maze import pareto_front
+
+    front = pareto_front(seed)
+    best = front[np.argmax(front.mean(1))]
+    assert task.solved(seed, best)
+    assert not task.solved(seed, best - np.array([0, 0.01, 0, 0]))
+
+
+def test_persona_outcome_counts_liked_letters_and_its_optimum_is_exact():
+    task = PersonaTask(num_personas=3, answer_len=6, overlap=0.3)
+    problem = ("a", "b", "c")
+    assert task.outcome(problem, "aabxyz") == task.outcome(problem, "baaqqq") == "2,1,0"
+    assert task.outcome(problem, "AB") == "invalid"
+    # the greedy optimum against every word of liked letters (others never help)
+    best = max(
+        float(task.scalarize(task.reward(problem, "".join(word))))
+        for n in range(1, 7)
+        for word in itertools.combinations_with_replacement("abc", n)
+    )
+    assert task.optimum_scalar() == pytest.approx(best)
+    assert task.solved(problem, task.reward(problem, "aabbcc"))
+    assert not task.solved(problem, task.reward(problem, "aaaaab"))
+
+
+# ---- Settings and runs
+
+
+def test_historical_exploration_on_fresh_problems_is_refused_in_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="needs a finite training set"):
+        tiny(tmp_path, "algo=ucb_con")
+    with pytest.raises(ConfigError, match="dynamic_sampling does not go with"):
+        tiny(tmp_path, "algo=batch_explore", "dynamic_sampling=2")
+    tiny(tmp_path, "algo=batch_explore")  # batch exploration needs no history
+    tiny(tmp_path, "algo=ucb_con", "train_problems=4")
+
+
+def test_train_problems_zero_draws_fresh_problems_as_before(tmp_path):
+    """The default keeps today's draws: make_run builds no set and touches no random stream."""
+    cfg = tiny(tmp_path, "algo=grpo")
+    run = trainer.make_run(cfg, trainer.make_task(cfg["task"]), policy=_policy(cfg))
+    assert run.train_set is None and run.history is None
+    assert run.rng.getstate() == random.Random(cfg["seed"]).getstate()
+
+
+def _policy(cfg):
+    from model import Tokenizer, build_model
+    from policy import Policy
+
+    tok = Tokenizer(cfg["tokenizer"])
+    model = build_model(cfg["model"], cfg["block_size"], tok.vocab_size, device="cpu")
+    return Policy.from_config(model, tok, cfg, device="cpu", answers_per_rollout=1)
+
+
+RUN = ["algo=ucb_con", "train_problems=4", "steps=12", "ckpt_every=3", "quiet=true"]
+
+
+def test_outcome_counts_survive_sigkill_and_resume(baseline, tmp_path):
+    """A ucb_con run killed with SIGKILL after its first checkpoint resumes to the same metrics,
+    weights and outcome counts as the run that was never interrupted."""
+    ws = baseline["ws"]  # the cached tiny warm start
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+
+    def command(out):
+        return [
+            sys.executable,
+            "train.py",
+            "--config",
+            TINY,
+            "--set",
+            f"out_dir={out}",
+            f"warmstart_dir={ws}",
+            *RUN,
+        ]
+
+    trainer.main(command(whole)[2:])
+    sigkill_when(
+        {
+            popen(command(killed)): lambda: (
+                (killed / "ckpt.pt").exists()
+                and b'"kind": "train", "step": 5,' in read(killed / "metrics.jsonl")
+            )
+        }
+    )
+    assert not (killed / "final.pt").exists(), "the run finished before it could be killed"
+    trainer.main([*command(killed)[2:], "resume=true"])
+    assert read(killed / "metrics.jsonl") == read(whole / "metrics.jsonl")
+    a, b = load_checkpoint(str(whole / "final.pt")), load_checkpoint(str(killed / "final.pt"))
+    assert a["history"] == b["history"] and a["train_set"] == b["train_set"]
+    assert sum(a["history"]["samples"].values()) == 12 * 2 * 4  # steps x prompts x group
