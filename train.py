@@ -42,7 +42,7 @@ import exploration
 import grpo
 import runfiles
 import vpo
-from config import EVALUATION, ONE_LINE_ERRORS, make_task
+from config import EVALUATION, ONE_LINE_ERRORS, ConfigError, make_task
 from evaluate import heldout_look
 from figures import report_run
 from model import Tokenizer
@@ -181,25 +181,25 @@ def rloo_advantage(rewards, scalar, weights, cfg):
 def ucb_advantage(rewards, scalar, weights, cfg, outcomes):
     """Historical exploration: GRPO plus c x min(1, sqrt(1 / N(x, a)))."""
     bonus = exploration.ucb_bonuses(outcomes.counts)
-    return exploration_advantage(scalar, bonus, cfg, outcomes)
+    return exploration_advantage(scalar, bonus, cfg=cfg, outcomes=outcomes)
 
 
 def ucb_mean_advantage(rewards, scalar, weights, cfg, outcomes):
     """UCB-Mean: the bonus against the group's other rollouts' mean bonus."""
     bonus = exploration.ucb_mean_bonuses(outcomes.counts)
-    return exploration_advantage(scalar, bonus, cfg, outcomes)
+    return exploration_advantage(scalar, bonus, cfg=cfg, outcomes=outcomes)
 
 
 def ucb_con_advantage(rewards, scalar, weights, cfg, outcomes):
     """UCB-Con: the bonus minus a constant b0 (ucb_baseline); the paper's best overall."""
     bonus = exploration.ucb_con_bonuses(outcomes.counts, cfg["ucb_baseline"])
-    return exploration_advantage(scalar, bonus, cfg, outcomes)
+    return exploration_advantage(scalar, bonus, cfg=cfg, outcomes=outcomes)
 
 
 def batch_explore_advantage(rewards, scalar, weights, cfg, outcomes):
     """Batch exploration: GRPO minus c/G for every other rollout of the group with one's outcome."""
     bonus = exploration.batch_bonuses(outcomes.first)
-    return exploration_advantage(scalar, bonus, cfg, outcomes)
+    return exploration_advantage(scalar, bonus, cfg=cfg, outcomes=outcomes)
 
 
 def exploration_advantage(scalar, bonus, cfg, outcomes):

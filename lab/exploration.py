@@ -337,6 +337,28 @@ def sampling_table(found, task, seeds):
     return lines + [""]
 
 
+def unsolved_change(rows):
+    """[(run, start) records of one method, a pair per seed] -> the end - start change of distinct
+    outcomes on the problems the run never solved, with its 95% interval ("-" without any). It is
+    paired over seeds and those problems: the same problems at the start and at the end."""
+    pairs = []
+    for run, start in rows:
+        where = ~np.array(run["solved"], bool)
+        if where.any():
+            pairs.append(
+                (
+                    np.array(run["transfer"]["distinct"], float)[where],
+                    np.array(start["transfer"]["distinct"], float)[where],
+                )
+            )
+    if not pairs:
+        return "-"
+    size = min(len(a) for a, _ in pairs)  # a (seeds, problems) array: the first `size`
+    end = np.array([a[:size] for a, _ in pairs])
+    begin = np.array([b[:size] for _, b in pairs])
+    return report.fmt_interval(paired_bootstrap_interval(end, begin))
+
+
 def transfer_table(found, task, seeds):
     """Table b: distinct outcomes among 8 answers per training problem, on the problems each run
     solved during training and on those it never solved, from the start and at the end; token
@@ -366,23 +388,7 @@ def transfer_table(found, task, seeds):
                 cells[name][0].append(begin[where].mean() if where.any() else math.nan)
                 cells[name][1].append(end[where].mean() if where.any() else math.nan)
             entropy.append((run["transfer"]["entropy"]["correct"], run["transfer"]["entropy"]))
-        # paired over seeds and the unsolved problems: the same problems at start and end
-        unsolved_diff = "-"
-        pairs = []
-        for run, start in rows:
-            where = ~np.array(run["solved"], bool)
-            if where.any():
-                pairs.append(
-                    (
-                        np.array(run["transfer"]["distinct"], float)[where],
-                        np.array(start["transfer"]["distinct"], float)[where],
-                    )
-                )
-        if pairs:
-            size = min(len(a) for a, _ in pairs)  # a (seeds, problems) array: the first `size`
-            end = np.array([a[:size] for a, _ in pairs])
-            begin = np.array([b[:size] for _, b in pairs])
-            unsolved_diff = report.fmt_interval(paired_bootstrap_interval(end, begin))
+        unsolved_diff = unsolved_change(rows)
         ent = [e for _, e in entropy]
         correct = np.nanmean([e["correct"] for e in ent])
         incorrect = np.nanmean([e["incorrect"] for e in ent])
