@@ -6,7 +6,7 @@ The baselines the field compares VPO against, each an advantage function like gr
   2505.15201): train for the best of k samples, not for the average one.
 - gdpo_advantages: GDPO (arXiv 2601.05242): normalize each reward component on its own.
 - maxrl_advantages: MaxRL (arXiv 2602.02710): GRPO with the group's std replaced by its mean.
-- pick_groups: the groups DAPO's dynamic sampling keeps (train.sample_groups), as one batch.
+- pick_groups: the groups DAPO's dynamic sampling keeps (train.dapo_sample), as one batch.
 
 Deliberately left out: Max@K's off-policy correction, PKPO's leave-one-out baselines, GDPO's
 conditioned rewards (reward design), anything that needs a learned model.
@@ -22,12 +22,12 @@ def max_at_k_advantages(scores, k, eps=1e-6, std="group"):
     """scores (P, G) -> (P, G): each rollout's credit towards the best of k samples.
 
     Every k-subset S of a group is a best-of-k attempt worth max(S): rho (their mean) estimates
-    max@k without bias, sigma is their std, m_i their mean over the subsets holding rollout i; A_i =
-    (m_i - rho) / (sigma + eps), 0 where sigma < eps: a rare good answer earns a lot, one of many
-    little. std "batch" divides by the std of every attempt in the batch, "none" by nothing, as
-    grpo_advantages does: for 0/1 rewards pass@k training's closed form; k = 1 is GRPO. Computed
-    from sorted ranks: ascending, rank j is the max of C(j, k-1) subsets, and of C(j-1, k-2) of
-    those holding a lower rank i.
+    max@k without bias, sigma is their std, subset_mean_i their mean over the subsets holding
+    rollout i; A_i = (subset_mean_i - rho) / (sigma + eps), 0 where sigma < eps: a rare good answer
+    earns a lot, one of many little. std "batch" divides by the std of every attempt in the batch,
+    "none" by nothing, as grpo_advantages does: for 0/1 rewards pass@k training's closed form; k = 1
+    is GRPO. Computed from sorted ranks: ascending, rank j is the max of C(j, k-1) subsets, and of
+    C(j-1, k-2) of those holding a lower rank i.
     """
     P, G = scores.shape
     v, order = torch.sort(scores.double(), dim=1)  # (P, G) ascending
@@ -42,14 +42,14 @@ def max_at_k_advantages(scores, k, eps=1e-6, std="group"):
     rho = (top * v).sum(1, keepdim=True)  # (P, 1) the max@k estimate
     sigma = (top * (v - rho) ** 2).sum(1, keepdim=True).sqrt()  # (P, 1)
     above = (pair * v).flip(1).cumsum(1).flip(1) - pair * v  # sum over the ranks above each one
-    m = top * math.comb(G, k) / math.comb(G - 1, k - 1) * v + above  # (P, G) in sorted order
+    subset_mean = top * math.comb(G, k) / math.comb(G - 1, k - 1) * v + above  # (P, G), sorted
     # every group has as many attempts: the batch's variance is the groups' mean within-group
     # variance plus the variance of their means
     batch_sigma = (sigma.pow(2) + (rho - rho.mean()).pow(2)).mean().sqrt()
     if std not in ("group", "batch", "none"):
         raise ValueError(f"std must be group, batch or none, got '{std}'")
-    spread = {"group": sigma + eps, "batch": batch_sigma + eps, "none": 1.0}[std]
-    adv = torch.where(sigma < eps, torch.zeros_like(m), (m - rho) / spread)
+    divisor = {"group": sigma + eps, "batch": batch_sigma + eps, "none": 1.0}[std]
+    adv = torch.where(sigma < eps, torch.zeros_like(subset_mean), (subset_mean - rho) / divisor)
     return torch.empty_like(adv).scatter_(1, order, adv).to(scores.dtype)
 
 
@@ -68,8 +68,8 @@ def gdpo_advantages(rewards, eps=1e-6):
         (rewards - rewards.mean(dim=1, keepdim=True)) / std.clamp(min=eps),
     )
     s = z.sum(-1)  # (P, G)
-    spread = s.std(unbiased=False)
-    return torch.zeros_like(s) if spread < eps else s / spread
+    batch_std = s.std(unbiased=False)
+    return torch.zeros_like(s) if batch_std < eps else s / batch_std
 
 
 def maxrl_advantages(scores, eps=1e-6):
@@ -80,7 +80,7 @@ def maxrl_advantages(scores, eps=1e-6):
     return torch.where(mean > 0, (scores - mean) / (mean + eps), torch.zeros_like(scores))
 
 
-# ---- DAPO's dynamic sampling (train.sample_groups; dynamic_sampling > 0, off by default) ------
+# ---- DAPO's dynamic sampling (train.dapo_sample; dynamic_sampling > 0, off by default) --------
 
 
 def pick_groups(batches, groups, pad_id, G):

@@ -5,7 +5,10 @@ Train a small GPT policy with GRPO, VPO or one of the baselines, on a vector-rew
     python train.py                      # no --config: DEFAULTS alone (persona, VPO)
     python train.py --help               # every setting, its default and why
 
-Read top to bottom: the settings, the algorithm table, one RL step, the loop. A run starts from the
+The full trainer; grpo_vs_vpo.py is the idea in one file, to read first. Read this one top to
+bottom: the settings, the algorithm table, one RL step, the loop. What is off by default (the
+parents a prompt may show, the format term, parent replay, DAPO's dynamic sampling in a section of
+its own, torchrun's share of a batch) sits apart from the step's plain path. A run starts from the
 supervised warm start (warmstart.py: GRPO and VPO runs of one task and seed start from the SAME
 weights). Each RL step samples `prompts_per_step` problems, G rollouts each, scores every answer
 with the task's reward vector, turns the rewards into one advantage per rollout (ADVANTAGES) and
@@ -15,7 +18,8 @@ What we simplified, and why:
 - No value model, no GAE (group baselines need none); one model in one process, no inference server.
 - The "old" log-probs are those recorded while sampling (exactly the policy's at temperature 1
   without top-k/top-p; otherwise the ratio is off-policy by design).
-- Problems are generated each step from a seeded RNG rather than read from a dataset.
+- Problems are generated from a seeded RNG rather than read from a dataset (fresh ones every step,
+  or with train_problems a finite set drawn once and visited in epochs).
 Machinery a student can skip: config.py, warmstart.py, runfiles.py, distributed.py, engine.py.
 """
 
@@ -97,7 +101,7 @@ DEFAULTS = dict(
     clip_high=0.0,  # upper ratio clip 1 + clip_high (DAPO: 0.28); 0: the same as clip
     entropy_coef=0.0,  # bonus for the policy's token entropy, at each method's advantage RMS
     format_coef=0.0,  # weight of grpo.format_advantages, at each method's advantage RMS
-    dynamic_sampling=0,  # DAPO: at most this many rounds of fresh groups until P have spread
+    dynamic_sampling=0,  # DAPO: at most this many rounds of fresh groups until P have a signal
     temperature=1.0,  # sampling temperature (1: the policy's own probabilities)
     top_k=0,  # sample among the k likeliest tokens only (0: off)
     top_p=1.0,  # nucleus sampling (1.0: off)
@@ -274,22 +278,24 @@ def rl_step(run):
     (metrics, batch)."""
     cfg = run.cfg
     algorithm = ADVANTAGES[cfg["algo"]]
-    advantage = algorithm.advantage
     t0 = time.time()
-    batch, weights, sampling = sample_groups(run, advantage)
+    if cfg["dynamic_sampling"]:  # off by default: DAPO's resampling, set apart below
+        batch, weights, sampling = dapo_sample(run, algorithm.advantage)
+    else:
+        batch, weights, _ = sample_round(run)
+        sampling = {}
     t_sample = time.time() - t0
     rewards = batch["rewards"]  # (P, G, m, D)
     scalar = run.task.scalarize(rewards)  # (P, G, m): the fixed scalarization of every answer
     outcomes = record_outcomes(run, batch)  # None unless a finite set or an exploring method
-    # only the exploration methods read the outcomes
+    # Only the exploration methods take the outcomes; every other advantage takes four arguments.
     extra = {"outcomes": outcomes} if algorithm.explores else {}
-    adv = advantage(rewards, scalar, weights, cfg, **extra)  # (P, G), on the groups kept
-    # fixed-weight terms are sized to this method's advantages: a coefficient means the same in all
-    rms = grpo.advantage_rms(adv) if cfg["format_coef"] or cfg["entropy_coef"] else 1.0
-    if cfg["format_coef"]:
-        adv = adv + cfg["format_coef"] * rms * grpo.format_advantages(rewards)
-    flat = adv.reshape(-1).to(run.policy.device)
-    loss, stats, grad_norm = policy_update(run, batch, flat, entropy_coef=cfg["entropy_coef"] * rms)
+    adv = algorithm.advantage(rewards, scalar, weights, cfg, **extra)  # (P, G)
+    adv, scale = with_fixed_weight_terms(adv, rewards, cfg)
+    flat = adv.reshape(-1).to(run.policy.device)  # (B,), B = P * G rollouts
+    loss, stats, grad_norm = policy_update(
+        run, batch, flat, entropy_coef=cfg["entropy_coef"] * scale
+    )
     metrics = {
         "loss": loss,
         **stats,
@@ -298,7 +304,7 @@ def rl_step(run):
         **sampling,
         **(run.history.summary() if run.history else {}),
         **({"epoch": run.train_set.epoch} if run.train_set else {}),
-        "adv_scale": rms,
+        "adv_scale": scale,
         "tokens": batch["num_tokens"],
         "sample_s": t_sample,
         "step_s": time.time() - t0,
@@ -307,27 +313,32 @@ def rl_step(run):
 
 
 def sample_round(run):
-    """P fresh prompt groups, sampled and scored -> (batch, weightings (P, N, D), which groups show
-    parents)."""
+    """prompts_per_step fresh prompt groups, sampled and scored -> (batch, weightings (P, N, D),
+    whether each group's prompt shows parents)."""
     cfg = run.cfg
     task = run.task
-    P = cfg["prompts_per_step"]
-    # a finite training set hands out its next problems; else P fresh ones are drawn
-    problems = run.train_set.next(P) if run.train_set else task.problems("train", P, run.rng)
-    # the last groups show parent programs to mutate, as the evolutionary search will (code task)
-    mutating = round(cfg["mutation_share"] * P) if isinstance(task, ParentTask) else 0
-    shown = [task.scored(q, task.demo_parents(q, run.rng)) for q in problems[P - mutating :]]
-    parents = [None] * (P - mutating) + shown
-    # N weightings per group for the set methods, one for the single-answer weighted baselines
+    num_groups = cfg["prompts_per_step"]  # the whole batch's, before torchrun splits it
+    # A finite training set hands out its next problems; otherwise fresh ones are drawn.
+    if run.train_set:
+        problems = run.train_set.next(num_groups)
+    else:
+        problems = task.problems("train", num_groups, run.rng)
+    parents = parent_prompts(run, problems)  # None for a plain prompt, as every one by default
+    # The set methods draw N weightings per group; the single-answer weighted baselines draw one.
     N = cfg["num_weights"] if cfg["algo"] in SET_ALGOS else 1
     generator = run.policy.generator
     weights = vpo.sample_weights(
-        P, N, task.dim, alpha=cfg["alpha"], sampler=cfg["weight_sampler"], generator=generator
-    )
-    # under torchrun every rank draws the same global batch and keeps its share of the groups
-    problems = problems[run.rank :: run.world]
-    parents = parents[run.rank :: run.world]
-    weights = weights[run.rank :: run.world]
+        num_groups,
+        N,
+        task.dim,
+        alpha=cfg["alpha"],
+        sampler=cfg["weight_sampler"],
+        generator=generator,
+    )  # (P, N, D)
+    if run.world > 1:  # Under torchrun every rank draws the whole batch and keeps its share.
+        problems = problems[run.rank :: run.world]
+        parents = parents[run.rank :: run.world]
+        weights = weights[run.rank :: run.world]
     goals = weights[:, 0].tolist() if run.policy.goal_conditioned else None
     run.policy.model.eval()
     batch = sample_rollouts(
@@ -336,42 +347,26 @@ def sample_round(run):
     return batch, weights, [p is not None for p in parents]
 
 
-def sample_groups(run, advantage):
-    """P prompt groups, sampled and scored -> (batch, weightings, metrics). With dynamic_sampling,
-    DAPO's (arXiv 2503.14476): keep groups whose advantage has spread, refill from fresh rounds
-    until P have or dynamic_sampling rounds are drawn, then fill with flat ones. Groups with parents
-    keep their share (else the mutation skill went untrained)."""
-    cfg = run.cfg
-    P = cfg["prompts_per_step"] // run.world
-    parents_wanted = round(cfg["mutation_share"] * P)  # of the P groups kept, those showing parents
-    rounds = []  # (batch, weightings) of each round drawn
-    spread = []  # per group drawn, across rounds: whether its advantage has spread
-    shows_parents = []  # likewise: whether its prompt shows parents
-    while True:
-        batch, weights, shown = sample_round(run)
-        if not cfg["dynamic_sampling"]:
-            return batch, weights, {}
-        adv = advantage(batch["rewards"], run.task.scalarize(batch["rewards"]), weights, cfg)
-        rounds.append((batch, weights))
-        spread += (adv.abs().sum(1) > 0).tolist()
-        shows_parents += shown
-        # spread first, each in the order drawn
-        ranked = sorted(range(len(spread)), key=lambda g: not spread[g])
-        plain = [g for g in ranked if not shows_parents[g]]
-        mutating = [g for g in ranked if shows_parents[g]]
-        keep = plain[: P - parents_wanted] + mutating[:parents_wanted]
-        enough = len(keep) == P and all(spread[g] for g in keep)
-        if enough or len(rounds) == cfg["dynamic_sampling"]:
-            break
-    # a rank short of one kind (torchrun can split the kinds unevenly): the other kind fills in
-    leftovers = plain[P - parents_wanted :] + mutating[parents_wanted:]
-    keep = sorted(keep + leftovers[: P - len(keep)])
-    batch = baselines.pick_groups(
-        [b for b, _ in rounds], keep, run.policy.tok.eos, G=cfg["group_size"]
-    )
-    weights = torch.cat([w for _, w in rounds])[keep]
-    metrics = {"sampling_rounds": len(rounds), "flat_groups_kept": sum(not spread[g] for g in keep)}
-    return batch, weights, metrics
+def parent_prompts(run, problems):
+    """Per problem, the parent programs (with their scores) its prompt shows, or None. Off by
+    default: with mutation_share > 0 on the code task, the last groups show parents to mutate, as
+    the evolutionary search will."""
+    task = run.task
+    if not isinstance(task, ParentTask):
+        return [None] * len(problems)
+    plain = len(problems) - round(run.cfg["mutation_share"] * len(problems))
+    shown = [task.scored(q, task.demo_parents(q, run.rng)) for q in problems[plain:]]
+    return [None] * plain + shown
+
+
+def with_fixed_weight_terms(adv, rewards, cfg):
+    """The method's advantages (P, G) -> (advantages, scale): plus the format term (format_coef, off
+    by default), and the scale the format term and the entropy bonus take, the RMS of the method's
+    own advantages, so that a coefficient weighs the same in every method (docs/METHOD.md)."""
+    scale = grpo.advantage_rms(adv) if cfg["format_coef"] or cfg["entropy_coef"] else 1.0
+    if cfg["format_coef"]:
+        adv = adv + cfg["format_coef"] * scale * grpo.format_advantages(rewards)
+    return adv, scale
 
 
 class Outcomes(NamedTuple):
@@ -386,7 +381,7 @@ def record_outcomes(run, batch):
     if run.history is None and not ADVANTAGES[run.cfg["algo"]].explores:
         return None
     task = run.task
-    outcomes = []  # P x G x m
+    outcomes = []  # P x G x m: each answer's outcome
     solved = []  # P x G x m: whether each answer reached the problem's best
     for problem, group, group_rewards in zip(batch["problems"], batch["answers"], batch["rewards"]):
         outcomes.append([[task.outcome(problem, a) for a in rollout] for rollout in group])
@@ -405,7 +400,7 @@ def policy_update(run, batch, adv, entropy_coef=0.0):
     cfg = run.cfg
     model = run.policy.model
     device = run.policy.device
-    # under torchrun each rank's token mean weighs its share of the global batch's tokens (1 alone)
+    # Under torchrun each rank's token mean weighs its share of the whole batch's tokens (alone: 1).
     share = distributed.token_share(batch["num_tokens"], run.world, device)
     inputs = (batch["prompt"], batch["prompt_mask"], batch["completion"], batch["completion_mask"])
     ref_logprobs = None  # the warm start's log-probs, for the KL (kl_coef > 0)
@@ -413,17 +408,14 @@ def policy_update(run, batch, adv, entropy_coef=0.0):
         with torch.no_grad():
             ref_logprobs = engine.score(run.ref_model, *inputs)[0]
     model.train()
-    demos = None  # parent replay's demonstrations with parents, the same on every rank
-    if cfg["parent_replay"]:
-        tok = run.policy.tok
-        demos = padded_demos(run.task, tok, cfg, rng=run.rng, device=device, parents_only=True)
+    demos = parent_replay_demos(run)  # None unless parent_replay > 0 (off by default)
     settings = grpo.LossSettings(
         clip=cfg["clip"],
         clip_high=cfg["clip_high"] or None,
         kl_coef=cfg["kl_coef"],
         entropy_coef=entropy_coef,
     )
-    if cfg["loss_norm"] == "constant":  # Dr. GRPO: rollouts x the longest completion, every rank
+    if cfg["loss_norm"] == "constant":  # Dr. GRPO's: rollouts x the longest completion, any rank
         m = run.policy.answers_per_rollout
         settings.normalizer = len(adv) * max_completion_tokens(run.task, m)
         share = 1.0
@@ -443,7 +435,7 @@ def policy_update(run, batch, adv, entropy_coef=0.0):
             replay = replay_loss(model, demos, cfg["dtype"], device=device)
             total = total + cfg["parent_replay"] * replay
             stats["replay_loss"] = replay.item()
-        # the gradient step; a non-finite number stops the run before it reaches a checkpoint
+        # The gradient step. A non-finite number stops the run before it reaches a checkpoint.
         if not torch.isfinite(total):
             stop_non_finite(f"non-finite loss ({total.item()})", cfg)
         run.opt.zero_grad(set_to_none=True)
@@ -457,8 +449,58 @@ def policy_update(run, batch, adv, entropy_coef=0.0):
     return loss.item(), stats, float(grad_norm)
 
 
+def parent_replay_demos(run):
+    """Off by default (parent_replay > 0, the code task): one batch of the warm start's
+    demonstrations with parents, whose loss joins every update (PPO-ptx), the same on every rank;
+    else None."""
+    if not run.cfg["parent_replay"]:
+        return None
+    device = run.policy.device
+    return padded_demos(
+        run.task, run.policy.tok, run.cfg, rng=run.rng, device=device, parents_only=True
+    )
+
+
 def stop_non_finite(what, cfg):
     raise FloatingPointError(f"{what} (lr={cfg['lr']}); stopping, the last checkpoint is kept")
+
+
+# ---- Off by default: DAPO's dynamic sampling (dynamic_sampling > 0) -----------------------------
+
+
+def dapo_sample(run, advantage):
+    """DAPO's dynamic sampling (arXiv 2503.14476) -> (batch, weightings, metrics): rounds of fresh
+    prompt groups, keeping those whose advantages are not all zero, until prompts_per_step groups
+    have a signal or dynamic_sampling rounds are drawn; flat groups fill what is left. Groups whose
+    prompts show parents keep their share (without it the mutation skill went untrained)."""
+    cfg = run.cfg
+    kept_groups = cfg["prompts_per_step"] // run.world  # the groups this process trains on
+    with_parents_wanted = round(cfg["mutation_share"] * kept_groups)
+    rounds = []  # (batch, weightings) of each round drawn
+    has_signal = []  # per group drawn, across rounds: whether its advantages are not all zero
+    shows_parents = []  # per group drawn, across rounds: whether its prompt shows parents
+    for _ in range(cfg["dynamic_sampling"]):
+        batch, weights, shown = sample_round(run)
+        adv = advantage(batch["rewards"], run.task.scalarize(batch["rewards"]), weights, cfg)
+        rounds.append((batch, weights))
+        has_signal += (adv.abs().sum(1) > 0).tolist()
+        shows_parents += shown
+        # Groups with a signal come first, each in the order it was drawn.
+        ranked = sorted(range(len(has_signal)), key=lambda g: not has_signal[g])
+        plain = [g for g in ranked if not shows_parents[g]]
+        with_parents = [g for g in ranked if shows_parents[g]]
+        keep = plain[: kept_groups - with_parents_wanted] + with_parents[:with_parents_wanted]
+        if len(keep) == kept_groups and all(has_signal[g] for g in keep):
+            break
+    # A rank short of one kind (torchrun can split the kinds unevenly) fills in with the other.
+    leftovers = plain[kept_groups - with_parents_wanted :] + with_parents[with_parents_wanted:]
+    keep = sorted(keep + leftovers[: kept_groups - len(keep)])
+    batch = baselines.pick_groups(
+        [b for b, _ in rounds], keep, run.policy.tok.eos, G=cfg["group_size"]
+    )
+    weights = torch.cat([w for _, w in rounds])[keep]
+    flat_kept = sum(not has_signal[g] for g in keep)
+    return batch, weights, {"sampling_rounds": len(rounds), "flat_groups_kept": flat_kept}
 
 
 # ---- What a step logs (CleanRL-style: the numbers that explain a run; runfiles.log_step writes)

@@ -94,8 +94,8 @@ def maze_summary(problems, rewards, answers, drawn=3):
             "both": float(np.mean(both)),
         },
         "per_maze": {"both_corners": both, "arrive": [round(f["exit"], 4) for f in families]},
-        # where the routes go, each maze turned by its pool's favorite corner: the picture's top
-        # row (result files before commit 06bd586 hold "visits", turned by the gold corner)
+        # Where the routes go, each maze turned by its pool's favorite corner: the picture's top
+        # row. Older result files hold "visits" instead, each maze turned by its gold corner.
         "visit_map": np.mean([maze.visit_map(p, pool) for p, pool in zip(problems, answers)], 0)
         .round(4)
         .tolist(),
