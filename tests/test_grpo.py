@@ -257,8 +257,8 @@ def test_the_format_term_weighs_the_same_against_every_methods_task_signal():
         ("dr_grpo", "grpo", ["scale_rewards=none"]),
         ("vpo", "vpo", []),
     ]:
-        fn, sets = ADVANTAGES[algo]
-        r = rewards if sets else rewards[:, :, :1]
+        fn = ADVANTAGES[algo].advantage
+        r = rewards if ADVANTAGES[algo].writes_sets else rewards[:, :, :1]
         task = fn(r, r.mean(-1), weights, resolve_config(overrides=[f"algo={algo}", *flags]))
         fmt = format_advantages(r)
         signal = task.abs().sum(1) > 0
