@@ -1,8 +1,8 @@
 """One writer per run (runfiles.Lock), between real processes: a second train.py on a running run is
 refused at once, naming the first, and the first ends with every log line whole; after a SIGKILL
 the same command resumes and says it took over the dead process's lock; a second lab command on one
-out_dir is refused; two processes that need one warm start train it once, the second waiting for
-the first and loading what it cached."""
+out_dir is refused, and after a SIGKILL the same command resumes; two processes that need one warm
+start train it once, the second waiting for the first and loading what it cached."""
 
 import json
 import os
@@ -109,21 +109,30 @@ def test_after_sigkill_the_same_command_resumes_and_says_it_took_over(
     assert steps_logged_whole(run) == list(range(1, 41)) and not (run / ".lock").exists()
 
 
-def test_a_second_lab_command_on_one_out_dir_is_refused_naming_the_first(tmp_path, processes):
+def test_a_second_lab_command_on_one_out_dir_is_refused_and_a_killed_one_resumed(
+    tmp_path, processes
+):
+    """The second command is refused while the first trains its run; after kill -9 of the first
+    (its worker goes with it) the same command takes over the lock and resumes the run."""
     out = tmp_path / "exp"
     command = [sys.executable, "lab/experiment.py", "--quick", "--tasks", "persona", "--algos"]
-    command += ["grpo", "--set", f"out_dir={out}", f"warmstart_dir={tmp_path}/ws"]
+    command += ["grpo", "--set", f"out_dir={out}", f"warmstart_dir={tmp_path}/ws", "steps=200"]
     first = start(command)
     processes.append(first)
-    # (without a lock: once its first run trains)
-    wait_for(lambda: (out / ".lock").exists() or (out / "runs").exists(), first)
+    ckpt = out / "runs" / "persona-grpo-s0" / "ckpt.pt"
+    wait_for(ckpt.exists, first)
     second = finish(command)
     assert second.returncode == 2 and second.stderr.count("\n") == 1, second.stdout + second.stderr
-    assert f"error: {out} is in use by pid {first.pid} " in second.stderr
-    assert not second.stdout
-    out_first, err_first = first.communicate(timeout=300)
-    assert first.returncode == 0 and "trained persona/grpo/0" in out_first, out_first + err_first
-    assert not (out / ".lock").exists()
+    assert (
+        second.stderr.startswith(f"error: {out} is in use by pid {first.pid} ")
+        and not second.stdout
+    )
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    third = finish(command, timeout=300)
+    assert third.returncode == 0, third.stdout + third.stderr
+    assert f"took over the lock of pid {first.pid}, which no longer runs" in third.stdout
+    assert "resuming unfinished run" in third.stdout and not (out / ".lock").exists()
 
 
 def test_two_processes_that_need_one_warm_start_train_it_once(tmp_path, processes):
