@@ -21,8 +21,9 @@ reads; commit them to merge seeds run in different sessions) and tables.py's rep
 to the cache every run shares (warmstart_dir, out/warmstart/). A finished run or result is reused
 only while the code that made it is unchanged (lab/stored.py keeps what other code made in
 earlier/ and takes it back when the code returns); --set overwrite=true redoes every run and result.
-Ctrl-C at any time: the same command continues, reusing finished runs and evaluations, resuming the
-rest. Deliberately left out: hyperparameter sweeps, more than one GPU.
+Ctrl-C (or a kill) at any time: the same command continues, reusing finished runs and evaluations,
+resuming the rest; a second command on the same out_dir is refused while the first runs, naming it.
+Deliberately left out: hyperparameter sweeps, more than one GPU.
 """
 
 import argparse
@@ -80,7 +81,7 @@ from lab.workers import (
     steps_logged,
     warm_start_job,
 )
-from runfiles import EVAL_KEYS, read_source
+from runfiles import EVAL_KEYS, lock_folder, read_source
 from warmstart import warmstart_path
 
 TASKS = ["persona", "code", "maze", "persona_collinear"]  # each trains with configs/<task>.yaml
@@ -604,10 +605,16 @@ def run_headline(
     seeds = list(seeds) if seeds else [overrides.pop("seed")] if "seed" in overrides else [0]
     overrides.pop("seed", None)
     out_dir = overrides.pop("out_dir", "") or ("out/quick" if quick else "out/headline")
+    os.makedirs(out_dir, exist_ok=True)
+    # one lab command per out_dir: a second is refused at once (each run's folder has its own lock,
+    # taken by the worker that trains it); an error lets go of it as the command exits
+    lock = lock_folder(out_dir)
     settings = evaluation_settings(tasks or list(TASKS), quick, overrides)
     workers = workers or default_workers(pick_device(overrides.get("device", "auto")))
     methods = list(algos or ALGOS) + (ABLATIONS if ablations else [])
     progress = Progress(workers, quick, SHARED_WARMSTART)
+    if lock.note:  # a lock taken over, or none to take
+        progress.say(lock.note)
     if quick:
         progress.say(
             "SMOKE TEST (--quick): tiny models, pools and searches; the numbers and verdicts mean "
@@ -638,6 +645,7 @@ def run_headline(
     progress.say(
         "wrote " + ", ".join(paths) + (" (SMOKE TEST: the numbers mean nothing)" if quick else "")
     )
+    lock.release()
     return results
 
 
