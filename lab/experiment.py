@@ -128,8 +128,7 @@ def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
     algo, variant = VARIANTS.get(name, (name, {}))
     if name == "grpo_x3":
         variant = {"prompts_per_step": base["prompts_per_step"] * base["answers_per_rollout"]}
-    historical = train.ADVANTAGES.get(algo) and train.ADVANTAGES[algo].explores == "historical"
-    if historical and not {**base, **(overrides or {})}["train_problems"]:
+    if historical(name) and not {**base, **(overrides or {})}["train_problems"]:
         visits = base["steps"] * base["prompts_per_step"]
         variant = {"train_problems": max(1, visits // HISTORICAL_EPOCHS)}
     spec = {
@@ -145,6 +144,12 @@ def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
         overrides=[f"{k}={json.dumps(v) if isinstance(v, dict) else v}" for k, v in spec.items()],
         base=base,
     )
+
+
+def historical(name):
+    """Whether method `name` is a historical exploration method (it needs a finite training set)."""
+    algo = VARIANTS.get(name, (name, {}))[0]
+    return algo in train.ADVANTAGES and train.ADVANTAGES[algo].explores == "historical"
 
 
 def code_state(root=HERE):
@@ -225,6 +230,8 @@ class Headline:
         if self.board:  # a method's own keys may differ from the board's runs, nothing else
             own = {a: set(VARIANTS.get(a, (a, {}))[1]) for a in methods + ["grpo"]}
             own["grpo_x3"] = {"prompts_per_step"}  # m times the prompts: its one difference
+            for a in filter(historical, methods):  # its finite training set (run_config)
+                own[a].add("train_problems")
             check_against(self.board, against, self.configs, settings, own)
         # the working tree's code behind each row, and what it makes of the results on disk
         self.sources = row_sources()
