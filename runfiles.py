@@ -1,16 +1,21 @@
 """
 A run's folder and its checkpoints: the folder checked before anything is trained (never clobber
-a result), config.yaml, the log and the jsonl files, atomic checkpoint saves, safe loads
+a result), one writer per folder (Lock: a second process on a running run is refused, naming the
+first), config.yaml, the log and the jsonl files, atomic checkpoint saves, safe loads
 (weights_only: a shared checkpoint runs no code), the checks a resume needs, and the fingerprint of
 the code behind a result (source.json: a hash per reference file; the lab reuses a result only while
 the working tree's is the same). What goes into the files is train.py's business. A student can
-skip this file. Left out: sharded or asynchronous checkpoints, keeping more than the last one.
+skip this file. Left out: sharded or asynchronous checkpoints, keeping more than the last one,
+locks on Windows (no fcntl: a line says the folder is not locked).
 """
 
 import ast
+import atexit
 import hashlib
 import json
 import os
+import socket
+import sys
 import time
 
 import torch
@@ -19,6 +24,11 @@ import yaml
 from config import EVALUATION, ConfigError
 from model import GPT, GPTConfig, Tokenizer
 from rollouts import rollout_prompt
+
+try:
+    import fcntl
+except ImportError:  # Windows: folders go unlocked, and the run says so
+    fcntl = None
 
 # keys that never change what a run computes (cuda_graph: the same tokens by a faster path)
 RESULT_NEUTRAL_KEYS = (
@@ -164,6 +174,127 @@ def model_from_saved(saved, device="cpu"):
     return model.eval(), Tokenizer(saved["config"]["tokenizer"])
 
 
+# ---- One writer per folder: a lock file, taken before the first write and held to the end ----
+
+LOCK_FILE = ".lock"  # in a folder being written: its writer's pid, host, start and command
+_HELD = {}  # a lock file's real path -> the Lock this process holds on it
+
+
+class FolderInUse(ConfigError):
+    """Another running process holds the folder's lock: one line and exit 2, as a wrong setting."""
+
+
+def same_file(file, path):
+    """Is the open `file` still the file at `path` (not removed, nor replaced)?"""
+    try:
+        return os.path.samestat(os.fstat(file.fileno()), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
+def lock_record(file):
+    """What a lock file says of its holder -> {pid, host, since, command}; {} if it says nothing."""
+    file.seek(0)
+    try:
+        record = json.loads(file.read())
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def holder_of(file):
+    """The process that holds `file`'s lock, in words: its pid, host, command and start."""
+    for _ in range(40):  # a holder that has just taken it writes its name a moment later
+        record = lock_record(file)
+        try:
+            os.kill(record["pid"], 0)  # signal 0 only asks whether the process exists
+        except (KeyError, TypeError, ProcessLookupError):
+            time.sleep(0.05)
+            continue
+        except PermissionError:  # another user's
+            pass
+        return "pid {pid} on {host} ({command}, since {since})".format(**record)
+    return "another process"
+
+
+class Lock:
+    """One writer at a time (as git's index.lock): an exclusive fcntl.flock on `path`, a file that
+    names its holder. The kernel lets go of a flock when its holder dies (kill -9 included), so a
+    lock left behind is taken over, never cleaned by hand, and `note` says so; release() removes
+    the file while still holding it, and a taker checks that what it locked is still the file. A
+    process that stops on an exception lets go as it exits, or as it takes the same lock again.
+    wait: None refuses a held lock (FolderInUse); else a function told in a line whom it waits for,
+    then the lock is waited for. `what`: the thing locked, as a message names it."""
+
+    def __init__(self, path, what, wait=None):
+        self.path, self.file, self.note, self.pid = path, None, None, os.getpid()
+        if fcntl is None:
+            self.note = f"{what} is not locked: no fcntl here, so a second process is not refused"
+            return
+        earlier = _HELD.get(os.path.realpath(path))
+        if earlier:  # taken by an earlier run in this process that stopped on an exception
+            earlier.release()
+        while self.file is None:
+            try:
+                file = open(path, "a+")  # noqa: SIM115 (held until release)
+            except OSError as e:
+                raise ConfigError(f"cannot lock {what} ({path}): {e.strerror}") from None
+            try:
+                fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if wait is None:
+                    holder = holder_of(file)
+                    file.close()
+                    raise FolderInUse(
+                        f"{what} is in use by {holder}: wait for it to end, or choose another "
+                        "out_dir"
+                    ) from None
+                wait(f"waiting for {holder_of(file)}, which is writing {what}")
+                fcntl.flock(file, fcntl.LOCK_EX)
+            except OSError as e:  # a filesystem without locks (some network ones)
+                file.close()
+                self.note = f"{what} is not locked ({e.strerror}): a second process is not refused"
+                return
+            if same_file(file, path):
+                self.file = file
+            else:  # its holder removed it as it let go: lock the file there now
+                file.close()
+        before = lock_record(self.file)
+        if before.get("pid") not in (None, self.pid):  # released cleanly, it would be gone
+            self.note = f"took over the lock of pid {before['pid']}, which no longer runs"
+        command = " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:])
+        command = command if len(command) <= 80 else command[:77] + "..."
+        since = time.strftime("%Y-%m-%d %H:%M")
+        me = {"pid": self.pid, "host": socket.gethostname(), "since": since, "command": command}
+        self.file.truncate(0)
+        self.file.write(json.dumps(me) + "\n")
+        self.file.flush()
+        _HELD[os.path.realpath(path)] = self
+
+    def release(self):
+        """Remove the file, then let go of it (a process waiting on it locks the next one)."""
+        if self.file is None:
+            return
+        _HELD.pop(os.path.realpath(self.path), None)
+        # a forked child shares its parent's lock: only the process that took it removes the file
+        if self.pid == os.getpid() and same_file(self.file, self.path):
+            os.remove(self.path)
+        self.file.close()
+        self.file = None
+
+
+@atexit.register
+def release_held_locks():
+    """On any exit but a kill, the next run finds no lock to take over."""
+    for lock in list(_HELD.values()):
+        lock.release()
+
+
+def lock_folder(folder, wait=None):
+    """The Lock of a folder one process writes (a run's, the lab's out_dir)."""
+    return Lock(os.path.join(folder, LOCK_FILE), folder, wait=wait)
+
+
 def run_dir(cfg):
     return cfg["out_dir"] or os.path.join("out", f"{cfg['task']}-{cfg['algo']}-s{cfg['seed']}")
 
@@ -267,14 +398,24 @@ def resume_point(cfg, out_dir, source):
 class RunFiles:
     """A run's folder: config.yaml, source.json, log.txt, metrics.jsonl (only what the seed
     determines), timing.jsonl, samples.jsonl and the checkpoints; resume cuts metrics.jsonl back to
-    the checkpoint. Rank 0 writes."""
+    the checkpoint. Rank 0 writes, holding the folder's lock until close()."""
 
     def __init__(self, cfg, lead=True):
         self.lead, self.quiet = lead, cfg["quiet"]
-        self.out_dir = prepare_out_dir(cfg) if lead else run_dir(cfg)
-        # a run's code: train.py and every reference file it imports
-        source = source_fingerprint("train")
-        self.resume = resume_point(cfg, self.out_dir, source) if cfg["resume"] else None
+        out_dir = run_dir(cfg)
+        # rank 0 alone writes, so it alone holds the folder's lock, from before its checks (a folder
+        # in use is refused as such, whatever it holds; a new one is locked once made) to close()
+        self.lock = lock_folder(out_dir) if lead and os.path.isdir(out_dir) else None
+        try:
+            self.out_dir = prepare_out_dir(cfg) if lead else out_dir
+            self.lock = self.lock or (lock_folder(out_dir) if lead else None)
+            # a run's code: train.py and every reference file it imports
+            source = source_fingerprint("train")
+            self.resume = resume_point(cfg, self.out_dir, source) if cfg["resume"] else None
+        except BaseException:
+            if self.lock:
+                self.lock.release()
+            raise
         self.mode = "a" if self.resume else "w"
         if lead:
             write_config(cfg, self.out_dir)
@@ -286,6 +427,8 @@ class RunFiles:
         self.files = {}
         self.log_file = self._open("log.txt")
         self.t_start, self.first_step = time.time(), 1
+        if self.lock and self.lock.note:  # a lock taken over, or none to take
+            self.log(self.lock.note)
 
     def _open(self, name):  # on first use: a run killed in its warm start leaves no metrics.jsonl
         if name not in self.files:
@@ -324,6 +467,8 @@ class RunFiles:
     def close(self):
         for f in self.files.values():
             f.close()
+        if self.lock:
+            self.lock.release()
 
 
 # ---- A training run's (train.Run) logs and state, saved and restored ---------------------------

@@ -383,15 +383,31 @@ def record_outcomes(run, batch):
     task = run.task
     outcomes = []  # P x G x m: each answer's outcome
     solved = []  # P x G x m: whether each answer reached the problem's best
-    for problem, group, group_rewards in zip(batch["problems"], batch["answers"], batch["rewards"]):
+    scalar = task.scalarize(batch["rewards"])  # (P, G, m)
+    for i, (problem, group) in enumerate(zip(batch["problems"], batch["answers"])):
         outcomes.append([[task.outcome(problem, a) for a in rollout] for rollout in group])
-        solved.append([[task.solved(problem, r) for r in rollout] for rollout in group_rewards])
+        solved.append(solved_answers(run, problem, batch["rewards"][i], scalar=scalar[i]).tolist())
     counts = None
     if run.history is not None:
         counts = run.history.record(batch["problems"], outcomes, solved)
     first = [[rollout[0] for rollout in group] for group in outcomes]
     first_solved = torch.tensor([[rollout[0] for rollout in group] for group in solved])
     return Outcomes(first, first_solved, counts)
+
+
+def solved_answers(run, problem, rewards, scalar):
+    """rewards (G, m, D), scalar (G, m) of one group -> (G, m) bools: task.solved of each answer,
+    asked only where it can hold (task.solved can be costly: the maze's exact optimum is a search).
+    A solving answer reaches the best scalar any answer can, so it is its group's best; and without
+    a history only a group whose answers are all solved matters (the bonus skips it)."""
+    solved = torch.zeros(scalar.shape, dtype=torch.bool)
+    best = scalar.max()
+    candidates = (scalar == best) & (best > 0)
+    if run.history is None and not candidates.all():
+        return solved
+    for g, j in candidates.nonzero().tolist():
+        solved[g, j] = bool(run.task.solved(problem, rewards[g, j].numpy()))
+    return solved
 
 
 def policy_update(run, batch, adv, entropy_coef=0.0):

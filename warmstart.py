@@ -1,7 +1,8 @@
 """
 The supervised warm start, every RL run's start: cross-entropy on demonstrations in every format RL
 and search use (one answer "1|", m answers "3|", parents to edit), cached under a hash of what
-shapes it, so GRPO and VPO runs of one task and seed start from the SAME weights. A student can skip
+shapes it, so GRPO and VPO runs of one task and seed start from the SAME weights; one process
+trains a warm start, and another that needs it meanwhile waits, then loads it. A student can skip
 this file. Deliberately left out: pretrained weights, packing, a validation loss (RL evaluates step
 0).
 """
@@ -224,8 +225,24 @@ def sft_lr_at(cfg, step):
 
 
 def warm_start(cfg, task, tok, device, log):
-    """The warm-start model: loaded from warmstart_from or the cache, else trained and cached."""
+    """The warm-start model: loaded from warmstart_from or the cache, else trained and cached. One
+    process trains a warm start: another that needs the same one waits for it, then loads it."""
     path = cfg["warmstart_from"] or warmstart_path(cfg)
+    lock = None
+    if not cfg["warmstart_from"] and not os.path.exists(path):
+        os.makedirs(cfg["warmstart_dir"], exist_ok=True)
+        lock = runfiles.Lock(f"{path}.lock", path, wait=log)
+        if lock.note:
+            log(f"warm start: {lock.note}")
+    try:
+        return cached_or_trained(cfg, task, tok, device=device, log=log, path=path)
+    finally:
+        if lock:
+            lock.release()
+
+
+def cached_or_trained(cfg, task, tok, device, log, path):
+    """warm_start's model, once no other process is training it."""
     saved = None  # the cached or given warm start (a missing warmstart_from fails loudly here)
     if cfg["warmstart_from"] or os.path.exists(path):
         saved = runfiles.load_checkpoint(path)

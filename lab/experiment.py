@@ -21,8 +21,9 @@ reads; commit them to merge seeds run in different sessions) and tables.py's rep
 to the cache every run shares (warmstart_dir, out/warmstart/). A finished run or result is reused
 only while the code that made it is unchanged (lab/stored.py keeps what other code made in
 earlier/ and takes it back when the code returns); --set overwrite=true redoes every run and result.
-Ctrl-C at any time: the same command continues, reusing finished runs and evaluations, resuming the
-rest. Deliberately left out: hyperparameter sweeps, more than one GPU.
+Ctrl-C (or a kill) at any time: the same command continues, reusing finished runs and evaluations,
+resuming the rest; a second command on the same out_dir is refused while the first runs, naming it.
+Deliberately left out: hyperparameter sweeps, more than one GPU.
 """
 
 import argparse
@@ -87,7 +88,7 @@ from lab.workers import (
     steps_logged,
     warm_start_job,
 )
-from runfiles import EVAL_KEYS, read_source
+from runfiles import EVAL_KEYS, lock_folder, read_source
 from warmstart import warmstart_path
 
 TASKS = ["persona", "code", "maze", "persona_collinear"]  # each trains with configs/<task>.yaml
@@ -134,8 +135,7 @@ def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
     algo, variant = VARIANTS.get(name, (name, {}))
     if name == "grpo_x3":
         variant = {"prompts_per_step": base["prompts_per_step"] * base["answers_per_rollout"]}
-    historical = train.ADVANTAGES.get(algo) and train.ADVANTAGES[algo].explores == "historical"
-    if historical and not {**base, **(overrides or {})}["train_problems"]:
+    if historical(name) and not {**base, **(overrides or {})}["train_problems"]:
         visits = base["steps"] * base["prompts_per_step"]
         variant = {"train_problems": max(1, visits // HISTORICAL_EPOCHS)}
     spec = {
@@ -151,6 +151,22 @@ def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
         overrides=[f"{k}={json.dumps(v) if isinstance(v, dict) else v}" for k, v in spec.items()],
         base=base,
     )
+
+
+def historical(name):
+    """Whether method `name` is a historical exploration method (it needs a finite training set)."""
+    algo = VARIANTS.get(name, (name, {}))[0]
+    return algo in train.ADVANTAGES and train.ADVANTAGES[algo].explores == "historical"
+
+
+def own_keys(methods):
+    """{method: the settings in which its runs may differ from the board's GRPO}: its variant's
+    keys, grpo_x3's prompts per step, a historical exploration method's finite training set."""
+    own = {a: set(VARIANTS.get(a, (a, {}))[1]) for a in methods + ["grpo"]}
+    own["grpo_x3"] = {"prompts_per_step"}  # m times the prompts: its one difference
+    for a in filter(historical, methods):  # run_config gives it a finite training set
+        own[a].add("train_problems")
+    return own
 
 
 def code_state(root=HERE):
@@ -229,9 +245,7 @@ class Headline:
         for (t, _, s), cfg in self.configs.items():
             cfg["warmstart_from"] = self.warm_files[t, s]
         if self.board:  # a method's own keys may differ from the board's runs, nothing else
-            own = {a: set(VARIANTS.get(a, (a, {}))[1]) for a in methods + ["grpo"]}
-            own["grpo_x3"] = {"prompts_per_step"}  # m times the prompts: its one difference
-            check_against(self.board, against, self.configs, settings, own)
+            check_against(self.board, against, self.configs, settings, own_keys(methods))
         # the working tree's code behind each row, and what it makes of the results on disk
         self.sources = row_sources()
         self.overwrite = any(cfg["overwrite"] for cfg in self.configs.values())
@@ -611,10 +625,16 @@ def run_headline(
     seeds = list(seeds) if seeds else [overrides.pop("seed")] if "seed" in overrides else [0]
     overrides.pop("seed", None)
     out_dir = overrides.pop("out_dir", "") or ("out/quick" if quick else "out/headline")
+    os.makedirs(out_dir, exist_ok=True)
+    # one lab command per out_dir: a second is refused at once (each run's folder has its own lock,
+    # taken by the worker that trains it); an error lets go of it as the command exits
+    lock = lock_folder(out_dir)
     settings = evaluation_settings(tasks or list(TASKS), quick, overrides)
     workers = workers or default_workers(pick_device(overrides.get("device", "auto")))
     methods = list(algos or ALGOS) + (ABLATIONS if ablations else [])
     progress = Progress(workers, quick, SHARED_WARMSTART)
+    if lock.note:  # a lock taken over, or none to take
+        progress.say(lock.note)
     if quick:
         progress.say(
             "SMOKE TEST (--quick): tiny models, pools and searches; the numbers and verdicts mean "
@@ -645,6 +665,7 @@ def run_headline(
     progress.say(
         "wrote " + ", ".join(paths) + (" (SMOKE TEST: the numbers mean nothing)" if quick else "")
     )
+    lock.release()
     return results
 
 

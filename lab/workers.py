@@ -6,8 +6,9 @@ Workers are processes with one torch thread each: on a 2-core VM two 1-thread pr
 2-thread process. A queued job starts once a worker is free, longest first (longest_first). With
 CUDA, warm starts and training runs share the GPU (default_workers): at this model size Python and
 kernel launches bound a run, not the GPU.
-Deliberately left out: retrying a failed job (its error stops the experiment; the same command then
-reuses everything finished), more than one machine or GPU.
+A worker ends when its lab command does, even by kill -9. Deliberately left out: retrying a failed
+job (its error stops the experiment; the same command then reuses everything finished), more than
+one machine or GPU.
 """
 
 import heapq
@@ -15,6 +16,7 @@ import json
 import os
 import random
 import signal
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -178,6 +180,15 @@ def _worker_init():
     # Ctrl-C is the parent's to handle: it stops the workers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
+    threading.Thread(target=_exit_with, args=(os.getppid(),), daemon=True).start()
+
+
+def _exit_with(parent):
+    """End this worker once its lab command is gone (kill -9 leaves it no Ctrl-C to pass on): its
+    run's folder lock goes with it, and the same command resumes the run."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
 def run_jobs(ready, workers, progress):

@@ -27,7 +27,9 @@ from train import ADVANTAGES, resolve_config, train
 
 @pytest.mark.parametrize("algo", sorted(ADVANTAGES))
 def test_every_algorithm_runs_end_to_end(tmp_path, algo):
-    out = train(tiny(tmp_path, f"algo={algo}"))
+    # historical exploration counts outcomes per problem: it needs a finite training set
+    finite = ["train_problems=4"] if ADVANTAGES[algo].explores == "historical" else []
+    out = train(tiny(tmp_path, f"algo={algo}", *finite))
     for name in (
         "config.yaml",
         "metrics.jsonl",
@@ -435,8 +437,11 @@ def test_one_run_explains_itself(tmp_path, capsys):
 
 
 def _advantage_fns():
+    """Every advantage of the rewards alone: the exploration methods' also read outcomes, and their
+    bonus moves even a flat group on purpose (tests/test_exploration.py holds them)."""
     for name, entry in trainer.ADVANTAGES.items():
-        yield name, entry.advantage
+        if not entry.explores:
+            yield name, entry.advantage
 
 
 @pytest.mark.parametrize(

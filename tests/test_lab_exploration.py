@@ -1,0 +1,49 @@
+"""lab/exploration.py: the sampling curve and the transfer summary by hand, and the whole command on
+a --quick run (the code task: a tiny warm start, four steps per method)."""
+
+import json
+import math
+
+from lab import exploration
+
+
+def test_sampling_curve_by_hand():
+    per_problem = [
+        {"outcomes": ["a", "a", "b", "c"], "solved": [False, False, True, False]},
+        {"outcomes": ["x", "y", "y", "y"], "solved": [False, False, False, False]},
+    ]
+    curve = exploration.sampling_curve(per_problem, [1, 2, 3, 4])
+    assert curve["solved_share"] == [0.0, 0.0, 0.5, 0.5]
+    assert curve["distinct"] == [1.0, 1.5, 2.0, 2.5]
+    # the problems not solved within k: both up to 2, then only the second
+    assert curve["distinct_unsolved"] == [1.0, 1.5, 2.0, 2.0]
+
+
+def test_transfer_summary_by_hand():
+    per_problem = [
+        {"outcomes": ["a", "a", "b"], "solved": [True, True, False], "entropy": [0.1, 0.3, 1.0]},
+        {"outcomes": ["x", "x", "x"], "solved": [False, False, False], "entropy": [0.5, None, 0.5]},
+    ]
+    got = exploration.transfer_summary(per_problem)
+    assert got["distinct"] == [2, 1]
+    assert math.isclose(got["entropy"]["correct"], 0.2)
+    assert math.isclose(got["entropy"]["incorrect"], (1.0 + 0.5 + 0.5) / 3)
+    assert got["answers"] == {"correct": 2, "incorrect": 3}
+
+
+def test_quick_run_writes_every_measurement_and_the_report(tmp_path):
+    out = tmp_path / "exploration"
+    exploration.main(
+        ["--quick", "--seeds", "0", "--tasks", "code", "--workers", "2", "--out", str(out)]
+    )
+    for method in ["start", *exploration.METHODS]:
+        with open(out / "exploration" / f"code-{method}-s0.json") as f:
+            measured = json.load(f)
+        assert len(measured["problems"]) == exploration.QUICK_SIZES["train_problems"]
+    start = json.loads((out / "exploration" / "code-start-s0.json").read_text())
+    share = start["curve"]["solved_share"]
+    assert share == sorted(share)  # solved at least once never goes back
+    report = (out / "exploration.md").read_text()
+    assert "RL as a sampling process" in report and "the transfer" in report
+    assert all(f"| {method} |" in report for method in exploration.METHODS)
+    assert (out / "exploration.png").stat().st_size > 0
