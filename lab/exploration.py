@@ -5,6 +5,7 @@ it? The measurements of Song, Kempe and Munos ("Outcome-based Exploration for LL
     python lab/exploration.py                    # code and the maze, 6 methods, 3 seeds
     python lab/exploration.py --quick            # a smoke test: tiny sizes, numbers meaningless
     python lab/exploration.py --seeds 0          # one seed
+    python lab/exploration.py --measure-only     # measure finished runs again, train nothing
     python lab/exploration.py --report out/exploration   # tables and figure from stored files
 
 For each task and seed: one finite training set (SIZES: drawn once, visited for ten epochs), one
@@ -151,12 +152,14 @@ def transfer_summary(per_problem):
     }
 
 
-def start_job(path, cfg, max_samples):
-    """The starting point on a task and seed: fresh single answers on every training problem, up to
-    max_samples each (its sampling curve), and its transfer measurement (the first 8 of them)."""
+def start_job(path, cfg, runs_samples):
+    """The starting point on a task and seed: fresh single answers on every training problem, as
+    many as the most any run drew (its sampling curve, at powers of 2 and at each run's own count
+    `runs_samples`), and its transfer measurement (the first 8 of them)."""
     task, problems = training_problems(cfg)
+    max_samples = max(runs_samples)
     per_problem = sample_answers(path, task, problems, max_samples, seed=cfg["seed"], m=1)
-    counts = sorted({min(max_samples, 2**i) for i in range(20)} | {max_samples})
+    counts = sorted({min(max_samples, 2**i) for i in range(20)} | set(runs_samples))
     transfer = [{k: v[:TRANSFER_ANSWERS] for k, v in p.items()} for p in per_problem]
     return {
         "curve": sampling_curve(per_problem, counts),
@@ -220,14 +223,19 @@ def run_measurements(out_dir, tasks, seeds, quick, workers, extra=None):
             path = measurement_path(out_dir, task, "start", seed)
             if not os.path.exists(path):
                 cfg = configs["grpo"]
-                # the most answers any run drew on one problem: VPO's, m to a rollout
-                most = max(
-                    cfg["steps"] * cfg["prompts_per_step"] * cfg["group_size"] * m_of(c)
+                # the answers each run drew on one problem (VPO: m to a rollout)
+                runs_samples = {
+                    math.ceil(
+                        c["steps"]
+                        * c["prompts_per_step"]
+                        * c["group_size"]
+                        * m_of(c)
+                        / c["train_problems"]
+                    )
                     for c in configs.values()
-                )
-                most = math.ceil(most / cfg["train_problems"])
+                }
                 warm = start_path(cfg, out_dir)
-                jobs.append((path, start_job, (warm, cfg, most)))
+                jobs.append((path, start_job, (warm, cfg, sorted(runs_samples))))
     if not jobs:
         return
     print(
@@ -502,6 +510,11 @@ def main(argv=None):
     p.add_argument("--out", help="the experiment's folder (default out/exploration)")
     p.add_argument("--report", metavar="DIR", help="only rewrite the report from DIR's files")
     p.add_argument(
+        "--measure-only",
+        action="store_true",
+        help="measure the finished runs in --out and write the report; train nothing",
+    )
+    p.add_argument(
         "--set", nargs="*", default=[], metavar="KEY=VALUE", help="train.py settings for every run"
     )
     args = p.parse_args(argv)
@@ -511,7 +524,7 @@ def main(argv=None):
         out_dir = args.out or ("out/exploration_quick" if args.quick else "out/exploration")
         extra = experiment.checked_overrides(args.set, args.tasks)
         workers = args.workers or 2
-        for task in args.tasks:  # each task its own sizes
+        for task in [] if args.measure_only else args.tasks:  # each task its own sizes
             experiment.run_headline(
                 {**overrides(task, args.quick), **extra, "out_dir": out_dir},
                 quick=args.quick,
