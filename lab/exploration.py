@@ -419,6 +419,39 @@ def transfer_table(found, task, seeds):
     return lines + [""]
 
 
+HELDOUT = [("best", "best@30"), ("pass", "pass@30"), ("w_best", "w-best@30")]
+HELDOUT += [("diversity", "diversity")]
+
+
+def heldout_table(results, task):
+    """Table c: per method, pass@1, best@1 and each measure of HELDOUT at k = 30, with its 95%
+    paired interval against GRPO and against VPO (over held-out problems and seeds)."""
+    per_method = results["tasks"].get(task, {})
+    head = " | ".join(f"{name}: mean, - GRPO, - VPO" for _, name in HELDOUT)
+    lines = [
+        f"#### {task}: held out (40 problems a seed, pools of 30), against GRPO and VPO [95%]",
+        "",
+        f"| method | best@1 | pass@1 | {head} |",
+        "|---|---|---|" + "---|" * len(HELDOUT),
+    ]
+    for method in ["warm_start", "warm_start_m3", *METHODS]:
+        entry = per_method.get(method)
+        if not entry or "per_problem" not in entry:
+            continue
+        cells = []
+        for key, _ in HELDOUT:
+            values = [np.mean(entry["per_problem"][s][key]) for s in entry["per_problem"]]
+            against = [
+                report.paired(results, task, method, other, key) if other != method else None
+                for other in ("grpo", "vpo")
+            ]
+            shown = [report.fmt_interval(iv) if iv else "" for iv in against]
+            cells.append(f"{np.mean(values):.3f}, {shown[0]}, {shown[1]}")
+        first = f"{entry['best_at_k'][0]:.3f} | {entry['pass_at_k'][0]:.3f}"
+        lines.append(f"| {method} | {first} | {' | '.join(cells)} |")
+    return lines + [""]
+
+
 COLORS = {
     "start": "black",
     "grpo": "tab:red",
@@ -491,7 +524,9 @@ def write_report(out_dir, tasks, seeds):
     records = [r for r in report.load_records([out_dir]) if r["task"] in tasks]
     if records:
         results = report.merge(records, experiment.TASKS)
-        lines += ["### Held out: each method against VPO and GRPO (paired over problems and seeds)"]
+        for task in tasks:
+            lines += heldout_table(results, task)
+        lines += ["### Held out: each board ranked, against VPO and GRPO"]
         lines += tables.leaderboard_table(results)
     text = "\n".join(lines)
     with open(os.path.join(out_dir, "exploration.md"), "w") as f:
