@@ -8,7 +8,9 @@ Compared byte for byte: every result file (results/*.json: pools, per-problem va
 training summaries), every run's metrics.jsonl, samples.jsonl and config.yaml, and the weights in
 every run's final.pt and every warm start. Left out, because they name the code or the clock, not
 the results: the commit, machine and source fields, a search's seconds, timing.jsonl and log.txt,
-and the hash in a warm start's file name (it follows the code, so it changes when that code moves).
+the hash in a warm start's file name (it follows the code, so it changes when that code moves),
+and a setting that only one side knows when it holds train.DEFAULTS' value (a new setting at its
+default, such as train_problems=0, changes nothing).
 A refactor that keeps every number passes this; a seed reproduces bit for bit only on one machine,
 so both sides run here. Needs git (the earlier commit is checked out in a temporary worktree).
 """
@@ -25,8 +27,12 @@ import tempfile
 from pathlib import Path
 
 import torch
+import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # train.DEFAULTS
+from train import DEFAULTS  # noqa: E402
+
 # the same relative path on both sides (configs name it), one per process (two checks may run at
 # once)
 OUT = os.path.join("out", f"same_results_{os.getpid()}")
@@ -50,11 +56,35 @@ def quick_run(tree):
     return os.path.join(tree, OUT)
 
 
-def comparable_text(path):
-    """A result file's text without what names the code or the machine, warm-start hashes masked."""
+def without_new_defaults(mine, theirs):
+    """mine with every setting theirs lacks dropped where it holds train.DEFAULTS' value, nested
+    dicts alike (a result file's run settings sit inside its record)."""
+    if not isinstance(mine, dict) or not isinstance(theirs, dict):
+        return mine
+    out = {}
+    for key, value in mine.items():
+        if key not in theirs and key in DEFAULTS and value == DEFAULTS[key]:
+            continue
+        out[key] = without_new_defaults(value, theirs.get(key))
+    return out
+
+
+def parsed(path):
     text = Path(path).read_text()
+    return json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+
+
+def comparable_text(path, other=None):
+    """A result file's text without what names the code or the machine, warm-start hashes masked;
+    other: the same file on the other side (the settings only one side knows, at their defaults,
+    are left out)."""
+    text = Path(path).read_text()
+    if path.endswith(".yaml") and other:
+        text = json.dumps(without_new_defaults(parsed(path), parsed(other)), sort_keys=True)
     if path.endswith(".json"):
         record = json.loads(text)
+        if other:
+            record = without_new_defaults(record, parsed(other))
         for key in ("commit", "machine", "commits", "machines", "wall_s", "source"):
             record.pop(key, None)
         record.get("pools", {}).pop("reward_vectors", None)  # a figure's copy of the pools
@@ -89,7 +119,7 @@ def differences(a, b):
                 wa, wb = weights(pa), weights(pb)
                 same = wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
             else:
-                same = comparable_text(pa) == comparable_text(pb)
+                same = comparable_text(pa, pb) == comparable_text(pb, pa)
             if not same:
                 found.append(f"differs: {name}")
     return found
