@@ -295,6 +295,12 @@ def start_at(start, samples):
     return start["counts"][i], np.array(solved, float), np.array(distinct, float)
 
 
+def measured_pairs(found, task, method, seeds):
+    """[(the run's measurement, its start's)] of the seeds that have both."""
+    rows = [(found.get((task, method, s)), found.get((task, "start", s))) for s in seeds]
+    return [(run, start) for run, start in rows if run and start]
+
+
 def interval_cell(a, b):
     """Paired (seeds, problems) arrays -> "mean a, b: a - b [95%]"."""
     diff = paired_bootstrap_interval(np.array(a), np.array(b))
@@ -314,8 +320,7 @@ def sampling_table(found, task, seeds):
         "|---|---|---|---|---|",
     ]
     for method in METHODS:
-        rows = [(found.get((task, method, s)), found.get((task, "start", s))) for s in seeds]
-        rows = [(run, start) for run, start in rows if run and start]
+        rows = measured_pairs(found, task, method, seeds)
         if not rows:
             continue
         solved_rl, solved_start, distinct_rl, distinct_start = [], [], [], []
@@ -381,8 +386,7 @@ def transfer_table(found, task, seeds):
         "|---|---|---|---|---|---|",
     ]
     for method in METHODS:
-        rows = [(found.get((task, method, s)), found.get((task, "start", s))) for s in seeds]
-        rows = [(run, start) for run, start in rows if run and start]
+        rows = measured_pairs(found, task, method, seeds)
         if not rows:
             continue
         cells = {"solved": [[], []], "unsolved": [[], []]}

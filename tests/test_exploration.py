@@ -4,12 +4,11 @@ SIGKILL that resumes with the same outcome counts."""
 
 import itertools
 import random
-import sys
 
 import numpy as np
 import pytest
 import torch
-from tiny_runs import TINY, popen, read, sigkill_when, tiny
+from tiny_runs import cli, popen, read, sigkill_when, tiny
 
 import exploration
 import train as trainer
@@ -185,9 +184,6 @@ def _policy(cfg):
     return Policy.from_config(model, tok, cfg, device="cpu", answers_per_rollout=1)
 
 
-RUN = ["algo=ucb_con", "train_problems=4", "steps=12", "ckpt_every=3", "quiet=true"]
-
-
 def test_outcome_counts_survive_sigkill_and_resume(baseline, tmp_path):
     """A ucb_con run killed with SIGKILL after its first checkpoint resumes to the same metrics,
     weights and outcome counts as the run that was never interrupted."""
@@ -195,16 +191,7 @@ def test_outcome_counts_survive_sigkill_and_resume(baseline, tmp_path):
     whole, killed = tmp_path / "whole", tmp_path / "killed"
 
     def command(out):
-        return [
-            sys.executable,
-            "train.py",
-            "--config",
-            TINY,
-            "--set",
-            f"out_dir={out}",
-            f"warmstart_dir={ws}",
-            *RUN,
-        ]
+        return cli(out, ws, "algo=ucb_con", "train_problems=4")
 
     trainer.main(command(whole)[2:])
     sigkill_when(
