@@ -295,6 +295,13 @@ def start_at(start, samples):
     return start["counts"][i], np.array(solved, float), np.array(distinct, float)
 
 
+def nan_mean(values):
+    """The mean of the numbers that are not nan (nan if none): a seed may have no unsolved problem
+    or no correct answer."""
+    kept = [float(v) for v in values if not math.isnan(float(v))]
+    return float(np.mean(kept)) if kept else math.nan
+
+
 def measured_pairs(found, task, method, seeds):
     """[(the run's measurement, its start's)] of the seeds that have both."""
     rows = [(found.get((task, method, s)), found.get((task, "start", s))) for s in seeds]
@@ -339,7 +346,7 @@ def sampling_table(found, task, seeds):
             )
             unsolved_start.append(np.mean(distinct[solved == 0]) if (solved == 0).any() else 0)
         unsolved = (
-            f"{np.nanmean(unsolved_rl):.2f} vs {np.nanmean(unsolved_start):.2f}"
+            f"{nan_mean(unsolved_rl):.2f} vs {nan_mean(unsolved_start):.2f}"
             f" ({' '.join(f'{a:.2f}/{b:.2f}' for a, b in zip(unsolved_rl, unsolved_start))})"
         )
         lines.append(
@@ -402,11 +409,11 @@ def transfer_table(found, task, seeds):
             entropy.append((run["transfer"]["entropy"]["correct"], run["transfer"]["entropy"]))
         unsolved_diff = unsolved_change(rows)
         ent = [e for _, e in entropy]
-        correct = np.nanmean([e["correct"] for e in ent])
-        incorrect = np.nanmean([e["incorrect"] for e in ent])
+        correct = nan_mean([e["correct"] for e in ent])
+        incorrect = nan_mean([e["incorrect"] for e in ent])
 
         def change(pair):
-            return f"{np.nanmean(pair[0]):.2f} -> {np.nanmean(pair[1]):.2f}"
+            return f"{nan_mean(pair[0]):.2f} -> {nan_mean(pair[1]):.2f}"
 
         lines.append(
             f"| {method} | {np.mean(share):.2f} | {change(cells['solved'])} | "
@@ -417,8 +424,8 @@ def transfer_table(found, task, seeds):
     ]
     if starts:
         lines.append(
-            f"| start | | | | | {np.nanmean([e['correct'] for e in starts]):.3f} / "
-            f"{np.nanmean([e['incorrect'] for e in starts]):.3f} |"
+            f"| start | | | | | {nan_mean([e['correct'] for e in starts]):.3f} / "
+            f"{nan_mean([e['incorrect'] for e in starts]):.3f} |"
         )
     return lines + [""]
 
