@@ -49,11 +49,15 @@ def wait_for(ready, proc, timeout=120):
 
 
 def steps_logged_whole(run):
-    """Every line of the run's jsonl files parses -> the steps timing.jsonl logged, in order."""
-    for name in ("metrics.jsonl", "samples.jsonl"):
+    """Every line of the run's jsonl files parses -> the training steps metrics.jsonl logged, in
+    order (a resume cuts metrics.jsonl back to its checkpoint; timing.jsonl, wall-clock only, keeps
+    a killed process's last lines, so a kill just after a step's timing line would count it
+    twice)."""
+    for name in ("metrics.jsonl", "samples.jsonl", "timing.jsonl"):
         for line in (run / name).read_text().splitlines():
             json.loads(line)
-    return [json.loads(line)["step"] for line in (run / "timing.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [r["step"] for r in records if r["kind"] == "train"]
 
 
 @pytest.fixture
