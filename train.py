@@ -287,7 +287,9 @@ def rl_step(run):
     t_sample = time.time() - t0
     rewards = batch["rewards"]  # (P, G, m, D)
     scalar = run.task.scalarize(rewards)  # (P, G, m): the fixed scalarization of every answer
-    outcomes = record_outcomes(run, batch)  # None unless a finite set or an exploring method
+    outcomes = record_outcomes(
+        run, batch, scalar
+    )  # None unless a finite set or an exploring method
     # Only the exploration methods take the outcomes; every other advantage takes four arguments.
     extra = {"outcomes": outcomes} if algorithm.explores else {}
     adv = algorithm.advantage(rewards, scalar, weights, cfg, **extra)  # (P, G)
@@ -375,15 +377,15 @@ class Outcomes(NamedTuple):
     counts: torch.Tensor  # (P, G): N(x, a) of those outcomes in earlier steps; None without history
 
 
-def record_outcomes(run, batch):
-    """Every answer's outcome, counted in run.history when the training set is finite -> Outcomes,
-    or None when neither a history nor the method asks for them."""
+def record_outcomes(run, batch, scalar):
+    """Every answer's outcome (scalar: the batch's fixed scalarization, (P, G, m)), counted in
+    run.history when the training set is finite -> Outcomes, or None when neither a history nor the
+    method asks for them."""
     if run.history is None and not ADVANTAGES[run.cfg["algo"]].explores:
         return None
     task = run.task
     outcomes = []  # P x G x m: each answer's outcome
     solved = []  # P x G x m: whether each answer reached the problem's best
-    scalar = task.scalarize(batch["rewards"])  # (P, G, m)
     for i, (problem, group) in enumerate(zip(batch["problems"], batch["answers"])):
         outcomes.append([[task.outcome(problem, a) for a in rollout] for rollout in group])
         solved.append(solved_answers(run, problem, batch["rewards"][i], scalar=scalar[i]).tolist())

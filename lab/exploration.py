@@ -224,17 +224,8 @@ def run_measurements(out_dir, tasks, seeds, quick, workers, extra=None):
             if not os.path.exists(path):
                 cfg = configs["grpo"]
                 # the answers each run drew on one problem (VPO: m to a rollout)
-                runs_samples = {
-                    math.ceil(
-                        c["steps"]
-                        * c["prompts_per_step"]
-                        * c["group_size"]
-                        * m_of(c)
-                        / c["train_problems"]
-                    )
-                    for c in configs.values()
-                }
-                warm = start_path(cfg, out_dir)
+                runs_samples = {answers_drawn_per_problem(c) for c in configs.values()}
+                warm = start_path(cfg)
                 jobs.append((path, start_job, (warm, cfg, sorted(runs_samples))))
     if not jobs:
         return
@@ -254,11 +245,14 @@ def run_measurements(out_dir, tasks, seeds, quick, workers, extra=None):
             print(f"[{time.time() - t0:5.0f}s] {os.path.relpath(path, out_dir)}", flush=True)
 
 
-def m_of(cfg):
-    return experiment.train.answers_per_rollout(cfg)
+def answers_drawn_per_problem(cfg):
+    """The answers a run draws on each problem of its finite training set (VPO: m a rollout)."""
+    m = experiment.train.answers_per_rollout(cfg)
+    drawn = cfg["steps"] * cfg["prompts_per_step"] * cfg["group_size"] * m
+    return math.ceil(drawn / cfg["train_problems"])
 
 
-def start_path(cfg, out_dir):
+def start_path(cfg):
     """The checkpoint every run of a task and seed starts from (the maze's base, else its cached
     warm start)."""
     if cfg["warmstart_from"]:
