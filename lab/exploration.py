@@ -6,6 +6,7 @@ it? The measurements of Song, Kempe and Munos ("Outcome-based Exploration for LL
     python lab/exploration.py --quick            # a smoke test: tiny sizes, numbers meaningless
     python lab/exploration.py --seeds 0          # one seed
     python lab/exploration.py --measure-only     # measure finished runs again, train nothing
+    python lab/exploration.py --methods ucb_con batch_explore --set explore_coef=1.0 --out DIR
     python lab/exploration.py --report out/exploration   # tables and figure from stored files
 
 For each task and seed: one finite training set (SIZES: drawn once, visited for ten epochs), one
@@ -205,8 +206,9 @@ def measurement_path(out_dir, task, method, seed):
     return os.path.join(out_dir, "exploration", f"{task}-{method}-s{seed}.json")
 
 
-def run_measurements(out_dir, tasks, seeds, quick, workers, extra=None):
-    """After the runs: every missing measurement file, each in a worker (extra: --set's)."""
+def run_measurements(out_dir, tasks, seeds, quick, workers, extra=None, methods=METHODS):
+    """After the runs: every missing measurement file of `methods` and of the starting point, each
+    in a worker (extra: --set's)."""
     jobs = []
     for task in tasks:
         for seed in seeds:
@@ -216,14 +218,15 @@ def run_measurements(out_dir, tasks, seeds, quick, workers, extra=None):
                 )
                 for a in METHODS
             }
-            for method, cfg in configs.items():
+            for method in methods:
+                cfg = configs[method]
                 path = measurement_path(out_dir, task, method, seed)
                 if not os.path.exists(path):
                     jobs.append((path, run_job, (cfg["out_dir"], cfg)))
             path = measurement_path(out_dir, task, "start", seed)
             if not os.path.exists(path):
                 cfg = configs["grpo"]
-                # the answers each run drew on one problem (VPO: m to a rollout)
+                # the answers each method's run draws on one problem (VPO: m to a rollout)
                 runs_samples = {answers_drawn_per_problem(c) for c in configs.values()}
                 warm = start_path(cfg)
                 jobs.append((path, start_job, (warm, cfg, sorted(runs_samples))))
@@ -546,6 +549,13 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="smoke-test sizes (numbers meaningless)")
     p.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     p.add_argument("--tasks", nargs="*", default=TASKS, choices=TASKS)
+    p.add_argument(
+        "--methods",
+        nargs="*",
+        default=METHODS,
+        choices=METHODS,
+        help="train and measure these only (the report shows every method measured in --out)",
+    )
     p.add_argument("--workers", type=int, help="worker processes (default: as lab/experiment.py)")
     p.add_argument("--out", help="the experiment's folder (default out/exploration)")
     p.add_argument("--report", metavar="DIR", help="only rewrite the report from DIR's files")
@@ -569,11 +579,13 @@ def main(argv=None):
                 {**overrides(task, args.quick), **extra, "out_dir": out_dir},
                 quick=args.quick,
                 tasks=[task],
-                algos=METHODS,
+                algos=args.methods,
                 seeds=args.seeds,
                 workers=workers,
             )
-        run_measurements(out_dir, args.tasks, args.seeds, args.quick, workers, extra)
+        run_measurements(
+            out_dir, args.tasks, args.seeds, args.quick, workers, extra, methods=args.methods
+        )
         write_report(out_dir, args.tasks, args.seeds)
     except KeyboardInterrupt:
         sys.exit(130)

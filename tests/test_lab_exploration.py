@@ -47,3 +47,14 @@ def test_quick_run_writes_every_measurement_and_the_report(tmp_path):
     assert "RL as a sampling process" in report and "the transfer" in report
     assert all(f"| {method} |" in report for method in exploration.METHODS)
     assert (out / "exploration.png").stat().st_size > 0
+
+
+def test_methods_trains_and_measures_only_those(tmp_path):
+    out = tmp_path / "subset"
+    argv = ["--quick", "--seeds", "0", "--tasks", "code", "--workers", "2", "--out", str(out)]
+    exploration.main([*argv, "--methods", "ucb_con", "--set", "explore_coef=1.0"])
+    measured = sorted(p.name for p in (out / "exploration").glob("*.json"))
+    assert measured == ["code-start-s0.json", "code-ucb_con-s0.json"]
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["code-ucb_con-s0"]
+    report = (out / "exploration.md").read_text()
+    assert "| ucb_con |" in report and "| grpo |" not in report
