@@ -17,7 +17,8 @@ w-best@30, diversity, with paired intervals against GRPO and VPO). Then, per run
   a. RL as a sampling process (the paper's Figure 2): the run's own history (metrics.jsonl: the
      share of training problems solved so far and the distinct outcomes per problem, all and on the
      problems still unsolved, against answers drawn per problem), beside fresh samples of the
-     starting point on the same problems at the same counts.
+     starting point on the same problems at the same counts (single answers; and for VPO, whose
+     answers come m to a rollout, also the starting point asked for m answers a call).
   b. The transfer (the paper's Table 2): distinct outcomes among 8 answers per training problem, on
      the problems the run solved during training and on those it never solved, from the starting
      point and from the final policy; token entropy on correct and on incorrect answers.
@@ -63,6 +64,11 @@ SIZES = {
 QUICK_SIZES = {"steps": 4, "train_problems": 4}  # configs/tiny.yaml: 2 prompts a step, 2 epochs
 TRANSFER_ANSWERS = 8  # answers per training problem for the transfer table (the paper's 8)
 CHUNK_ROWS = 4096  # rows per sampler call: memory stays small
+# The starting point sampled two ways: single answers, and (for VPO, whose answers come m to a
+# rollout, written to differ) asked for VPO's m answers a call. Tables a and b: (row, run, start).
+STARTS = ["start", "start_sets"]
+ROWS = [(method, method, "start") for method in METHODS]
+ROWS += [("vpo, against the start asked for sets", "vpo", "start_sets")]
 
 
 # ---- Sampling a checkpoint on the training set ----
@@ -153,13 +159,13 @@ def transfer_summary(per_problem):
     }
 
 
-def start_job(path, cfg, runs_samples):
-    """The starting point on a task and seed: fresh single answers on every training problem, as
+def start_job(path, cfg, runs_samples, m=1):
+    """The starting point on a task and seed: fresh answers on every training problem, m a call, as
     many as the most any run drew (its sampling curve, at powers of 2 and at each run's own count
     `runs_samples`), and its transfer measurement (the first 8 of them)."""
     task, problems = training_problems(cfg)
     max_samples = max(runs_samples)
-    per_problem = sample_answers(path, task, problems, max_samples, seed=cfg["seed"], m=1)
+    per_problem = sample_answers(path, task, problems, max_samples, seed=cfg["seed"], m=m)
     counts = sorted({min(max_samples, 2**i) for i in range(20)} | set(runs_samples))
     transfer = [{k: v[:TRANSFER_ANSWERS] for k, v in p.items()} for p in per_problem]
     return {
@@ -171,6 +177,7 @@ def start_job(path, cfg, runs_samples):
         "counts": counts,
         "transfer": transfer_summary(transfer),
         "problems": [repr(q) for q in problems],
+        "answers_a_call": m,
     }
 
 
@@ -223,13 +230,18 @@ def run_measurements(out_dir, tasks, seeds, quick, workers, extra=None, methods=
                 path = measurement_path(out_dir, task, method, seed)
                 if not os.path.exists(path):
                     jobs.append((path, run_job, (cfg["out_dir"], cfg)))
+            # the answers each method's run draws on one problem (VPO: m to a rollout)
+            runs_samples = sorted({answers_drawn_per_problem(c) for c in configs.values()})
             path = measurement_path(out_dir, task, "start", seed)
             if not os.path.exists(path):
                 cfg = configs["grpo"]
-                # the answers each method's run draws on one problem (VPO: m to a rollout)
-                runs_samples = {answers_drawn_per_problem(c) for c in configs.values()}
-                warm = start_path(cfg)
-                jobs.append((path, start_job, (warm, cfg, sorted(runs_samples))))
+                jobs.append((path, start_job, (start_path(cfg), cfg, runs_samples)))
+            path = measurement_path(out_dir, task, "start_sets", seed)
+            if "vpo" in methods and not os.path.exists(path):
+                cfg = configs["vpo"]
+                m = experiment.train.answers_per_rollout(cfg)
+                drawn = [answers_drawn_per_problem(cfg)]
+                jobs.append((path, start_job, (start_path(cfg), cfg, drawn, m)))
     if not jobs:
         return
     print(
@@ -275,7 +287,7 @@ def load(out_dir, tasks, seeds):
     found = {}
     for task in tasks:
         for seed in seeds:
-            for method in ["start", *METHODS]:
+            for method in [*STARTS, *METHODS]:
                 path = measurement_path(out_dir, task, method, seed)
                 if os.path.exists(path):
                     with open(path) as f:
@@ -299,9 +311,9 @@ def nan_mean(values):
     return float(np.mean(kept)) if kept else math.nan
 
 
-def measured_pairs(found, task, method, seeds):
+def measured_pairs(found, task, method, seeds, start="start"):
     """[(the run's measurement, its start's)] of the seeds that have both."""
-    rows = [(found.get((task, method, s)), found.get((task, "start", s))) for s in seeds]
+    rows = [(found.get((task, method, s)), found.get((task, start, s))) for s in seeds]
     return [(run, start) for run, start in rows if run and start]
 
 
@@ -323,8 +335,8 @@ def sampling_table(found, task, seeds):
         "RL vs start |",
         "|---|---|---|---|---|",
     ]
-    for method in METHODS:
-        rows = measured_pairs(found, task, method, seeds)
+    for label, method, start_name in ROWS:
+        rows = measured_pairs(found, task, method, seeds, start=start_name)
         if not rows:
             continue
         solved_rl, solved_start, distinct_rl, distinct_start = [], [], [], []
@@ -347,7 +359,7 @@ def sampling_table(found, task, seeds):
             f" ({' '.join(f'{a:.2f}/{b:.2f}' for a, b in zip(unsolved_rl, unsolved_start))})"
         )
         lines.append(
-            f"| {method} | {'/'.join(map(str, sorted(counts)))} | "
+            f"| {label} | {'/'.join(map(str, sorted(counts)))} | "
             f"{interval_cell(solved_rl, solved_start)} | "
             f"{interval_cell(distinct_rl, distinct_start)} | {unsolved} |"
         )
@@ -389,8 +401,8 @@ def transfer_table(found, task, seeds):
         "answers |",
         "|---|---|---|---|---|---|",
     ]
-    for method in METHODS:
-        rows = measured_pairs(found, task, method, seeds)
+    for label, method, start_name in ROWS:
+        rows = measured_pairs(found, task, method, seeds, start=start_name)
         if not rows:
             continue
         cells = {"solved": [[], []], "unsolved": [[], []]}
@@ -403,27 +415,27 @@ def transfer_table(found, task, seeds):
             for name, where in (("solved", solved), ("unsolved", ~solved)):
                 cells[name][0].append(begin[where].mean() if where.any() else math.nan)
                 cells[name][1].append(end[where].mean() if where.any() else math.nan)
-            entropy.append((run["transfer"]["entropy"]["correct"], run["transfer"]["entropy"]))
+            entropy.append(run["transfer"]["entropy"])
         unsolved_diff = unsolved_change(rows)
-        ent = [e for _, e in entropy]
-        correct = nan_mean([e["correct"] for e in ent])
-        incorrect = nan_mean([e["incorrect"] for e in ent])
+        correct = nan_mean([e["correct"] for e in entropy])
+        incorrect = nan_mean([e["incorrect"] for e in entropy])
 
         def change(pair):
             return f"{nan_mean(pair[0]):.2f} -> {nan_mean(pair[1]):.2f}"
 
         lines.append(
-            f"| {method} | {np.mean(share):.2f} | {change(cells['solved'])} | "
+            f"| {label} | {np.mean(share):.2f} | {change(cells['solved'])} | "
             f"{change(cells['unsolved'])} | {unsolved_diff} | {correct:.3f} / {incorrect:.3f} |"
         )
-    starts = [
-        found[task, "start", s]["transfer"]["entropy"] for s in seeds if (task, "start", s) in found
-    ]
-    if starts:
-        lines.append(
-            f"| start | | | | | {nan_mean([e['correct'] for e in starts]):.3f} / "
-            f"{nan_mean([e['incorrect'] for e in starts]):.3f} |"
-        )
+    for name in STARTS:
+        starts = [
+            found[task, name, s]["transfer"]["entropy"] for s in seeds if (task, name, s) in found
+        ]
+        if starts:
+            lines.append(
+                f"| {name} | | | | | {nan_mean([e['correct'] for e in starts]):.3f} / "
+                f"{nan_mean([e['incorrect'] for e in starts]):.3f} |"
+            )
     return lines + [""]
 
 
@@ -460,8 +472,13 @@ def heldout_table(results, task):
     return lines + [""]
 
 
+LABELS = {
+    "start": "starting point, fresh samples",
+    "start_sets": "starting point asked for sets, fresh",
+}
 COLORS = {
     "start": "black",
+    "start_sets": "gray",
     "grpo": "tab:red",
     "ucb": "tab:olive",
     "ucb_mean": "tab:orange",
@@ -481,11 +498,11 @@ def draw(found, tasks, seeds, path):
 
     fig, axes = plt.subplots(len(tasks), 2, figsize=(11, 4 * len(tasks)), squeeze=False)
     for row, task in zip(axes, tasks):
-        for method in ["start", *METHODS]:
+        for method in [*STARTS, *METHODS]:
             runs = [found[task, method, s] for s in seeds if (task, method, s) in found]
             if not runs:
                 continue
-            if method == "start":
+            if method in STARTS:
                 x = runs[0]["curve"]["samples"]
                 ys = [np.mean([r["curve"][k] for r in runs], 0) for k in ("solved_share",)]
                 distinct = np.mean([r["curve"]["distinct"] for r in runs], 0)
@@ -498,10 +515,11 @@ def draw(found, tasks, seeds, path):
                 unsolved = np.nanmean(
                     [r["curve"]["explore_distinct_unsolved"][:size] for r in runs], 0
                 )
-            label = "starting point, fresh samples" if method == "start" else method
+            label = LABELS.get(method, method)
             color = COLORS[method]
-            row[0].plot(x, ys[0], color=color, label=label, lw=2 if method == "start" else 1.3)
-            row[1].plot(x, distinct, color=color, lw=2 if method == "start" else 1.3)
+            width = 2 if method in STARTS else 1.3
+            row[0].plot(x, ys[0], color=color, label=label, lw=width)
+            row[1].plot(x, distinct, color=color, lw=width)
             row[1].plot(x, unsolved, color=color, ls="--", lw=1)
         row[0].set(
             title=f"{task}: training problems solved at least once",

@@ -36,16 +36,18 @@ def test_quick_run_writes_every_measurement_and_the_report(tmp_path):
     exploration.main(
         ["--quick", "--seeds", "0", "--tasks", "code", "--workers", "2", "--out", str(out)]
     )
-    for method in ["start", *exploration.METHODS]:
+    for method in [*exploration.STARTS, *exploration.METHODS]:
         with open(out / "exploration" / f"code-{method}-s0.json") as f:
             measured = json.load(f)
         assert len(measured["problems"]) == exploration.QUICK_SIZES["train_problems"]
     start = json.loads((out / "exploration" / "code-start-s0.json").read_text())
     share = start["curve"]["solved_share"]
     assert share == sorted(share)  # solved at least once never goes back
+    sets = json.loads((out / "exploration" / "code-start_sets-s0.json").read_text())
+    assert start["answers_a_call"] == 1 and sets["answers_a_call"] > 1
     report = (out / "exploration.md").read_text()
     assert "RL as a sampling process" in report and "the transfer" in report
-    assert all(f"| {method} |" in report for method in exploration.METHODS)
+    assert all(f"| {label} |" in report for label, _, _ in exploration.ROWS)
     assert (out / "exploration.png").stat().st_size > 0
 
 
