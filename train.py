@@ -287,9 +287,8 @@ def rl_step(run):
     t_sample = time.time() - t0
     rewards = batch["rewards"]  # (P, G, m, D)
     scalar = run.task.scalarize(rewards)  # (P, G, m): the fixed scalarization of every answer
-    outcomes = record_outcomes(
-        run, batch, scalar
-    )  # None unless a finite set or an exploring method
+    # None unless the training set is finite or the method explores
+    outcomes = record_outcomes(run, batch, scalar)
     # Only the exploration methods take the outcomes; every other advantage takes four arguments.
     extra = {"outcomes": outcomes} if algorithm.explores else {}
     adv = algorithm.advantage(rewards, scalar, weights, cfg, **extra)  # (P, G)

@@ -504,13 +504,13 @@ def draw(found, tasks, seeds, path):
                 continue
             if method in STARTS:
                 x = runs[0]["curve"]["samples"]
-                ys = [np.mean([r["curve"][k] for r in runs], 0) for k in ("solved_share",)]
+                solved = np.mean([r["curve"]["solved_share"] for r in runs], 0)
                 distinct = np.mean([r["curve"]["distinct"] for r in runs], 0)
                 unsolved = np.nanmean([r["curve"]["distinct_unsolved"] for r in runs], 0)
             else:
                 size = min(len(r["curve"]["explore_samples"]) for r in runs)
                 x = np.mean([r["curve"]["explore_samples"][:size] for r in runs], 0)
-                ys = [np.mean([r["curve"]["explore_solved_share"][:size] for r in runs], 0)]
+                solved = np.mean([r["curve"]["explore_solved_share"][:size] for r in runs], 0)
                 distinct = np.mean([r["curve"]["explore_distinct"][:size] for r in runs], 0)
                 unsolved = np.nanmean(
                     [r["curve"]["explore_distinct_unsolved"][:size] for r in runs], 0
@@ -518,7 +518,7 @@ def draw(found, tasks, seeds, path):
             label = LABELS.get(method, method)
             color = COLORS[method]
             width = 2 if method in STARTS else 1.3
-            row[0].plot(x, ys[0], color=color, label=label, lw=width)
+            row[0].plot(x, solved, color=color, label=label, lw=width)
             row[1].plot(x, distinct, color=color, lw=width)
             row[1].plot(x, unsolved, color=color, ls="--", lw=1)
         row[0].set(
