@@ -95,6 +95,7 @@ DEFAULTS = dict(
     explore_coef=0.2,  # c: the weight of an exploration method's bonus (the paper's 0.2)
     ucb_baseline=0.5,  # b0 of ucb_con: the bonus minus b0 (the paper's 0.5; 1 on easy data)
     explore_solved_groups=False,  # also a bonus where a group's answers all solve (docs/METHOD.md)
+    outcome_reward=False,  # reward 1 if an answer solves its problem, else 0 (docs/METHOD.md)
     # GRPO's own fixes against collapse (grpo.py), for every algorithm, off by default
     scale_rewards="group",  # the std advantages divide by: group | batch (TRL) | none (Dr. GRPO)
     loss_norm="tokens",  # tokens: the batch's token mean | constant: Dr. GRPO's (grpo.py)
@@ -218,19 +219,21 @@ class Algorithm(NamedTuple):
     writes_sets: bool  # its rollouts hold m answers and its groups N weightings
     # its advantage also takes the batch's outcomes (Outcomes); historical: it needs their history
     explores: str = ""  # "" | "batch" | "historical"
+    # its advantage reads the reward vector itself, so outcome_reward has no scalar to replace
+    reads_vector: bool = False
 
 
 ADVANTAGES = {
     "grpo": Algorithm(grpo_advantage, writes_sets=False),
-    "vpo": Algorithm(vpo_advantage, writes_sets=True),
+    "vpo": Algorithm(vpo_advantage, writes_sets=True, reads_vector=True),
     "multi_rlvr": Algorithm(multi_rlvr_advantage, writes_sets=True),
-    "random_weights": Algorithm(random_weights_advantage, writes_sets=False),
+    "random_weights": Algorithm(random_weights_advantage, writes_sets=False, reads_vector=True),
     # the same score; the weighting is also written into the prompt
-    "goal_conditioned": Algorithm(random_weights_advantage, writes_sets=False),
-    "vpo_loo": Algorithm(vpo_loo_advantage, writes_sets=True),
+    "goal_conditioned": Algorithm(random_weights_advantage, writes_sets=False, reads_vector=True),
+    "vpo_loo": Algorithm(vpo_loo_advantage, writes_sets=True, reads_vector=True),
     # the field's baselines; config.py refuses scale_rewards where no std divides
     "max_at_k": Algorithm(max_at_k_advantage, writes_sets=False),
-    "gdpo": Algorithm(gdpo_advantage, writes_sets=False),
+    "gdpo": Algorithm(gdpo_advantage, writes_sets=False, reads_vector=True),
     "maxrl": Algorithm(maxrl_advantage, writes_sets=False),
     "rloo": Algorithm(rloo_advantage, writes_sets=False),
     # outcome-based exploration (exploration.py); historical ones need train_problems > 0
@@ -291,7 +294,8 @@ def rl_step(run):
     outcomes = record_outcomes(run, batch, scalar)
     # Only the exploration methods take the outcomes; every other advantage takes four arguments.
     extra = {"outcomes": outcomes} if algorithm.explores else {}
-    adv = algorithm.advantage(rewards, scalar, weights, cfg, **extra)  # (P, G)
+    trained = trained_scalar(run, batch, scalar)  # the scalar the advantages see
+    adv = algorithm.advantage(rewards, trained, weights, cfg, **extra)  # (P, G)
     adv, scale = with_fixed_weight_terms(adv, rewards, cfg)
     flat = adv.reshape(-1).to(run.policy.device)  # (B,), B = P * G rollouts
     loss, stats, grad_norm = policy_update(
@@ -302,6 +306,7 @@ def rl_step(run):
         **stats,
         "grad_norm": grad_norm,
         **step_metrics(run, batch, rewards, scalar=scalar, weights=weights, adv=adv),
+        **({"solved_answers": float(trained.mean())} if cfg["outcome_reward"] else {}),
         **sampling,
         **(run.history.summary() if run.history else {}),
         **({"epoch": run.train_set.epoch} if run.train_set else {}),
@@ -368,6 +373,20 @@ def with_fixed_weight_terms(adv, rewards, cfg):
     if cfg["format_coef"]:
         adv = adv + cfg["format_coef"] * scale * grpo.format_advantages(rewards)
     return adv, scale
+
+
+def trained_scalar(run, batch, scalar):
+    """The scalar (P, G, m) the advantages see: the fixed scalarization `scalar`, or with
+    outcome_reward (off by default) the outcome alone, 1 where an answer solves its problem
+    (task.solved) and 0 elsewhere, so a group that never solves gives no advantage at all."""
+    if not run.cfg["outcome_reward"]:
+        return scalar
+    rewards = batch["rewards"]  # (P, G, m, D); a zero vector (unparsed, repeated) never solves
+    solved = torch.zeros(scalar.shape)
+    for i, problem in enumerate(batch["problems"]):
+        for g, j in (rewards[i].sum(-1) > 0).nonzero().tolist():
+            solved[i, g, j] = float(run.task.solved(problem, rewards[i, g, j].numpy()))
+    return solved
 
 
 class Outcomes(NamedTuple):
@@ -498,7 +517,8 @@ def dapo_sample(run, advantage):
     shows_parents = []  # per group drawn, across rounds: whether its prompt shows parents
     for _ in range(cfg["dynamic_sampling"]):
         batch, weights, shown = sample_round(run)
-        adv = advantage(batch["rewards"], run.task.scalarize(batch["rewards"]), weights, cfg)
+        scalar = trained_scalar(run, batch, run.task.scalarize(batch["rewards"]))
+        adv = advantage(batch["rewards"], scalar, weights, cfg)
         rounds.append((batch, weights))
         has_signal += (adv.abs().sum(1) > 0).tolist()
         shows_parents += shown

@@ -6,14 +6,16 @@ it? The measurements of Song, Kempe and Munos ("Outcome-based Exploration for LL
     python lab/exploration.py --quick            # a smoke test: tiny sizes, numbers meaningless
     python lab/exploration.py --seeds 0          # one seed
     python lab/exploration.py --measure-only     # measure finished runs again, train nothing
-    python lab/exploration.py --methods ucb_con batch_explore --set explore_coef=1.0 --out DIR
+    python lab/exploration.py --methods ucb_con batch_explore --set explore_coef=1.0 --out DIR \
+        --against docs/figures/exploration      # a new arm beside another folder's finished runs
     python lab/exploration.py --report out/exploration   # tables and figure from stored files
 
 For each task and seed: one finite training set (SIZES: drawn once, visited for ten epochs), one
 starting point (the code task's warm start, the maze's committed base), and from it GRPO, the four
-outcome-based exploration methods (ucb, ucb_mean, ucb_con, batch_explore) and VPO, all with the
-same steps. lab/experiment.py trains them and measures them on held-out problems (pass@k, best@k,
-w-best@30, diversity, with paired intervals against GRPO and VPO). Then, per run:
+outcome-based exploration methods (ucb, ucb_mean, ucb_con, batch_explore), VPO and GRPO with VPO's
+compute (grpo_x3: three times the prompts a step, so as many answers per problem as VPO), all with
+the same steps. lab/experiment.py trains them and measures them on held-out problems (pass@k,
+best@k, w-best@30, diversity, with paired intervals against GRPO and VPO). Then, per run:
   a. RL as a sampling process (the paper's Figure 2): the run's own history (metrics.jsonl: the
      share of training problems solved so far and the distinct outcomes per problem, all and on the
      problems still unsolved, against answers drawn per problem), beside fresh samples of the
@@ -24,7 +26,9 @@ w-best@30, diversity, with paired intervals against GRPO and VPO). Then, per run
      point and from the final policy; token entropy on correct and on incorrect answers.
 Solved: the code task passes every hidden test; the maze reaches its exact optimum (task.solved).
 Writes, beside experiment.py's runs/ and results/: exploration/*.json (one per task and seed for
-the starting point, one per run), exploration.md and exploration.png. Finished files are reused.
+the starting point, one per run), exploration.md and exploration.png. Finished files are reused;
+with --against DIR, so are DIR's for every method not trained here and for the starting point (the
+same training sets and starting points), and the tables show those methods marked as DIR's.
 Deliberately left out: the search (evo_problems=0), the paper's pass@k over training steps.
 """
 
@@ -52,7 +56,7 @@ from metrics import paired_bootstrap_interval
 from rollouts import sample_rollouts
 from tasks import TrainingSet
 
-METHODS = ["grpo", "ucb", "ucb_mean", "ucb_con", "batch_explore", "vpo"]
+METHODS = ["grpo", "ucb", "ucb_mean", "ucb_con", "batch_explore", "vpo", "grpo_x3"]
 TASKS = ["code", "maze"]
 # RL steps and the finite training set's size per task: ten epochs of prompts_per_step problems a
 # step (code 16, maze 8). The code task trains 400 steps here, not its headline 1,600, so that three
@@ -213,9 +217,11 @@ def measurement_path(out_dir, task, method, seed):
     return os.path.join(out_dir, "exploration", f"{task}-{method}-s{seed}.json")
 
 
-def run_measurements(out_dir, tasks, seeds, quick, workers, extra=None, methods=METHODS):
-    """After the runs: every missing measurement file of `methods` and of the starting point, each
-    in a worker (extra: --set's)."""
+def run_measurements(
+    out_dir, tasks, seeds, quick, workers, extra=None, methods=METHODS, against=None
+):
+    """After the runs: every missing measurement file of `methods` and of the starting point (unless
+    `against`, another experiment's folder, has it), each in a worker (extra: --set's)."""
     jobs = []
     for task in tasks:
         for seed in seeds:
@@ -233,11 +239,11 @@ def run_measurements(out_dir, tasks, seeds, quick, workers, extra=None, methods=
             # the answers each method's run draws on one problem (VPO: m to a rollout)
             runs_samples = sorted({answers_drawn_per_problem(c) for c in configs.values()})
             path = measurement_path(out_dir, task, "start", seed)
-            if not os.path.exists(path):
+            if not measured(path, against):
                 cfg = configs["grpo"]
                 jobs.append((path, start_job, (start_path(cfg), cfg, runs_samples)))
             path = measurement_path(out_dir, task, "start_sets", seed)
-            if "vpo" in methods and not os.path.exists(path):
+            if "vpo" in methods and not measured(path, against):
                 cfg = configs["vpo"]
                 m = experiment.train.answers_per_rollout(cfg)
                 drawn = [answers_drawn_per_problem(cfg)]
@@ -258,6 +264,14 @@ def run_measurements(out_dir, tasks, seeds, quick, workers, extra=None, methods=
                 json.dump(result, f)
             os.replace(path + ".tmp", path)  # a file is whole or absent
             print(f"[{time.time() - t0:5.0f}s] {os.path.relpath(path, out_dir)}", flush=True)
+
+
+def measured(path, against):
+    """Whether the measurement file `path`, or its namesake in the folder `against`, exists."""
+    if os.path.exists(path):
+        return True
+    name = os.path.join(*path.split(os.sep)[-2:])  # exploration/<file>
+    return bool(against) and os.path.exists(os.path.join(against, name))
 
 
 def answers_drawn_per_problem(cfg):
@@ -282,17 +296,24 @@ def overrides(task, quick):
 # ---- The report ----
 
 
-def load(out_dir, tasks, seeds):
-    """{(task, method, seed): measurement} of the files on disk."""
-    found = {}
+def load(out_dir, tasks, seeds, against=None):
+    """{(task, method, seed): measurement} of the files on disk; with `against`, another folder's
+    files fill in each (task, method) that out_dir has none of -> (found, {(task, method) taken
+    from `against`})."""
+    found, borrowed = {}, set()
     for task in tasks:
-        for seed in seeds:
-            for method in [*STARTS, *METHODS]:
-                path = measurement_path(out_dir, task, method, seed)
-                if os.path.exists(path):
-                    with open(path) as f:
-                        found[task, method, seed] = json.load(f)
-    return found
+        for method in [*STARTS, *METHODS]:
+            for folder in [out_dir, against] if against else [out_dir]:
+                for seed in seeds:
+                    path = measurement_path(folder, task, method, seed)
+                    if os.path.exists(path):
+                        with open(path) as f:
+                            found[task, method, seed] = json.load(f)
+                if any((task, method, seed) in found for seed in seeds):
+                    if folder != out_dir:
+                        borrowed.add((task, method))
+                    break
+    return found, borrowed
 
 
 def start_at(start, samples):
@@ -323,7 +344,12 @@ def interval_cell(a, b):
     return f"{np.mean(a):.3f} vs {np.mean(b):.3f}: {report.fmt_interval(diff)}"
 
 
-def sampling_table(found, task, seeds):
+def marked(label, task, method, borrowed, against):
+    """A row's label, with the folder it was taken from when --against lent it."""
+    return f"{label} ({against}'s)" if (task, method) in borrowed else label
+
+
+def sampling_table(found, task, seeds, borrowed=(), against=None):
     """Table a: at the end of training, RL's history against the starting point's fresh samples at
     the same answers per problem (paired over seeds and training problems)."""
     lines = [
@@ -339,6 +365,7 @@ def sampling_table(found, task, seeds):
         rows = measured_pairs(found, task, method, seeds, start=start_name)
         if not rows:
             continue
+        label = marked(label, task, method, borrowed, against)
         solved_rl, solved_start, distinct_rl, distinct_start = [], [], [], []
         unsolved_rl, unsolved_start = [], []
         counts = set()
@@ -366,45 +393,87 @@ def sampling_table(found, task, seeds):
     return lines + [""]
 
 
+def pooled_interval(per_seed, num_resamples=10_000, level=0.95, seed=0):
+    """Paired differences, one array per seed, of different lengths -> (their pooled mean, low,
+    high): a percentile bootstrap that draws seeds, and inside each drawn seed its problems, with
+    replacement, every problem weighing the same (metrics.paired_bootstrap_interval when the seeds
+    have equally many). None when there is no difference at all."""
+    per_seed = [np.asarray(d, dtype=float) for d in per_seed if len(d)]
+    if not per_seed:
+        return None
+    rng = np.random.default_rng(seed)
+    S = len(per_seed)
+    drawn_seeds = rng.integers(0, S, size=(num_resamples, S))
+    sums = np.zeros(num_resamples)
+    counts = np.zeros(num_resamples)
+    for position in range(S):  # each position of the drawn seeds draws its own problems
+        for s, diff in enumerate(per_seed):
+            here = drawn_seeds[:, position] == s
+            picks = rng.integers(0, len(diff), size=(int(here.sum()), len(diff)))
+            sums[here] += diff[picks].sum(axis=1)
+            counts[here] += len(diff)
+    means = sums / counts
+    low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    pooled = np.concatenate(per_seed)
+    return float(pooled.mean()), float(low), float(high)
+
+
 def unsolved_change(rows):
     """[(run, start) records of one method, a pair per seed] -> the end - start change of distinct
-    outcomes on the problems the run never solved, with its 95% interval ("-" without any). It is
+    outcomes on every problem the run never solved, with its 95% interval ("-" without any). It is
     paired over seeds and those problems: the same problems at the start and at the end."""
-    pairs = []
+    diffs = []
     for run, start in rows:
         where = ~np.array(run["solved"], bool)
-        if where.any():
-            pairs.append(
-                (
-                    np.array(run["transfer"]["distinct"], float)[where],
-                    np.array(start["transfer"]["distinct"], float)[where],
-                )
+        end = np.array(run["transfer"]["distinct"], float)
+        begin = np.array(start["transfer"]["distinct"], float)
+        diffs.append((end - begin)[where])
+    interval = pooled_interval(diffs)
+    return report.fmt_interval(interval) if interval else "-"
+
+
+def against_grpo_unsolved(rows, grpo_rows):
+    """A method's and GRPO's (run, start) pairs, a pair per seed of each -> the method's end - start
+    change minus GRPO's, on every problem neither run solved, with its 95% interval ("-" without
+    any): paired over seeds and problems."""
+    by_problems = {tuple(run["problems"]): (run, start) for run, start in grpo_rows}
+    diffs = []
+    for run, start in rows:
+        grpo_run, grpo_start = by_problems.get(tuple(run["problems"]), (None, None))
+        if grpo_run is None:
+            continue
+        neither = ~np.array(run["solved"], bool) & ~np.array(grpo_run["solved"], bool)
+
+        def change(end, begin):
+            return np.array(end["transfer"]["distinct"], float) - np.array(
+                begin["transfer"]["distinct"], float
             )
-    if not pairs:
-        return "-"
-    size = min(len(a) for a, _ in pairs)  # a (seeds, problems) array: the first `size`
-    end = np.array([a[:size] for a, _ in pairs])
-    begin = np.array([b[:size] for _, b in pairs])
-    return report.fmt_interval(paired_bootstrap_interval(end, begin))
+
+        diffs.append((change(run, start) - change(grpo_run, grpo_start))[neither])
+    interval = pooled_interval(diffs)
+    return report.fmt_interval(interval) if interval else "-"
 
 
-def transfer_table(found, task, seeds):
+def transfer_table(found, task, seeds, borrowed=(), against=None):
     """Table b: distinct outcomes among 8 answers per training problem, on the problems each run
-    solved during training and on those it never solved, from the start and at the end; token
-    entropy of correct and incorrect answers at the end."""
+    solved during training and on those it never solved, from the start and at the end, the change
+    against GRPO's on the problems neither solved; token entropy of correct and incorrect answers at
+    the end."""
     lines = [
         f"#### {task}: the transfer, distinct outcomes among {TRANSFER_ANSWERS} answers a training "
         "problem (start -> end of training), and token entropy at the end",
         "",
         "| method | solved problems (share) | distinct on solved: start -> end | distinct on "
-        "unsolved: start -> end | end - start on unsolved [95%] | entropy, correct / incorrect "
-        "answers |",
-        "|---|---|---|---|---|---|",
+        "unsolved: start -> end | end - start on unsolved [95%] | its change - GRPO's, on the "
+        "problems neither solved [95%] | entropy, correct / incorrect answers |",
+        "|---|---|---|---|---|---|---|",
     ]
+    grpo_rows = measured_pairs(found, task, "grpo", seeds)
     for label, method, start_name in ROWS:
         rows = measured_pairs(found, task, method, seeds, start=start_name)
         if not rows:
             continue
+        label = marked(label, task, method, borrowed, against)
         cells = {"solved": [[], []], "unsolved": [[], []]}
         share, entropy = [], []
         for run, start in rows:
@@ -417,6 +486,7 @@ def transfer_table(found, task, seeds):
                 cells[name][1].append(end[where].mean() if where.any() else math.nan)
             entropy.append(run["transfer"]["entropy"])
         unsolved_diff = unsolved_change(rows)
+        against_grpo = "" if method == "grpo" else against_grpo_unsolved(rows, grpo_rows)
         correct = nan_mean([e["correct"] for e in entropy])
         incorrect = nan_mean([e["incorrect"] for e in entropy])
 
@@ -425,7 +495,8 @@ def transfer_table(found, task, seeds):
 
         lines.append(
             f"| {label} | {np.mean(share):.2f} | {change(cells['solved'])} | "
-            f"{change(cells['unsolved'])} | {unsolved_diff} | {correct:.3f} / {incorrect:.3f} |"
+            f"{change(cells['unsolved'])} | {unsolved_diff} | {against_grpo} | "
+            f"{correct:.3f} / {incorrect:.3f} |"
         )
     for name in STARTS:
         starts = [
@@ -433,7 +504,7 @@ def transfer_table(found, task, seeds):
         ]
         if starts:
             lines.append(
-                f"| {name} | | | | | {nan_mean([e['correct'] for e in starts]):.3f} / "
+                f"| {name} | | | | | | {nan_mean([e['correct'] for e in starts]):.3f} / "
                 f"{nan_mean([e['incorrect'] for e in starts]):.3f} |"
             )
     return lines + [""]
@@ -443,7 +514,7 @@ HELDOUT = [("best", "best@30"), ("pass", "pass@30"), ("w_best", "w-best@30")]
 HELDOUT += [("diversity", "diversity")]
 
 
-def heldout_table(results, task):
+def heldout_table(results, task, borrowed=(), against=None):
     """Table c: per method, pass@1, best@1 and each measure of HELDOUT at k = 30, with its 95%
     paired interval against GRPO and against VPO (over held-out problems and seeds)."""
     per_method = results["tasks"].get(task, {})
@@ -468,7 +539,8 @@ def heldout_table(results, task):
             shown = [report.fmt_interval(iv) if iv else "" for iv in against]
             cells.append(f"{np.mean(values):.3f}, {shown[0]}, {shown[1]}")
         first = f"{entry['best_at_k'][0]:.3f} | {entry['pass_at_k'][0]:.3f}"
-        lines.append(f"| {method} | {first} | {' | '.join(cells)} |")
+        label = marked(method, task, method, borrowed, against)
+        lines.append(f"| {label} | {first} | {' | '.join(cells)} |")
     return lines + [""]
 
 
@@ -485,10 +557,11 @@ COLORS = {
     "ucb_con": "tab:brown",
     "batch_explore": "tab:purple",
     "vpo": "tab:blue",
+    "grpo_x3": "tab:pink",
 }
 
 
-def draw(found, tasks, seeds, path):
+def draw(found, tasks, seeds, path, borrowed=()):
     """exploration.png: per task, solved share and distinct outcomes per training problem against
     answers drawn per problem (the seeds' mean); solid all problems, dashed those still unsolved."""
     import matplotlib
@@ -515,7 +588,7 @@ def draw(found, tasks, seeds, path):
                 unsolved = np.nanmean(
                     [r["curve"]["explore_distinct_unsolved"][:size] for r in runs], 0
                 )
-            label = LABELS.get(method, method)
+            label = LABELS.get(method, method) + (" (lent)" if (task, method) in borrowed else "")
             color = COLORS[method]
             width = 2 if method in STARTS else 1.3
             row[0].plot(x, solved, color=color, label=label, lw=width)
@@ -539,25 +612,33 @@ def draw(found, tasks, seeds, path):
     plt.close(fig)
 
 
-def write_report(out_dir, tasks, seeds):
+def write_report(out_dir, tasks, seeds, against=None):
     """exploration.md (tables a, b and the held-out boards of experiment.py's result files) and
-    exploration.png."""
-    found = load(out_dir, tasks, seeds)
+    exploration.png; with `against`, its files fill in the methods out_dir has not measured."""
+    found, borrowed = load(out_dir, tasks, seeds, against)
     lines = [f"# Outcome-based exploration beside VPO ({out_dir}, seeds {seeds})", ""]
+    if against:
+        lent = sorted({m for _, m in borrowed})
+        lines += [f"Rows marked ({against}'s) are that folder's runs: {', '.join(lent)}.", ""]
     for task in tasks:
-        lines += sampling_table(found, task, seeds)
-        lines += transfer_table(found, task, seeds)
-    records = [r for r in report.load_records([out_dir]) if r["task"] in tasks]
+        lines += sampling_table(found, task, seeds, borrowed, against)
+        lines += transfer_table(found, task, seeds, borrowed, against)
+    records = report.load_records([out_dir])
+    own = {(r["task"], r["method"]) for r in records}
+    lent = [r for r in report.load_records([against] if against else []) if r["task"] in tasks]
+    lent = [r for r in lent if (r["task"], r["method"]) not in own]
+    records = [r for r in records + lent if r["task"] in tasks]
     if records:
         results = report.merge(records, experiment.TASKS)
+        lent_methods = {(r["task"], r["method"]) for r in lent}
         for task in tasks:
-            lines += heldout_table(results, task)
+            lines += heldout_table(results, task, lent_methods, against)
         lines += ["### Held out: each board ranked, against VPO and GRPO"]
         lines += tables.leaderboard_table(results)
     text = "\n".join(lines)
     with open(os.path.join(out_dir, "exploration.md"), "w") as f:
         f.write(text + "\n")
-    draw(found, tasks, seeds, os.path.join(out_dir, "exploration.png"))
+    draw(found, tasks, seeds, os.path.join(out_dir, "exploration.png"), borrowed)
     print(text)
     print(f"wrote {out_dir}/exploration.md, {out_dir}/exploration.png")
 
@@ -578,6 +659,11 @@ def main(argv=None):
     p.add_argument("--out", help="the experiment's folder (default out/exploration)")
     p.add_argument("--report", metavar="DIR", help="only rewrite the report from DIR's files")
     p.add_argument(
+        "--against",
+        metavar="DIR",
+        help="reuse DIR's finished files for every method not trained here and the starting point",
+    )
+    p.add_argument(
         "--measure-only",
         action="store_true",
         help="measure the finished runs in --out and write the report; train nothing",
@@ -588,7 +674,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     try:
         if args.report:
-            return write_report(args.report, args.tasks, args.seeds)
+            return write_report(args.report, args.tasks, args.seeds, args.against)
         out_dir = args.out or ("out/exploration_quick" if args.quick else "out/exploration")
         extra = experiment.checked_overrides(args.set, args.tasks)
         workers = args.workers or 2
@@ -602,9 +688,16 @@ def main(argv=None):
                 workers=workers,
             )
         run_measurements(
-            out_dir, args.tasks, args.seeds, args.quick, workers, extra, methods=args.methods
+            out_dir,
+            args.tasks,
+            args.seeds,
+            args.quick,
+            workers,
+            extra,
+            methods=args.methods,
+            against=args.against,
         )
-        write_report(out_dir, args.tasks, args.seeds)
+        write_report(out_dir, args.tasks, args.seeds, args.against)
     except KeyboardInterrupt:
         sys.exit(130)
     except (ConfigError, FileNotFoundError) as e:

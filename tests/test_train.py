@@ -565,3 +565,32 @@ def test_a_bad_setting_keeps_its_one_line(tmp_path, capsys):
         assert err.startswith("error: ") and said in err, err
     with pytest.raises(ConfigError, match="no_such_encoding"):
         resolve_config(overrides=["tokenizer=no_such_encoding"])
+
+
+def test_outcome_reward_trains_on_whether_each_answer_solves(tmp_path, monkeypatch):
+    """outcome_reward: GRPO's advantage is the group z-score of 1 (solved) or 0, so a group whose
+    answers all fail gives no advantage at all, whatever their graded rewards."""
+    import grpo
+    import rewards
+
+    monkeypatch.setattr(rewards.PersonaTask, "solved", lambda self, problem, r: r[0] > 0.5)
+    _, batch, _, adv = _rl_step_with_flat_groups(
+        tmp_path, monkeypatch, with_abcd, "algo=grpo", "outcome_reward=true"
+    )
+    r = batch["rewards"]  # (P, G, 1, D): 0.5 everywhere on the flat problems, random elsewhere
+    solved = (r[:, :, 0, 0] > 0.5).float()
+    adv = adv.reshape(solved.shape)
+    flat = torch.tensor([with_abcd(p) for p in batch["problems"]])
+    assert flat.any() and (~flat).any()
+    assert adv[flat].abs().max() == 0  # graded rewards of 0.5 never solve: no signal
+    assert torch.allclose(adv, grpo.grpo_advantages(solved), atol=1e-6)
+    assert adv[~flat].abs().sum() > 0
+
+
+@pytest.mark.parametrize(
+    "overrides, named",
+    [(["algo=vpo"], "reads the reward vector"), (["format_coef=0.5"], "format_coef")],
+)
+def test_outcome_reward_refuses_what_it_cannot_replace(tmp_path, overrides, named):
+    with pytest.raises(ConfigError, match=named):
+        tiny(tmp_path, "algo=grpo", "outcome_reward=true", *overrides)
