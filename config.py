@@ -306,16 +306,6 @@ def validate_choices(cfg, algos, samplers):
         f"dynamic_sampling does not go with {cfg['algo']}: its advantage reads outcomes the "
         "resampling does not count",
     )
-    need(
-        not cfg["outcome_reward"] or not algos[cfg["algo"]].reads_vector,
-        f"outcome_reward does not apply to {cfg['algo']}: its advantage reads the reward vector "
-        "itself, not a scalar the outcome could replace",
-    )
-    need(
-        not cfg["outcome_reward"] or not cfg["format_coef"],
-        "outcome_reward trains on the outcome alone: format_coef would add a reward for answers "
-        "that parse (set format_coef=0)",
-    )
     why = NO_GROUP_STD.get(cfg["algo"])
     std = cfg["scale_rewards"]
     need(std == "group" or not why, f"scale_rewards={std} does not apply to {cfg['algo']}: {why}")

@@ -251,9 +251,26 @@ def answers_per_rollout(cfg):
 
 def resolve_config(path=None, overrides=(), base=None):
     """DEFAULTS <- YAML file <- key=value overrides, checked (config.py): ConfigError, one line."""
-    return config.resolve(
+    cfg = config.resolve(
         DEFAULTS, ADVANTAGES, path, overrides=overrides, base=base, samplers=vpo.WEIGHT_SAMPLERS
     )
+    check_outcome_reward(cfg)
+    return cfg
+
+
+def check_outcome_reward(cfg):
+    """outcome_reward replaces the scalar an advantage reads, so it refuses what it cannot replace.
+    (Here, not in config.py: config.py's code is part of every cached warm start's key.)"""
+    if cfg["outcome_reward"] and ADVANTAGES[cfg["algo"]].reads_vector:
+        raise ConfigError(
+            f"outcome_reward does not apply to {cfg['algo']}: its advantage reads the reward "
+            "vector itself, not a scalar the outcome could replace"
+        )
+    if cfg["outcome_reward"] and cfg["format_coef"]:
+        raise ConfigError(
+            "outcome_reward trains on the outcome alone: format_coef would add a reward for "
+            "answers that parse (set format_coef=0)"
+        )
 
 
 # ---- One RL step ---------------------------------------------------------------------------------
