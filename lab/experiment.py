@@ -731,24 +731,32 @@ def rewrite_report(dirs, out):
     print("wrote " + ", ".join(paths))
 
 
-def checked_overrides(items, tasks):
-    """--set items -> {key: value}, each checked against the config every task trains with."""
+def checked_overrides(items, tasks, methods=()):
+    """--set items -> {key: value}, checked together against the config every task trains with,
+    under each of `methods` (a setting may go with some algorithms only: outcome_reward)."""
     overrides = {}
     for item in items:
         key, value = (part.strip() for part in item.split("=", 1)) if "=" in item else (item, "")
-        for task_name in tasks:
-            try:
-                train.resolve_config(
-                    os.path.join(HERE, "configs", f"{task_name}.yaml"), overrides=[item]
-                )
-            except ConfigError as e:
-                raise ConfigError(f"--set {item} on task {task_name}: {e}") from None
         if key in ("task", "algo"):
             raise ConfigError(
                 f"'{key}' is chosen by the experiment; use --tasks or --algos, "
                 f"or python train.py --config for a single run"
             )
         overrides[key] = parse_value(value)
+    for task_name in tasks:
+        for name in methods or [None]:
+            try:
+                if name:  # as run_config builds the method's run: its variant, its training set
+                    run_config(task_name, name, 0, "out/checked", overrides=overrides)
+                else:
+                    train.resolve_config(
+                        os.path.join(HERE, "configs", f"{task_name}.yaml"), overrides=items
+                    )
+            except ConfigError as e:
+                under = f" for {name}" if name else ""
+                raise ConfigError(
+                    f"--set {' '.join(items)} on task {task_name}{under}: {e}"
+                ) from None
     return overrides
 
 
@@ -761,7 +769,8 @@ def main(argv=None):
         known(args.algos, sorted(train.ADVANTAGES) + sorted(VARIANTS), "method")
         if args.report:
             return rewrite_report(args.report, args.out)
-        overrides = checked_overrides(args.set, args.tasks or TASKS)
+        methods = list(args.algos or ALGOS) + (ABLATIONS if args.ablations else [])
+        overrides = checked_overrides(args.set, args.tasks or TASKS, methods)
         if args.against and (not args.algos or args.ablations):
             raise ConfigError(
                 "--against trains only the new methods: name them with --algos (no --ablations)"

@@ -225,12 +225,14 @@ def run_measurements(
     jobs = []
     for task in tasks:
         for seed in seeds:
-            configs = {
-                a: experiment.run_config(
-                    task, a, seed, out_dir, quick, {**overrides(task, quick), **(extra or {})}
-                )
-                for a in METHODS
-            }
+            configs = {}  # every method's that --set allows (outcome_reward: not VPO's)
+            for a in METHODS:
+                try:
+                    configs[a] = experiment.run_config(
+                        task, a, seed, out_dir, quick, {**overrides(task, quick), **(extra or {})}
+                    )
+                except ConfigError:
+                    continue
             for method in methods:
                 cfg = configs[method]
                 path = measurement_path(out_dir, task, method, seed)
@@ -676,7 +678,7 @@ def main(argv=None):
         if args.report:
             return write_report(args.report, args.tasks, args.seeds, args.against)
         out_dir = args.out or ("out/exploration_quick" if args.quick else "out/exploration")
-        extra = experiment.checked_overrides(args.set, args.tasks)
+        extra = experiment.checked_overrides(args.set, args.tasks, args.methods)
         workers = args.workers or 2
         for task in [] if args.measure_only else args.tasks:  # each task its own sizes
             experiment.run_headline(

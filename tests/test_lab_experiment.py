@@ -415,3 +415,18 @@ def test_a_second_idea_gets_its_own_result_and_the_first_comes_back_from_the_cac
     assert "trained persona/vpo/0" in again[0] and again[2] == first[2]
     assert "warm start persona/0 ready" not in second[0] + back[0] + again[0]
     assert len(os.listdir(ws)) == 1
+
+
+def test_set_items_are_checked_together_under_each_method():
+    """outcome_reward needs format_coef=0 on the code task (checked together, not one at a time)
+    and is refused for a method that reads the reward vector."""
+    from config import ConfigError
+    from lab import experiment
+
+    items = ["outcome_reward=true", "format_coef=0"]
+    got = experiment.checked_overrides(items, ["code"], ["grpo", "ucb_con", "grpo_x3"])
+    assert got == {"outcome_reward": True, "format_coef": 0}
+    with pytest.raises(ConfigError, match="format_coef"):
+        experiment.checked_overrides(items[:1], ["code"], ["grpo"])
+    with pytest.raises(ConfigError, match="for vpo: outcome_reward does not apply"):
+        experiment.checked_overrides(items, ["code"], ["grpo", "vpo"])
