@@ -20,6 +20,10 @@ in training. For every algorithm in train.ADVANTAGES and the two of grpo_vs_vpo.
   c. their cosine and the ratio of their norms;
   d. the fixed point: plain ascent along the expected update (and, beside it, along the claimed
      objective's gradient) from the same start, until the probabilities stop moving.
+After the table: VPO's and vpo_loo's expected update at their claim's optimum, sampled at
+train.py's own G and weightings (where the enumeration's stand-ins below could mislead); and the
+pitfalls the field has hit, each beside its sound form (tests/test_lab_estimators.py holds them).
+The figure: the fixed points of FIGURE_METHODS on the conflict case, as bars per answer.
 
 What stands in for what train.py draws, and why: VPO's N = 100 fresh Dirichlet weightings per
 group are replaced by one fixed set of WEIGHTINGS scrambled Sobol points on the simplex
@@ -50,8 +54,11 @@ sys.path.insert(0, HERE)  # so that `python lab/estimators.py` finds the referen
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
+import grpo  # noqa: E402
 import grpo_vs_vpo  # noqa: E402
+import metrics  # noqa: E402
 import train  # noqa: E402
 import vpo  # noqa: E402
 from lab.plots import color  # noqa: E402
@@ -488,6 +495,127 @@ def measure(methods, cases, history=HISTORY, cfg=None):
     return rows
 
 
+# ---- The pitfalls the field has hit, each on a case where it shows ----
+
+# Every answer's components sum to 1, and the fixed scalarization is not their mean.
+CONSTANT_SUM = Case(
+    ["a", "b", "c", "d"],
+    [[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [0.8, 0.2]],
+    start=[0.0] * 4,
+    scalar_weights=[0.7, 0.3],
+)
+BINARY = Case(["pass", "fail_a", "fail_b", "fail_c"], [[1.0], [0.0], [0.0], [0.0]], [0.0] * 4)
+# Correctness (first component) plus a small style bonus; the policy is mostly right already.
+SHAPED = Case(
+    ["right", "right_styled", "wrong_styled", "wrong"],
+    [[1.0, 0.0], [1.0, 0.02], [0.0, 0.02], [0.0, 0.0]],
+    start=np.log([0.45, 0.45, 0.05, 0.05]).tolist(),
+)
+
+
+def others_max(chosen, j):
+    """chosen (P, k) -> (P,): the best of each subset without its j-th member."""
+    return torch.cat([chosen[:, :j], chosen[:, j + 1 :]], 1).max(1).values
+
+
+def subset_credits(scores, k, credit):
+    """Per rollout, the mean over the k-subsets of its group that hold it of credit(subset scores
+    (P, k), its place j in the subset) -> (P, G)."""
+    P, G = scores.shape
+    total = torch.zeros_like(scores)
+    for subset in itertools.combinations(range(G), k):
+        chosen = scores[:, list(subset)]
+        for j, i in enumerate(subset):
+            total[:, i] += credit(chosen, j)
+    return total / math.comb(G - 1, k - 1)
+
+
+# Three per-answer credits toward E[best of k]. marginal: max(S) - max(S without i), zero for every
+# answer below its subset's best, unbiased (the baseline does not depend on i's own answer);
+# every_member: max(S) for each member, unbiased, non-best answers credited; best_only: max(S) for
+# the best member and nothing for the others, which zeroes them without a baseline.
+PASS_AT_K_CREDITS = {
+    "marginal": lambda s, j: s.max(1).values - others_max(s, j),
+    "every_member": lambda s, j: s.max(1).values,
+    "best_only": lambda s, j: torch.where(s.max(1).indices == j, s.max(1).values, 0.0),
+}
+
+
+def pass_at_k_credits(case, k):
+    """On a case's start: each credit's (cosine with grad E[best of k], the variance of a group's
+    update over its squared mean)."""
+    pi = softmax(case.start)
+    enum = enumerate_groups(case, 1, SINGLE_GROUP)
+    gradient = objective_gradient(objective_of(case, "max@k"), case.start)
+    out = {}
+    for name, credit in PASS_AT_K_CREDITS.items():
+        adv = subset_credits(enum.scalar[:, :, 0], k, credit).numpy()
+        update = expected_update_of(adv, enum, pi)
+        out[name] = (cosine(update, gradient), update_variance(adv, enum, pi) / (update @ update))
+    return out
+
+
+def filtered_updates(case):
+    """GRPO on the shaped reward (the sum of the components), groups kept as DAPO's dynamic
+    sampling keeps them: (kept on the raw reward, kept on the shaped one, the raw gradient). Each
+    is the mean update over the groups kept."""
+    pi = softmax(case.start)
+    enum = enumerate_groups(case, 1, SINGLE_GROUP)
+    raw, shaped = enum.rewards[:, :, 0, 0], enum.rewards[:, :, 0].sum(-1)
+    per_group = update_of(grpo.grpo_advantages(shaped).numpy(), enum.counts, pi)
+    P = group_probabilities(enum, pi)
+    kept = [(P * (x.std(1) > 0).numpy()) for x in (raw, shaped)]
+    correctness = objective_of(case._replace(scalar_weights=[1.0, 0.0]), "mean")
+    on_raw, on_shaped = [(p @ per_group) / p.sum() for p in kept]
+    return on_raw, on_shaped, objective_gradient(correctness, case.start)
+
+
+def best_at_k_from_pools(case, n, k):
+    """best@k from a pool of n answers, averaged over every pool the case's start can draw ->
+    (the exact E[best of k], metrics.max_at_k's mean, the bootstrap's mean: k drawn from the pool
+    WITH replacement, whose j-th smallest is the max with probability (j/n)^k - ((j-1)/n)^k)."""
+    pi = softmax(case.start)
+    enum = enumerate_groups(case, 1, n)
+    P = group_probabilities(enum, pi)
+    pools = np.sort(enum.scalar[:, :, 0].numpy(), axis=1)
+    unbiased = P @ np.array([metrics.max_at_k(pool, k) for pool in pools])
+    j = np.arange(1, n + 1)
+    bootstrap = P @ (pools @ ((j / n) ** k - ((j - 1) / n) ** k))
+    return objective_value(objective_of(case, "max@k"), case.start), unbiased, bootstrap
+
+
+def pitfalls():
+    """Each pitfall beside its sound form, as markdown lines."""
+    constant_sum = objective_gradient(objective_of(CONSTANT_SUM, "mean"), CONSTANT_SUM.start)
+    gdpo = Estimator("gdpo", CONSTANT_SUM).expected_update(CONSTANT_SUM.start)
+    grpo_update = Estimator("grpo", CONSTANT_SUM).expected_update(CONSTANT_SUM.start)
+    maxrl = []
+    for case in (BINARY, CASES["rare"]):
+        gradient = objective_gradient(objective_of(case, "log_success"), case.start)
+        maxrl.append(cosine(Estimator("maxrl", case).expected_update(case.start), gradient))
+    credits = pass_at_k_credits(CASES["rare"], train.DEFAULTS["max_k"])
+    on_raw, on_shaped, raw_gradient = filtered_updates(SHAPED)
+    exact, unbiased, bootstrap = best_at_k_from_pools(CASES["conflict"], n=8, k=4)
+    return [
+        "| pitfall | the sound form | the pitfall |",
+        "| --- | --- | --- |",
+        "| components summing to one total, s = 0.7 r_1 + 0.3 r_2 | GRPO: cosine "
+        f"{cosine(grpo_update, constant_sum):+.3f} | GDPO: update norm "
+        f"{np.linalg.norm(gdpo):.1e} |",
+        f"| MaxRL, cosine with grad log P(success) | 0/1 rewards: {maxrl[0]:+.3f} | graded (rare): "
+        f"{maxrl[1]:+.3f} |",
+        "| pass@4 credit on rare: cosine with grad E[best of 4], variance / mean^2 | marginal: "
+        f"{credits['marginal'][0]:+.3f}, {credits['marginal'][1]:.1f} | every member: "
+        f"{credits['every_member'][0]:+.3f}, {credits['every_member'][1]:.1f}; best only: "
+        f"{credits['best_only'][0]:+.3f}, {credits['best_only'][1]:.1f} |",
+        "| dynamic sampling, cosine with the correctness gradient | kept on the raw reward: "
+        f"{cosine(on_raw, raw_gradient):+.3f} | on the shaped one: "
+        f"{cosine(on_shaped, raw_gradient):+.3f} |",
+        f"| best@4 from pools of 8 on conflict (exact {exact:.4f}) | metrics.max_at_k: "
+        f"{unbiased:.4f} | bootstrap: {bootstrap:.4f} |",
+    ]
+
+
 def at_optimum(method, case_name, num_groups):
     """The method's expected update where its claimed objective peaks, at train.py's G and
     weightings (sampled) -> (the optimum (A,), the update's mean (A,), its standard error (A,)):
@@ -535,8 +663,6 @@ def moving(steps):
 
 def draw(rows, path, case_name="conflict"):
     """Probability bars per answer: the start, and the fixed points of FIGURE_METHODS on a case."""
-    from matplotlib.figure import Figure
-
     case = CASES[case_name]
     shown = [r for r in rows if r.case == case_name and r.method in FIGURE_METHODS]
     bars = [("start", softmax(case.start), "warm_start")]
@@ -602,6 +728,8 @@ def main(argv=None):
         )
         print(f"  {method}: at {mass(CASES['conflict'], optimum)}: {cells}")
     os.makedirs(args.out, exist_ok=True)
+    print("\nThe pitfalls of the field, each beside its sound form (tests/test_lab_estimators.py)")
+    print("\n".join(pitfalls()))
     figure = os.path.join(args.out, "conflict_fixed_points.png")
     draw(rows, figure)
     print(f"\nfigure: {figure}\ndone in {time.time() - t0:.0f}s")
