@@ -20,7 +20,8 @@ What we simplified, and why:
   without top-k/top-p; otherwise the ratio is off-policy by design).
 - Problems are generated from a seeded RNG rather than read from a dataset (fresh ones every step,
   or with train_problems a finite set drawn once and visited in epochs).
-Machinery a student can skip: config.py, warmstart.py, runfiles.py, distributed.py, engine.py.
+Machinery a student can skip: config.py, warmstart.py, runfiles.py, tracking.py, distributed.py,
+engine.py.
 """
 
 import os
