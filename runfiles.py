@@ -50,6 +50,9 @@ EVAL_KEYS = tuple(EVALUATION)
 # a resumed run may also train for more steps, and be measured otherwise
 RUN_ONLY_KEYS = RESULT_NEUTRAL_KEYS + EVAL_KEYS + ("steps",)
 HERE = os.path.dirname(os.path.abspath(__file__))  # the reference files
+# reference files whose code never changes a result (tracking.py shows what metrics.jsonl holds):
+# an edit of one leaves every run and result of the lab reusable
+RESULT_NEUTRAL_FILES = ("tracking.py",)
 SOURCE_FILE = "source.json"  # a run folder's fingerprint of the code that trained it
 
 
@@ -90,11 +93,13 @@ def parsed(name):
 
 def project_imports(module):
     """The reference files `module` imports, directly or through others, itself included -> sorted
-    file names (only this folder's files count: torch and the lab are not followed)."""
+    file names (only this folder's files count: torch, the lab and RESULT_NEUTRAL_FILES are not
+    followed)."""
     found, todo = set(), [f"{module}.py"]
     while todo:
         name = todo.pop()
-        if name not in found and os.path.exists(os.path.join(HERE, name)):
+        known = name in found or name in RESULT_NEUTRAL_FILES
+        if not known and os.path.exists(os.path.join(HERE, name)):
             found.add(name)
             todo += parsed(name)[0]
     return sorted(found)

@@ -6,6 +6,7 @@ lab's keys, the committed board)."""
 import gc
 import json
 import os
+import shutil
 import sys
 
 import pytest
@@ -161,6 +162,19 @@ def test_a_resumed_run_logs_each_step_once(baseline, tmp_path, trackio_store, mo
         assert f.read() == baseline["metrics"]
 
 
+def test_a_finished_run_the_lab_reuses_joins_the_view_whole(baseline, tmp_path):
+    run = tmp_path / "runs" / "persona-vpo-s0"
+    shutil.copytree(baseline["out"], run)
+    tracking.show_finished(config(run, baseline["ws"]))  # report_to=none: nothing
+    assert sorted(os.listdir(tmp_path / "runs")) == ["persona-vpo-s0"]
+    tracking.show_finished(config(run, baseline["ws"], "report_to=tensorboard"))
+    logged, config_text = tensorboard_curves(
+        str(tmp_path / "runs/tracking/tensorboard/persona-vpo-s0")
+    )
+    assert_same(logged, expected_curves(run))
+    assert '| report_to | "none" |' in config_text  # the config it was trained with
+
+
 @pytest.mark.parametrize("package", ["tensorboard", "trackio"])
 def test_a_missing_package_stops_the_run_at_once_in_one_line(
     package, tmp_path, monkeypatch, capsys
@@ -196,6 +210,8 @@ def test_report_to_keys_no_result_and_still_matches_the_committed_board(tmp_path
     tracked = experiment.run_config("persona", "vpo", 0, str(tmp_path), quick=True, overrides=shown)
     assert tracked["report_to"] == "tensorboard"
     assert stored.result_key(plain, {}, []) == stored.result_key(tracked, {}, [])
+    # nor by tracking.py's code: an edit of it retrains nothing
+    assert "tracking.py" not in runfiles.source_fingerprint("train")
     tasks = ["persona", "code", "maze", "persona_collinear"]
     board = stored.load_board(BOARD, tasks, [0])
     for overrides, refused in [(shown, None), ({**shown, "lr": 0.123}, "'lr' is 0.123 here")]:
