@@ -286,8 +286,9 @@ TRACKER_PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio"}
 
 
 def trackers(report_to):
-    """report_to -> the trackers it names: "none" -> [], "tensorboard,trackio" -> both."""
-    return [name.strip() for name in report_to.split(",") if name.strip() not in ("", "none")]
+    """report_to -> the trackers named, once each: "none" -> [], "tensorboard,trackio" -> both."""
+    names = [name.strip() for name in report_to.split(",")]
+    return list(dict.fromkeys(name for name in names if name not in ("", "none")))
 
 
 def installed(package):

@@ -143,7 +143,7 @@ class Tracking:
         self.view = " and ".join(tracker.view for tracker in self.trackers)
 
     def replay(self, path):
-        """Log the lines a resumed run's metrics.jsonl kept, before its next step."""
+        """Log every line of a metrics.jsonl: what a resumed run kept, or a finished run whole."""
         with open(path) as f:
             for line in f:
                 self.log(json.loads(line))

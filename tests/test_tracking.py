@@ -15,7 +15,7 @@ from tiny_runs import TINY, Killed, config
 import runfiles
 import tracking
 import train as trainer
-from config import ConfigError
+from config import ConfigError, trackers
 from lab import experiment, stored
 from train import train
 
@@ -79,6 +79,11 @@ def trackio_store(tmp_path_factory):
     """One report_dir for this file's trackio runs: trackio fixes its folder once per process, as
     it is first imported (so nothing here imports it before a run has)."""
     return tmp_path_factory.mktemp("tracking")
+
+
+def test_report_to_names_each_tracker_once():
+    assert trackers("none") == [] and trackers("tensorboard") == ["tensorboard"]
+    assert trackers("trackio, tensorboard,trackio") == ["trackio", "tensorboard"]
 
 
 def test_scalars_are_every_number_of_a_line_under_its_kind():
