@@ -8,7 +8,9 @@ Left out: nested configs, environment variables, inheritance.
 import argparse
 import contextlib
 import difflib
+import importlib.util
 import math
+import sys
 import tokenize
 
 import torch
@@ -279,6 +281,23 @@ CHOICES = {
 }
 
 
+# report_to's trackers -> the package each needs (tracking.py imports it, and only when asked)
+TRACKER_PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio"}
+
+
+def trackers(report_to):
+    """report_to -> the trackers named, once each: "none" -> [], "tensorboard,trackio" -> both."""
+    names = [name.strip() for name in report_to.split(",")]
+    return list(dict.fromkeys(name for name in names if name not in ("", "none")))
+
+
+def installed(package):
+    """Whether `package` can be imported, found without importing it."""
+    if package in sys.modules:  # None there is Python's mark of an import that fails
+        return sys.modules[package] is not None
+    return importlib.util.find_spec(package) is not None
+
+
 def validate_choices(cfg, algos, samplers):
     """Names that must be known, and settings that only go together."""
     need(cfg["algo"] in algos, f"algo must be one of {sorted(algos)}, got '{cfg['algo']}'")
@@ -287,6 +306,14 @@ def validate_choices(cfg, algos, samplers):
     for key, names in CHOICES.items():
         listed = f"{', '.join(names[:-1])} or {names[-1]}"
         need(cfg[key] in names, f"{key} must be {listed}, got '{cfg[key]}'")
+    for name in trackers(cfg["report_to"]):
+        need(
+            name in TRACKER_PACKAGES,
+            "report_to must be none, tensorboard, trackio or both comma-separated, got "
+            f"'{cfg['report_to']}'",
+        )
+        package = TRACKER_PACKAGES[name]
+        need(installed(package), f"report_to={name} needs its package: pip install {package}")
     need(
         cfg["weight_sampler"] in samplers,
         f"weight_sampler must be one of {', '.join(samplers)} "

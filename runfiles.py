@@ -21,7 +21,8 @@ import time
 import torch
 import yaml
 
-from config import EVALUATION, ConfigError
+import tracking
+from config import EVALUATION, ConfigError, trackers
 from model import GPT, GPTConfig, Tokenizer
 from rollouts import rollout_prompt
 
@@ -30,7 +31,8 @@ try:
 except ImportError:  # Windows: folders go unlocked, and the run says so
     fcntl = None
 
-# keys that never change what a run computes (cuda_graph: the same tokens by a faster path)
+# keys that never change what a run computes (cuda_graph: the same tokens by a faster path;
+# report_to: where its numbers are also shown)
 RESULT_NEUTRAL_KEYS = (
     "resume",
     "overwrite",
@@ -41,11 +43,16 @@ RESULT_NEUTRAL_KEYS = (
     "out_dir",
     "warmstart_dir",
     "cuda_graph",
+    "report_to",
+    "report_dir",
 )
 EVAL_KEYS = tuple(EVALUATION)
 # a resumed run may also train for more steps, and be measured otherwise
 RUN_ONLY_KEYS = RESULT_NEUTRAL_KEYS + EVAL_KEYS + ("steps",)
 HERE = os.path.dirname(os.path.abspath(__file__))  # the reference files
+# reference files whose code never changes a result (tracking.py shows what metrics.jsonl holds):
+# an edit of one leaves every run and result of the lab reusable
+RESULT_NEUTRAL_FILES = ("tracking.py",)
 SOURCE_FILE = "source.json"  # a run folder's fingerprint of the code that trained it
 
 
@@ -86,11 +93,13 @@ def parsed(name):
 
 def project_imports(module):
     """The reference files `module` imports, directly or through others, itself included -> sorted
-    file names (only this folder's files count: torch and the lab are not followed)."""
+    file names (only this folder's files count: torch, the lab and RESULT_NEUTRAL_FILES are not
+    followed)."""
     found, todo = set(), [f"{module}.py"]
     while todo:
         name = todo.pop()
-        if name not in found and os.path.exists(os.path.join(HERE, name)):
+        known = name in found or name in RESULT_NEUTRAL_FILES
+        if not known and os.path.exists(os.path.join(HERE, name)):
             found.add(name)
             todo += parsed(name)[0]
     return sorted(found)
@@ -331,15 +340,14 @@ def prepare_out_dir(cfg):
 
 
 def write_config(cfg, out_dir):
-    """config.yaml, written whole or not at all: a resume before the first ckpt.pt reads it back."""
+    """config.yaml, written whole or not at all: a resume before the first ckpt.pt reads it back.
+    -> the settings written."""
     tmp = os.path.join(out_dir, f"config.yaml.{os.getpid()}.tmp")
+    written = {**{k: v for k, v in cfg.items() if k not in EVAL_KEYS}, "out_dir": out_dir}
     with open(tmp, "w") as f:
-        yaml.safe_dump(
-            {**{k: v for k, v in cfg.items() if k not in EVAL_KEYS}, "out_dir": out_dir},
-            f,
-            sort_keys=False,
-        )
+        yaml.safe_dump(written, f, sort_keys=False)
     os.replace(tmp, os.path.join(out_dir, "config.yaml"))
+    return written
 
 
 def resume_point(cfg, out_dir, source):
@@ -398,7 +406,8 @@ def resume_point(cfg, out_dir, source):
 class RunFiles:
     """A run's folder: config.yaml, source.json, log.txt, metrics.jsonl (only what the seed
     determines), timing.jsonl, samples.jsonl and the checkpoints; resume cuts metrics.jsonl back to
-    the checkpoint. Rank 0 writes, holding the folder's lock until close()."""
+    the checkpoint. Rank 0 writes, holding the folder's lock until close(), and feeds metrics.jsonl
+    to the trackers report_to asks for (tracking.py)."""
 
     def __init__(self, cfg, lead=True):
         self.lead, self.quiet = lead, cfg["quiet"]
@@ -418,17 +427,28 @@ class RunFiles:
             raise
         self.mode = "a" if self.resume else "w"
         if lead:
-            write_config(cfg, self.out_dir)
+            written = write_config(cfg, self.out_dir)
             with open(os.path.join(self.out_dir, SOURCE_FILE), "w") as f:
                 json.dump(source, f, indent=0, sort_keys=True)
+        metrics = os.path.join(self.out_dir, "metrics.jsonl")
         if lead and self.resume:
-            with open(os.path.join(self.out_dir, "metrics.jsonl"), "r+") as f:
+            with open(metrics, "r+") as f:
                 f.truncate(self.resume["metrics_offset"])
         self.files = {}
         self.log_file = self._open("log.txt")
         self.t_start, self.first_step = time.time(), 1
         if self.lock and self.lock.note:  # a lock taken over, or none to take
             self.log(self.lock.note)
+        self.tracking = None  # off by default: report_to's trackers
+        if lead and trackers(cfg["report_to"]):
+            try:
+                self.tracking = tracking.Tracking(cfg, self.out_dir, written)
+                if self.resume:  # the curves so far, then the steps to come
+                    self.tracking.replay(metrics)
+            except BaseException:
+                self.close()
+                raise
+            self.log(f"curves: {self.tracking.where}; to watch them: {self.tracking.view}")
 
     def _open(self, name):  # on first use: a run killed in its warm start leaves no metrics.jsonl
         if name not in self.files:
@@ -455,6 +475,8 @@ class RunFiles:
         f = self._open(name)
         f.write(json.dumps(record) + "\n")
         f.flush()
+        if self.tracking and name == "metrics.jsonl":
+            self.tracking.log(record)
 
     def save(self, name, state):
         """A checkpoint that remembers how much of metrics.jsonl it accounts for."""
@@ -467,6 +489,8 @@ class RunFiles:
     def close(self):
         for f in self.files.values():
             f.close()
+        if self.tracking:
+            self.tracking.close()
         if self.lock:
             self.lock.release()
 

@@ -20,7 +20,8 @@ What we simplified, and why:
   without top-k/top-p; otherwise the ratio is off-policy by design).
 - Problems are generated from a seeded RNG rather than read from a dataset (fresh ones every step,
   or with train_problems a finite set drawn once and visited in epochs).
-Machinery a student can skip: config.py, warmstart.py, runfiles.py, distributed.py, engine.py.
+Machinery a student can skip: config.py, warmstart.py, runfiles.py, tracking.py, distributed.py,
+engine.py.
 """
 
 import os
@@ -110,6 +111,8 @@ DEFAULTS = dict(
     eval_every=25,  # steps between held-out evaluations (0: only at the end)
     eval_problems=32,  # held-out problems per evaluation
     ckpt_every=25,  # steps between resume checkpoints (0: only the final one)
+    report_to="none",  # curves as it trains: none | tensorboard | trackio | tensorboard,trackio
+    report_dir="",  # where many runs' curves meet (tracking.py); "" -> tracking/ beside the run
     out_dir="",  # the run's folder; "" -> out/<task>-<algo>-s<seed>
     warmstart_dir="out/warmstart",  # where warm starts are cached, one per task, seed and settings
     warmstart_from="",  # a warm-start checkpoint to start from instead of training/caching one

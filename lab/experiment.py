@@ -46,6 +46,7 @@ import numpy as np
 import torch
 
 import evolve
+import tracking
 import train
 from config import (
     ONE_LINE_ERRORS,
@@ -436,6 +437,7 @@ class Headline:
                 status = self.run_status(cfg)
                 if status == "finished":
                     self.progress.say(f"reusing finished run {cfg['out_dir']}")
+                    tracking.show_finished(cfg)  # its curves beside those trained now (report_to)
                     self.run_trained(key, cfg["out_dir"])
                     continue
                 cfg["resume"] = status == "unfinished"
