@@ -45,6 +45,7 @@ sys.path.insert(0, HERE)
 import numpy as np
 import torch
 
+import config
 import evolve
 import tracking
 import train
@@ -734,11 +735,23 @@ def rewrite_report(dirs, out):
 
 
 def checked_overrides(items, tasks, methods=()):
-    """--set items -> {key: value}, checked together against the config every task trains with,
-    under each of `methods` (a setting may go with some algorithms only: outcome_reward)."""
+    """--set items -> {key: value}: each alone as config.py checks it (its key, type and range)
+    against the config every task trains with, then all together under each of `methods`, as
+    run_config builds its run (a setting may go with some algorithms only: outcome_reward)."""
     overrides = {}
     for item in items:
         key, value = (part.strip() for part in item.split("=", 1)) if "=" in item else (item, "")
+        for task_name in tasks:
+            try:
+                config.resolve(
+                    train.DEFAULTS,
+                    train.ADVANTAGES,
+                    os.path.join(HERE, "configs", f"{task_name}.yaml"),
+                    overrides=[item],
+                    samplers=train.vpo.WEIGHT_SAMPLERS,
+                )
+            except ConfigError as e:
+                raise ConfigError(f"--set {item} on task {task_name}: {e}") from None
         if key in ("task", "algo"):
             raise ConfigError(
                 f"'{key}' is chosen by the experiment; use --tasks or --algos, "
@@ -746,18 +759,12 @@ def checked_overrides(items, tasks, methods=()):
             )
         overrides[key] = parse_value(value)
     for task_name in tasks:
-        for name in methods or [None]:
+        for name in methods:
             try:
-                if name:  # as run_config builds the method's run: its variant, its training set
-                    run_config(task_name, name, 0, "out/checked", overrides=overrides)
-                else:
-                    train.resolve_config(
-                        os.path.join(HERE, "configs", f"{task_name}.yaml"), overrides=items
-                    )
+                run_config(task_name, name, 0, "out/checked", overrides=overrides)
             except ConfigError as e:
-                under = f" for {name}" if name else ""
                 raise ConfigError(
-                    f"--set {' '.join(items)} on task {task_name}{under}: {e}"
+                    f"--set {' '.join(items)} on task {task_name} for {name}: {e}"
                 ) from None
     return overrides
 
