@@ -114,8 +114,9 @@ def test_strip_answers_empties_the_marked_block_of_a_blanked_exercise():
     assert names == ["vpo"]
     assert stripped == text.replace("x = 1\ny = 2\n", "# exercise vpo: see docs/EXERCISES.md\n")
     assert strip_answers(text, ["grpo"]) == (text, [])  # vpo not blanked: the block stays
-    with pytest.raises(LookupError, match="no fenced code block"):
-        strip_answers("<!-- answer: vpo -->\nno block\n", ["vpo"])
+    for no_block in ("<!-- answer: vpo -->\nprose\n```\nx = 1\n```\n", "<!-- answer: vpo -->\n"):
+        with pytest.raises(LookupError, match="no fenced code block right after"):
+            strip_answers(no_block, ["vpo"])
 
 
 def test_the_readmes_answer_is_marked():

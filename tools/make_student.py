@@ -200,16 +200,13 @@ def strip_answers(text, names):
         i += 1
         if not marker or marker.group(1) not in names:
             continue
-        opening = next(
-            (j for j in range(i, len(lines)) if lines[j].lstrip().startswith("```")), None
+        # the block opens on the next line that is not blank: a marker never reaches further
+        opening = next((j for j in range(i, len(lines)) if lines[j].strip()), len(lines))
+        closing = next(
+            (j for j in range(opening + 1, len(lines)) if lines[j].strip() == "```"), None
         )
-        closing = (
-            next((j for j in range(opening + 1, len(lines)) if lines[j].strip() == "```"), None)
-            if opening is not None
-            else None
-        )
-        if closing is None:
-            raise LookupError(f"no fenced code block after '{lines[i - 1].strip()}'")
+        if not lines[opening:] or not lines[opening].startswith("```") or closing is None:
+            raise LookupError(f"no fenced code block right after '{lines[i - 1].strip()}'")
         newline = lines[opening][len(lines[opening].rstrip("\r\n")) :]
         out += lines[i : opening + 1]
         out.append(f"# exercise {marker.group(1)}: see docs/EXERCISES.md{newline}")
