@@ -129,6 +129,20 @@ def test_grpo_without_std_division_is_dr_grpo():
     )
 
 
+def test_grpo_batch_std_divides_by_one_std_of_the_whole_batch():
+    # scores 0, 1 | 0, 3 | 2, 2: each minus its group's mean, over the population std of all six
+    scores = torch.tensor([[0.0, 1.0], [0.0, 3.0], [2.0, 2.0]])
+    mean = 8 / 6
+    std = (sum((x - mean) ** 2 for x in [0, 1, 0, 3, 2, 2]) / 6) ** 0.5
+    want = torch.tensor([[-0.5, 0.5], [-1.5, 1.5], [0.0, 0.0]]) / std  # the flat group: zeros
+    assert_close(grpo_advantages(scores, std="batch"), want, atol=1e-5)
+
+
+def test_grpo_rejects_an_unknown_std():
+    with pytest.raises(ValueError):
+        grpo_advantages(torch.tensor([[0.0, 1.0]]), std="rank")
+
+
 def test_clip_higher_lets_a_likely_good_token_grow_further():
     old = torch.zeros(1, 2)
     new = torch.tensor([[0.25, 0.5]], requires_grad=True)  # ratios 1.28 and 1.65

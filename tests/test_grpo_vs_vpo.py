@@ -2,6 +2,7 @@
 vpo.py's (and train.py's), its loss is grpo.policy_loss, its sampler records the policy's own
 log-probs, its best@k and w-best@k are metrics.py's, and a tiny run of the whole file finishes."""
 
+import itertools
 import random
 
 import numpy as np
@@ -43,6 +44,65 @@ def test_its_advantages_are_grpo_and_vpo_py_on_random_inputs(seed):
     for algo, r in (("vpo", rewards), ("grpo", single)):
         expected = train.ADVANTAGES[algo].advantage(r, task.scalarize(r), weights, train.DEFAULTS)
         assert_close(one_file.advantages(algo, r, weights), expected, atol=0, what=algo)
+
+
+# Exercise (0) is graded by the tests named advantages_by_hand, advantages_of_one_answer,
+# best_at_k_by_hand and tiny_run: each needs only the one file, so it grades (0) while the trainer's
+# exercises are still blank. The tests above and below hold the one file to the trainer's files.
+SPECIALISTS_AND_GENERALIST = torch.tensor([[[[1.0, 0.0], [0.0, 1.0]], [[0.6, 0.6], [0.6, 0.6]]]])
+
+
+def test_advantages_by_hand():
+    """Exercise (b)'s example: rollout 1 writes two specialists, rollout 2 one generalist twice;
+    weightings (1, 0) and (0, 1)."""
+    rewards, weights = SPECIALISTS_AND_GENERALIST, torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
+    # set scores 1 and .6 (the reductions swapped: .5 and .6), z-scored: +1 and -1
+    vpo_adv = one_file.advantages("vpo", rewards, weights)
+    assert_close(vpo_adv, torch.tensor([[1.0, -1.0]]), atol=1e-4, what="VPO")
+    # GRPO's rollouts hold one answer, scored by the mean: .5 and .6, so the generalist wins
+    grpo_adv = one_file.advantages("grpo", rewards[:, :, :1], weights)
+    assert_close(grpo_adv, torch.tensor([[-1.0, 1.0]]), atol=1e-4, what="GRPO")
+    # three rollouts scored 0, .5, 1: mean .5, population std sqrt(1/6) (not the sample std, .5)
+    three = torch.tensor([[[[0.0, 0.0]], [[0.5, 0.5]], [[1.0, 1.0]]]])
+    z = 0.5 / (1 / 6) ** 0.5
+    assert_close(
+        one_file.advantages("grpo", three, weights), torch.tensor([[-z, 0.0, z]]), atol=1e-4
+    )
+    # a group whose rollouts all scored alike, or alike but for float noise, teaches nothing
+    alike = torch.tensor([[[[0.3, 0.7]], [[0.3, 0.7]]], [[[0.5, 0.5]], [[0.5, 0.5 + 1e-7]]]])
+    flat = one_file.advantages("grpo", alike, weights.expand(2, -1, -1))
+    assert torch.equal(flat, torch.zeros(2, 2))
+    assert torch.equal(
+        one_file.advantages("vpo", alike.expand(-1, -1, 3, -1), weights.expand(2, -1, -1)),
+        torch.zeros(2, 2),
+    )
+
+
+def test_advantages_of_one_answer_under_balanced_trade_offs_are_grpos():
+    """With one answer a rollout, the set score is the answer under the mean trade-off; trade-offs
+    (t, 1 - t) spread evenly over [0, 1] average to (1/2, 1/2), GRPO's mean."""
+    rewards = random_rewards(4, 8, 1, 2, seed=0)
+    t = torch.linspace(0, 1, 11)
+    balanced = torch.stack([t, 1 - t], dim=-1).expand(4, -1, -1)  # (P, N, D)
+    expected = one_file.advantages("grpo", rewards, balanced)
+    assert_close(one_file.advantages("vpo", rewards, balanced), expected, atol=1e-4)
+    assert expected[0].abs().sum() == 0 and expected[1:].abs().sum() > 0
+
+
+def test_best_at_k_by_hand_and_by_brute_force():
+    pool = torch.tensor([4.0, 1.0, 3.0, 2.0])
+    # k = 1: the mean; k = 2: pair maxima 2, 3, 4, 3, 4, 4; k = 3: 3, 4, 4, 4; k = 4: the max
+    for k, want in [(1, 2.5), (2, 20 / 6), (3, 3.75), (4, 4.0)]:
+        assert abs(one_file.best_at_k(pool, k).item() - want) < 1e-12, k
+    generator = torch.Generator().manual_seed(0)
+    pools = torch.randint(0, 4, (2, 3, 7), generator=generator).float() / 4  # ties aplenty
+    for k in range(1, 8):
+        got = one_file.best_at_k(pools, k)
+        assert got.shape == (2, 3)
+        for index in itertools.product(range(2), range(3)):
+            subsets = list(itertools.combinations(pools[index].tolist(), k))
+            brute = sum(max(subset) for subset in subsets) / len(subsets)
+            assert abs(got[index].item() - brute) < 1e-12, (k, index)
 
 
 def test_its_weightings_are_uniform_on_the_simplex():

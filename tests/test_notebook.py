@@ -1,6 +1,7 @@
 """notebooks/maze.ipynb runs top to bottom (tiny parameters, a few seconds of training) and shows
-its figures; the committed copy holds one full run's outputs and no error. Leaves out the full run
-itself (about 10 minutes: tools/run_notebook.py makes it)."""
+its figures; the committed copy holds one full run's outputs and no error; tools/notebook_seeds.py
+pools the per-maze results its runs write. Leaves out the full run itself (about 10 minutes on 2
+cores: tools/run_notebook.py makes it)."""
 
 import os
 import sys
@@ -23,11 +24,14 @@ def is_figure(output):
 def test_the_notebook_runs_top_to_bottom_and_draws_its_figures(tmp_path):
     from run_notebook import run
 
-    tiny = {"RL_STEPS": 2, "EVAL_MAZES": 3, "POOL": 6}
+    # TRAIN_YOURS: the last cell's optional run too, two steps like the others
+    tiny = {"RL_STEPS": 2, "EVAL_MAZES": 3, "POOL": 6, "TRAIN_YOURS": True}
     nb = run(NOTEBOOK, str(tmp_path / "maze.ipynb"), tiny, timeout=300)  # fails on a cell's error
     assert len(outputs(nb, is_figure)) >= 3  # the maze, where the routes go, best@k
     text = "".join(o.get("text", "") for o in outputs(nb, lambda o: o.output_type == "stream"))
-    assert "vpo.set_scores" in text and "VPO - GRPO at best@6" in text
+    assert "vpo.set_scores" in text and "both corners" in text
+    for line in ("VPO - GRPO best@6", "VPO - GRPO w-best@6", "yours - VPO w-best@6"):
+        assert line in text, line
 
 
 def test_the_committed_notebook_holds_a_full_run():
@@ -39,3 +43,22 @@ def test_the_committed_notebook_holds_a_full_run():
     parameters = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
     assert "RL_STEPS = 2\n" not in parameters.source  # never a tiny run's outputs
     assert os.path.getsize(NOTEBOOK) < 2e6
+
+
+def test_notebook_seeds_pools_every_maze_of_every_seed():
+    from notebook_seeds import pooled
+
+    def run(seed, vpo_best):
+        per_maze = {
+            "GRPO": {"best": [0.5, 0.5], "w_best": [0.6, 0.6], "both_corners": [0.0, 1.0]},
+            "VPO": {"best": vpo_best, "w_best": [0.8, 0.8], "both_corners": [1.0, 1.0]},
+        }
+        return {"seed": seed, "rl_steps": 300, "pool": 30, "per_maze": per_maze}
+
+    lines = pooled([run(0, [0.5, 0.7]), run(1, [0.7, 0.7])])
+    assert lines[0] == "2 seeds (0, 1), 2 mazes each, 300 RL steps"
+    assert (
+        "| VPO | 0.650 | 0.800 | 1.000 |" in lines and "| GRPO | 0.500 | 0.600 | 0.500 |" in lines
+    )
+    # a constant gap has no spread: the interval is the gap itself
+    assert "VPO - GRPO w-best@30: +0.200 [+0.200, +0.200]" in lines

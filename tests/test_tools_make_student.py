@@ -1,9 +1,12 @@
 """The teaching kit: tools/make_student.py and the grading commands in docs/EXERCISES.md.
 
-Blanking an exercise's functions must fail exactly the tests its `-k` expression selects, each
-with the exercise's NotImplementedError, while the reference passes them; nothing outside the
-blanked bodies may change. All pytest runs happen in ONE subprocess (this file run as a script,
-see `_run_all`) so torch is imported once: the whole file takes ~40 s on a busy 2-core VM.
+The student tree, with every exercise blanked, is built once a session. In it each exercise's
+grading command must fail (every selected test with that exercise's NotImplementedError) and pass
+once only that exercise's answer is back; no answer's key lines may be left anywhere in it; nothing
+outside the blanked bodies and the README's marked answer may change. All pytest runs happen in
+ONE subprocess (this file run as a script, see `_run_all`) so torch is imported once, with
+tracebacks off and pytest's gc-heavy unraisable-exception plugin off: 10 runs of the graded tests
+alone, not whole test files. Left out: timing; tests/test_layout.py checks the docs' layout.
 """
 
 import ast
@@ -26,13 +29,14 @@ from make_student import (
     INSTRUCTOR_ONLY,
     blank_source,
     blanks_by_file,
+    body_span,
     build,
     grading_command,
+    strip_answers,
     stub_line,
     tracked_files,
 )
 
-TEST_FILES = sorted({f for ex in EXERCISES.values() for f in ex["tests"]})  # fast files only
 NOT_IMPLEMENTED = re.compile(r"NotImplementedError: exercise (\w+): see docs/EXERCISES\.md")
 STUB = re.compile(r'[ \t]*raise NotImplementedError\("exercise \w+: see docs/EXERCISES\.md"\)\r?\n')
 
@@ -104,6 +108,22 @@ def test_blank_source_keeps_line_endings_and_skips_nested_targets():
         blank_source(SOURCE, [("branchy[if mode == 3]", "x")])
 
 
+def test_strip_answers_empties_the_marked_block_of_a_blanked_exercise():
+    text = "Intro.\n\n<!-- answer: vpo (a note) -->\n```python\nx = 1\ny = 2\n```\nAfter.\n"
+    stripped, names = strip_answers(text, ["vpo", "grpo"])
+    assert names == ["vpo"]
+    assert stripped == text.replace("x = 1\ny = 2\n", "# exercise vpo: see docs/EXERCISES.md\n")
+    assert strip_answers(text, ["grpo"]) == (text, [])  # vpo not blanked: the block stays
+    for no_block in ("<!-- answer: vpo -->\nprose\n```\nx = 1\n```\n", "<!-- answer: vpo -->\n"):
+        with pytest.raises(LookupError, match="no fenced code block right after"):
+            strip_answers(no_block, ["vpo"])
+
+
+def test_the_readmes_answer_is_marked():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        assert strip_answers(f.read(), ["vpo"])[1] == ["vpo"]
+
+
 # ----------------------------------------------------------------------------------------------
 # The docs name the same commands and existing functions
 
@@ -157,7 +177,7 @@ def test_docs_point_at_functions_that_exist(doc):
 # The student tree, file by file
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def student_tree(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("kit") / "student")
     build(out)
@@ -176,6 +196,9 @@ def test_non_graded_code_is_byte_identical(student_tree):
     todo = blanks_by_file(EXERCISES)
     for rel in files:
         ref, stu = (Path(os.path.join(root, rel)).read_bytes() for root in (ROOT, student_tree))
+        if rel.endswith(".md") and ref != stu:
+            assert stu.decode() == strip_answers(ref.decode(), list(EXERCISES))[0], rel
+            continue
         if rel not in todo:
             assert ref == stu, rel
             continue
@@ -233,33 +256,73 @@ def test_blanked_functions_keep_signature_and_docstring(student_tree):
 
 
 # ----------------------------------------------------------------------------------------------
-# Running the tests: reference vs a student tree per exercise vs one with every exercise
+# Running the grading commands in the tree with every exercise blanked, one answer back at a time
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def enclosing(name):
+    """The exercises whose blanked bodies hold one of `name`'s targets: sobol's branch lies inside
+    weights' sample_weights. In the full tree `name` stands in for them (it is their smaller
+    variant), so they are not blanked when `name` is graded."""
+    mine = {spec.split("[")[0] for spec in EXERCISES[name]["blank"] if "[" in spec}
+    return {other for other, ex in EXERCISES.items() if other != name and mine & set(ex["blank"])}
+
+
+def trees(name):
+    """The exercises blanked when `name` is graded: (without its answer, with it)."""
+    blanked = [n for n in EXERCISES if n not in enclosing(name)]
+    inside = {n for n in EXERCISES if name in enclosing(n)}  # weights' answer holds sobol's
+    return blanked, [n for n in blanked if n != name and n not in inside]
+
+
+def graded_sources(names):
+    """{graded file: its text with the bodies of exercises `names` blanked} for every file any
+    exercise blanks (the reference text where none of `names` blanks it)."""
+    out = {}
+    for rel in blanks_by_file(EXERCISES):
+        text = Path(os.path.join(ROOT, rel)).read_text()
+        blanks = blanks_by_file(names).get(rel, [])
+        out[rel] = blank_source(text, blanks)[0] if blanks else text
+    return out
+
+
+@pytest.fixture(scope="session")
+def runs(student_tree, tmp_path_factory):
+    """Each exercise's grading command in the student tree with every exercise blanked ("blank:")
+    and with its own answer back ("answer:"), all in ONE subprocess (torch imported once), which
+    writes each job's graded files into the tree before running it and the full tree's after."""
     if not _is_git_checkout():
         pytest.skip("make_student copies `git ls-files`")
     tmp = tmp_path_factory.mktemp("kit-runs")
-    jobs = {
-        f"select:{name}": dict(cwd=ROOT, args=["--collect-only", "-k", ex["k"], *ex["tests"]])
-        for name, ex in EXERCISES.items()
-    }
-    jobs["reference"] = dict(cwd=ROOT, args=TEST_FILES)
-    build(str(tmp / "all"))
-    jobs["student:all"] = dict(cwd=str(tmp / "all"), args=TEST_FILES)
-    for name, ex in EXERCISES.items():  # one exercise blanked: its own test files are enough
-        build(str(tmp / name), [name])
-        jobs[f"student:{name}"] = dict(cwd=str(tmp / name), args=ex["tests"])
+    full = graded_sources(list(EXERCISES))
+    jobs = {}
+    for name, ex in EXERCISES.items():
+        blanked, answered = trees(name)
+        args = ["-k", ex["k"], *ex["tests"]]
+        jobs[f"answer:{name}"] = dict(args=args, files=graded_sources(answered))
+        if blanked != list(EXERCISES):
+            jobs[f"blank:{name}"] = dict(args=args, files=graded_sources(blanked))
+    # one run, last, grades every other exercise blanked in the full tree: the tests their answer
+    # runs selected (a -k expression would match a file's name too: test_grpo_ in test_grpo_vs_vpo)
+    alone = [f"answer:{name}" for name in EXERCISES if trees(name)[0] == list(EXERCISES)]
+    jobs["blank"] = dict(tests_of=alone, files=full)
     probes = [
-        dict(cwd=str(tmp / "all"), module=spec.split(":")[0][:-3], target=spec.split(":")[1])
+        dict(module=spec.split(":")[0][:-3], target=spec.split(":")[1])
         for ex in EXERCISES.values()
         for spec in ex["blank"]
         if "[" not in spec
     ]
-    sources = [p for p in tracked_files() if p.endswith(".py")]  # the same in every tree
+    sources = [p for p in tracked_files() if p.endswith(".py")]
     with open(tmp / "jobs.json", "w") as f:
-        json.dump({"runs": jobs, "probes": probes, "sources": sources}, f)
+        json.dump(
+            dict(
+                tree=student_tree,
+                runs=jobs,
+                probes=probes,
+                sources=sources,
+                full=full,
+            ),
+            f,
+        )
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OMP_WAIT_POLICY": "PASSIVE"}
     proc = subprocess.run(
         [sys.executable, os.path.abspath(__file__), str(tmp / "jobs.json"), str(tmp / "out.json")],
@@ -274,38 +337,121 @@ def runs(tmp_path_factory):
         return json.load(f)
 
 
-def _selected(runs, name):
-    ids = set(runs["runs"][f"select:{name}"]["selected"])
-    assert ids, f"exercise {name}: `{grading_command(name)}` selects no test"
-    return ids
-
-
-def test_reference_passes_every_graded_test(runs):
-    union = set().union(*(_selected(runs, n) for n in EXERCISES))
-    ref = runs["runs"]["reference"]
-    assert union <= set(ref["passed"]), sorted(union - set(ref["passed"]))
-
-
 @pytest.mark.parametrize("name", list(EXERCISES))
-def test_each_exercise_fails_exactly_its_selection(runs, name):
-    failed = runs["runs"][f"student:{name}"]["failed"]
-    assert set(failed) == _selected(runs, name)
-    for test_id, message in failed.items():
-        assert (
-            NOT_IMPLEMENTED.search(message) and NOT_IMPLEMENTED.search(message).group(1) == name
-        ), (test_id, message)
-
-
-def test_all_exercises_fail_exactly_the_union(runs):
-    failed = runs["runs"]["student:all"]["failed"]
-    assert set(failed) == set().union(*(_selected(runs, n) for n in EXERCISES))
-    assert all(NOT_IMPLEMENTED.search(m) for m in failed.values()), failed
+def test_each_grading_command_fails_blank_and_passes_with_only_its_answer(runs, name):
+    """In the tree with every exercise blanked, the command selects tests that all fail with this
+    exercise's NotImplementedError (they need no other exercise's function); with only this
+    exercise's answer back, every one of them passes."""
+    answer = runs["runs"][f"answer:{name}"]
+    blank = runs["runs"].get(f"blank:{name}", runs["runs"]["blank"])
+    selected = set(answer["selected"])  # the same command in the same files
+    assert selected, f"exercise {name}: `{grading_command(name)}` selects no test"
+    assert selected <= set(blank["selected"]) and selected <= set(blank["failed"]), sorted(
+        selected - set(blank["failed"])
+    )
+    for test_id in selected:
+        found = NOT_IMPLEMENTED.search(blank["failed"][test_id])
+        assert found and found.group(1) == name, (test_id, blank["failed"][test_id])
+    assert not answer["failed"] and set(answer["passed"]) == selected, answer["failed"]
 
 
 def test_each_blanked_function_raises_not_implemented(runs):
     assert runs["probes"] and all(v == "NotImplementedError" for v in runs["probes"].values()), (
         runs["probes"]
     )
+
+
+def test_the_enclosing_exercise_of_a_branch_is_the_whole_functions():
+    assert enclosing("sobol") == {"weights"}
+    assert all(not enclosing(name) for name in EXERCISES if name != "sobol")
+
+
+# ----------------------------------------------------------------------------------------------
+# No answer elsewhere in the student tree
+
+# Each exercise's key lines, whitespace removed: the computation a student writes. Each must sit in
+# that exercise's reference bodies (so the list follows the answers) and nowhere in the student
+# tree, in any file (docs, notebooks, other modules, tests).
+KEY_LINES = {
+    "one_file": [  # robust to renamed arguments and constants (weights, EPS) of the one file
+        '"pgmd,pnd->pgnm"',
+        ".max(dim=-1).values.mean(dim=-1)",
+        "scores.std(dim=1,keepdim=True,unbiased=False)",
+        "math.comb(i,k-1)/math.comb(n,k)",
+    ],
+    "grpo": [
+        "scores.std(dim=1,keepdim=True,unbiased=False)",
+        "(scores-mean)/(group_std+eps)",
+        "torch.where(group_std<eps",
+    ],
+    "vpo": [
+        '"pgmd,pnd->pgnm"',
+        ".max(dim=-1).values.mean(dim=-1)",
+        "grpo_advantages(set_scores(rewards,weights)",
+    ],
+    "weights": [
+        "rng.dirichlet(np.full(dim,alpha)",
+        "torch.quasirandom.SobolEngine(",
+        "edges[...,1:]-edges[...,:-1]",
+    ],
+    "sobol": ["torch.quasirandom.SobolEngine(", "edges[...,1:]-edges[...,:-1]"],
+    "at_k": ["np.prod(1.0-k/np.arange(n-c+1,n+1", "num*(j+1)//(j+2-k)"],
+    "pool": ["(g*(n-g))@gaps.sum(axis=1)", "(r[None,:,:]>=r[:,None,:]).all(axis=2)"],
+    "loo": ["(scores.sum(dim=1,keepdim=True)-scores)/(G-1)"],
+}
+
+
+def _squeezed(text):
+    return "".join(text.split())
+
+
+def _text_of(path):
+    """A file's text as a reader sees it (a notebook's cells and outputs), or None if binary."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError):
+        return None
+    if path.endswith(".ipynb"):
+        cells = json.loads(text)["cells"]
+        parts = ["".join(c["source"]) for c in cells]
+        for cell in cells:
+            for output in cell.get("outputs", []):
+                parts.append("".join(output.get("text", "")))
+                parts += ["".join(v) for k, v in output.get("data", {}).items() if "text" in k]
+        text = "\n".join(parts)
+    return text
+
+
+def test_key_lines_are_the_answers():
+    for name, keys in KEY_LINES.items():
+        bodies = ""
+        for rel, blanks in blanks_by_file([name]).items():
+            lines = Path(os.path.join(ROOT, rel)).read_text().splitlines(True)
+            tree = ast.parse("".join(lines))
+            for target, _ in blanks:
+                first, last, _ = body_span(tree, lines, target)
+                bodies += "".join(lines[first - 1 : last])
+        for key in keys:
+            assert key in _squeezed(bodies), (name, key)
+    assert set(KEY_LINES) == set(EXERCISES)
+
+
+@needs_git
+def test_no_answer_sits_anywhere_in_the_student_tree(student_tree):
+    keys = {key: name for name, ks in KEY_LINES.items() for key in ks}
+    found = []
+    for folder, _, files in os.walk(student_tree):
+        for file in files:
+            text = _text_of(os.path.join(folder, file))
+            if text is None:
+                continue
+            squeezed = _squeezed(text)
+            found += [
+                (os.path.relpath(os.path.join(folder, file), student_tree), name, key)
+                for key, name in keys.items()
+                if key in squeezed
+            ]
+    assert not found, found
 
 
 # ----------------------------------------------------------------------------------------------
@@ -383,8 +529,9 @@ def _call_with_nones(module, target):
 def _run_all(jobs_path, out_path):
     """Run each job with pytest.main in this one process, then call each probe with None arguments.
 
-    Modules of a tree stay imported while consecutive jobs use that tree, and are dropped before
-    the next tree's job (its grpo.py is a different file under the same module name).
+    One tree serves every job: before each, its graded files get the job's text and the tree's
+    modules are dropped (the next job's grpo.py is a different text under the same module name);
+    at the end the tree gets back the full student text of its graded files.
     """
     import time
 
@@ -396,35 +543,44 @@ def _run_all(jobs_path, out_path):
     settings.register_profile("student-kit", database=None, phases=[Phase.explicit, Phase.generate])
     settings.load_profile("student-kit")
 
-    tree, before, path = None, set(sys.modules), list(sys.path)
+    before, path = set(sys.modules), list(sys.path)
     with open(jobs_path) as f:
         jobs = json.load(f)
+    tree = jobs["tree"]
 
-    def enter(cwd):
-        nonlocal tree
-        if cwd != tree and tree is not None:
-            loaded = {name: sys.modules[name] for name in set(sys.modules) - before}
-            for name in tree_modules(tree, loaded, jobs["sources"]):
-                del sys.modules[name]
-            sys.path[:] = path
-        tree = cwd
+    def enter(files):
+        loaded = {name: sys.modules[name] for name in set(sys.modules) - before}
+        for name in tree_modules(tree, loaded, jobs["sources"]):
+            del sys.modules[name]
+        sys.path[:] = path
+        for rel, text in files.items():
+            with open(os.path.join(tree, rel), "w") as f:
+                f.write(text)
 
     home, out = os.getcwd(), {"runs": {}, "probes": {}}
-    for label, job in jobs["runs"].items():
-        enter(job["cwd"])
-        os.chdir(job["cwd"])
-        recorder = Recorder()
-        t0 = time.time()
-        quiet = ["-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark"]
-        pytest.main(["-q", *quiet, f"--rootdir={job['cwd']}", *job["args"]], plugins=[recorder])
+    quiet = ["--tb=no", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark"]
+    quiet += ["-p", "no:unraisableexception"]  # its gc.collect() five times a run: 1.3 s with torch
+    try:
+        for label, job in jobs["runs"].items():
+            enter(job["files"])
+            os.chdir(tree)
+            recorder = Recorder()
+            t0 = time.time()
+            args = job.get("args") or sorted(
+                {test for label in job["tests_of"] for test in out["runs"][label]["selected"]}
+            )
+            pytest.main(["-q", *quiet, f"--rootdir={tree}", *args], plugins=[recorder])
+            os.chdir(home)
+            out["runs"][label] = {**vars(recorder), "seconds": round(time.time() - t0, 1)}
+        enter(jobs["full"])
+        sys.path.insert(0, tree)
+        for probe in jobs["probes"]:
+            out["probes"][f"{probe['module']}.{probe['target']}"] = _call_with_nones(
+                probe["module"], probe["target"]
+            )
+    finally:
         os.chdir(home)
-        out["runs"][label] = {**vars(recorder), "seconds": round(time.time() - t0, 1)}
-    for probe in jobs["probes"]:
-        enter(probe["cwd"])
-        sys.path.insert(0, probe["cwd"])
-        out["probes"][f"{probe['module']}.{probe['target']}"] = _call_with_nones(
-            probe["module"], probe["target"]
-        )
+        enter(jobs["full"])
     with open(out_path, "w") as f:
         json.dump(out, f)
 

@@ -9,8 +9,13 @@ Signatures and docstrings stay, so the student knows what to write; the tests st
 
 The exercises are described in docs/EXERCISES.md. EXERCISES below is the one place that says
 which functions each exercise blanks and which tests grade it; tests/test_tools_make_student.py
-imports it and checks that each exercise's `-k` expression selects exactly the tests that fail once
-its functions are blanked, and that nothing else in the tree changes.
+imports it and checks, in the tree with every exercise blanked, that each grading command fails
+there and passes once only its exercise's answer is back, that no answer is left elsewhere in the
+tree, and that nothing else in the tree changes.
+
+An answer written out in a text file (the README's three lines of VPO) sits after a line
+`<!-- answer: NAME -->`: when exercise NAME is blanked, the fenced code block after that line keeps
+its fences and holds only a comment naming the exercise.
 
 How: Python's `ast` module parses OUR source files (never model output) only to find line numbers;
 the lines of a body are then replaced as text, so every other byte of the file stays identical.
@@ -24,6 +29,7 @@ import argparse
 import ast
 import io
 import os
+import re
 import shutil
 import subprocess
 
@@ -31,28 +37,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # name -> blank: the targets to blank; tests + k: the grading command
 #   pytest <tests> -k "<k>"
-# which selects exactly the tests that fail when only this exercise is blanked.
+# which selects tests that need this exercise's functions and no other exercise's: in the tree with
+# every exercise blanked, each selected test fails with this exercise's NotImplementedError, and
+# the command passes once this exercise's answer is back (tests/test_tools_make_student.py).
 EXERCISES = {
     "one_file": dict(
-        blank=["grpo_vs_vpo.py:advantages[if algo == 'vpo']"],
+        blank=["grpo_vs_vpo.py:advantages", "grpo_vs_vpo.py:best_at_k"],
         tests=["tests/test_grpo_vs_vpo.py"],
-        k="advantages or tiny_run",
+        k="advantages_by_hand or advantages_of_one_answer or best_at_k_by_hand or tiny_run",
     ),
-    "grpo": dict(
-        blank=["grpo.py:grpo_advantages"],
-        tests=["tests/test_grpo.py", "tests/test_vpo.py"],
-        k="test_grpo_ or test_vpo_ or test_set_score_hand or format_term_weighs",
-    ),
+    "grpo": dict(blank=["grpo.py:grpo_advantages"], tests=["tests/test_grpo.py"], k="test_grpo_"),
     "vpo": dict(
         blank=["vpo.py:set_scores", "vpo.py:vpo_advantages"],
         tests=["tests/test_vpo.py"],
-        k="set_score or test_vpo_ or duplicates_do_not_change_vpo",
+        k="set_score or vpo_advantages_are",
     ),
     "weights": dict(
         blank=["vpo.py:sample_weights"],
-        tests=["tests/test_grpo.py", "tests/test_vpo.py"],
-        k="sample_weights or test_vpo_ or duplicates_do_not_change_vpo or sobol or dirichlet_alpha"
-        " or entropy_bonus_is_scaled",
+        tests=["tests/test_vpo.py"],
+        k="sample_weights or sobol or dirichlet_alpha",
     ),
     "sobol": dict(
         blank=["vpo.py:sample_weights[if sampler == 'sobol']"],
@@ -61,13 +64,13 @@ EXERCISES = {
     ),
     "at_k": dict(
         blank=["metrics.py:pass_at_k", "metrics.py:max_at_k"],
-        tests=["tests/test_metrics.py", "tests/test_search.py", "tests/test_grpo_vs_vpo.py"],
-        k="(pass_at_k or max_at_k or best_at_k or pool_metrics) and not mismatched_weights",
+        tests=["tests/test_metrics.py"],
+        k="(pass_at_k or max_at_k or best_at_k) and not mismatched_weights",
     ),
     "pool": dict(
         blank=["metrics.py:reward_space_diversity", "metrics.py:pareto_fraction"],
-        tests=["tests/test_metrics.py", "tests/test_search.py"],
-        k="reward_space_diversity or pareto_fraction or pool_metrics",
+        tests=["tests/test_metrics.py"],
+        k="reward_space_diversity or pareto_fraction",
     ),
     "loo": dict(
         blank=["vpo.py:leave_one_out_advantages"], tests=["tests/test_vpo.py"], k="leave_one_out"
@@ -181,6 +184,39 @@ def blank_source(text, blanks):
 
 
 # ----------------------------------------------------------------------------------------------
+# Answers written out in text files
+
+ANSWER_MARKER = re.compile(r"^\s*<!-- answer: (\w+)\b.*-->\s*$")
+
+
+def strip_answers(text, names):
+    """A text file's text -> (the text with the code block after each `<!-- answer: NAME -->` of an
+    exercise in `names` replaced by one comment line, the names stripped)."""
+    lines = io.StringIO(text, newline="").readlines()
+    out, stripped, i = [], [], 0
+    while i < len(lines):
+        out.append(lines[i])
+        marker = ANSWER_MARKER.match(lines[i])
+        i += 1
+        if not marker or marker.group(1) not in names:
+            continue
+        # the block opens on the next line that is not blank: a marker never reaches further
+        opening = next((j for j in range(i, len(lines)) if lines[j].strip()), len(lines))
+        closing = next(
+            (j for j in range(opening + 1, len(lines)) if lines[j].strip() == "```"), None
+        )
+        if not lines[opening:] or not lines[opening].startswith("```") or closing is None:
+            raise LookupError(f"no fenced code block right after '{lines[i - 1].strip()}'")
+        newline = lines[opening][len(lines[opening].rstrip("\r\n")) :]
+        out += lines[i : opening + 1]
+        out.append(f"# exercise {marker.group(1)}: see docs/EXERCISES.md{newline}")
+        out.append(lines[closing])
+        stripped.append(marker.group(1))
+        i = closing + 1
+    return "".join(out), stripped
+
+
+# ----------------------------------------------------------------------------------------------
 # The whole tree
 
 
@@ -213,7 +249,7 @@ def blanks_by_file(names):
 
 def build(out_dir, names=None, root=ROOT):
     """Write the student tree for the given exercises (default all) into out_dir; return {file:
-    spans}."""
+    spans}, a span ("answer", name) for a text file's stripped block."""
     names = names or list(EXERCISES)
     unknown = [n for n in names if n not in EXERCISES]
     if unknown:
@@ -229,6 +265,18 @@ def build(out_dir, names=None, root=ROOT):
     for rel in files:
         src, dst = os.path.join(root, rel), os.path.join(out_dir, rel)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
+        if rel.endswith(".md"):
+            with open(src, "rb") as f:
+                text = f.read().decode("utf-8")
+            try:
+                new, stripped = strip_answers(text, names)
+            except LookupError as e:
+                raise SystemExit(f"error: {rel}: {e}") from None
+            if stripped:
+                with open(dst, "wb") as f:
+                    f.write(new.encode("utf-8"))
+                changed[rel] = [("answer", name) for name in stripped]
+                continue
         if rel not in todo:
             shutil.copy2(src, dst)
             continue
@@ -269,8 +317,11 @@ def main(argv=None):
         parser.error("OUT_DIR is required")
     changed = build(args.out_dir, args.exercise)
     for rel, spans in changed.items():
-        for first, last, stub in spans:
-            print(f"{rel}:{first}-{last} -> {stub.strip()}")
+        for span in spans:
+            if span[0] == "answer":
+                print(f"{rel}: the code block after '<!-- answer: {span[1]} -->' -> a comment")
+            else:
+                print(f"{rel}:{span[0]}-{span[1]} -> {span[2].strip()}")
     print(f"student tree written to {args.out_dir}; exercises: docs/EXERCISES.md")
 
 
