@@ -7,8 +7,6 @@ code, never holding a diverged model) and its curriculum."""
 import copy
 import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -131,21 +129,21 @@ def test_warm_start_depends_on_its_seed_not_on_the_process_history(tmp_path):
     assert not torch.equal(weights(0, "c", history=1), weights(1, "d", history=1))
 
 
-def test_warm_start_key_follows_settings_and_task_code_not_trainer_text(tmp_path):
+def test_warm_start_key_follows_settings_and_task_code_not_trainer_text(tmp_path, monkeypatch):
     """Editing a comment in warmstart.py or train.py must not retrain the warm start, nor editing
-    vpo.py's, grpo.py's or train.py's code; editing the task's data code must."""
+    vpo.py's, grpo.py's or train.py's code; editing the task's data code must. The key reads the
+    reference files of a copy of the tree (runfiles.HERE pointed at it), edited in place."""
+    import runfiles
+
     root = os.path.dirname(TINY) + "/.."
     for name in os.listdir(root):
         if name.endswith(".py"):
             with open(os.path.join(root, name)) as src, open(tmp_path / name, "w") as dst:
                 dst.write(src.read())
+    monkeypatch.setattr(runfiles, "HERE", str(tmp_path))
 
     def key(*overrides):
-        cfg = f"train.resolve_config(overrides={list(overrides)!r})"
-        code = f"import train, warmstart; print(warmstart.warmstart_path({cfg}))"
-        return subprocess.run(
-            [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
-        ).stdout.strip()
+        return warmstart.warmstart_path(train.resolve_config(overrides=list(overrides)))
 
     before = key()
     # lr is RL's
