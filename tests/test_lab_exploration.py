@@ -4,6 +4,8 @@ a --quick run (the code task: a tiny warm start, four steps per method)."""
 import json
 import math
 
+import pytest
+
 from lab import exploration
 
 
@@ -31,11 +33,18 @@ def test_transfer_summary_by_hand():
     assert got["answers"] == {"correct": 2, "incorrect": 3}
 
 
-def test_quick_run_writes_every_measurement_and_the_report(tmp_path):
-    out = tmp_path / "exploration"
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """One quick experiment on code, every method, shared by the tests below."""
+    out = tmp_path_factory.mktemp("quick") / "exploration"
     exploration.main(
         ["--quick", "--seeds", "0", "--tasks", "code", "--workers", "2", "--out", str(out)]
     )
+    return out
+
+
+def test_quick_run_writes_every_measurement_and_the_report(quick_run):
+    out = quick_run
     for method in [*exploration.STARTS, *exploration.METHODS]:
         with open(out / "exploration" / f"code-{method}-s0.json") as f:
             measured = json.load(f)
@@ -51,12 +60,25 @@ def test_quick_run_writes_every_measurement_and_the_report(tmp_path):
     assert (out / "exploration.png").stat().st_size > 0
 
 
-def test_methods_trains_and_measures_only_those(tmp_path):
+def test_methods_trains_and_measures_only_those_beside_another_folder(quick_run, tmp_path):
+    """--methods trains and measures only those; --against lends the other folder's starting
+    point (measured there, not again here) and its other methods, marked as its own."""
     out = tmp_path / "subset"
     argv = ["--quick", "--seeds", "0", "--tasks", "code", "--workers", "2", "--out", str(out)]
-    exploration.main([*argv, "--methods", "ucb_con", "--set", "explore_coef=1.0"])
+    argv += ["--methods", "ucb_con", "--set", "explore_coef=1.0", "--against", str(quick_run)]
+    exploration.main(argv)
     measured = sorted(p.name for p in (out / "exploration").glob("*.json"))
-    assert measured == ["code-start-s0.json", "code-ucb_con-s0.json"]
+    assert measured == ["code-ucb_con-s0.json"]
     assert sorted(p.name for p in (out / "runs").iterdir()) == ["code-ucb_con-s0"]
     report = (out / "exploration.md").read_text()
     assert "| ucb_con |" in report and "| grpo |" not in report
+    assert f"| grpo ({quick_run}'s) |" in report and f"| vpo ({quick_run}'s) |" in report
+
+
+def test_pooled_interval_weighs_every_problem_the_same():
+    """Seeds with different numbers of problems: the centre is the mean over all problems; equal
+    differences give a point; the interval holds the centre."""
+    assert exploration.pooled_interval([[]]) is None
+    assert exploration.pooled_interval([[2.0, 2.0], [2.0]]) == (2.0, 2.0, 2.0)
+    mean, low, high = exploration.pooled_interval([[1.0, 1.0], [3.0]])
+    assert mean == pytest.approx(5 / 3) and 1.0 <= low <= mean <= high <= 3.0
