@@ -534,11 +534,11 @@ def heldout_table(results, task, borrowed=(), against=None):
         cells = []
         for key, _ in HELDOUT:
             values = [np.mean(entry["per_problem"][s][key]) for s in entry["per_problem"]]
-            against = [
+            intervals = [
                 report.paired(results, task, method, other, key) if other != method else None
                 for other in ("grpo", "vpo")
             ]
-            shown = [report.fmt_interval(iv) if iv else "" for iv in against]
+            shown = [report.fmt_interval(iv) if iv else "" for iv in intervals]
             cells.append(f"{np.mean(values):.3f}, {shown[0]}, {shown[1]}")
         first = f"{entry['best_at_k'][0]:.3f} | {entry['pass_at_k'][0]:.3f}"
         label = marked(method, task, method, borrowed, against)
