@@ -76,11 +76,10 @@ def majority_at_k(keys, values, ks, num_subsets=2000, seed=0):
     n = len(keys)
     if n == 0 or values.ndim != 2 or len(values) != n:
         raise ValueError(f"need n >= 1 keys and (n,) or (n, V) values, got {n} and {values.shape}")
-    codes = {}  # each distinct voting key -> a column
-    onehot = np.zeros((n, max(1, len(set(keys) - {None}))))
-    for i, key in enumerate(keys):
-        if key is not None:
-            onehot[i, codes.setdefault(key, len(codes))] = 1.0
+    columns = {}  # each distinct voting key -> its number; an answer that cannot vote gets the last
+    numbers = [None if key is None else columns.setdefault(key, len(columns)) for key in keys]
+    m = len(columns)
+    code = np.array([m if c is None else c for c in numbers])
     if operator.index(num_subsets) < 2:
         raise ValueError(f"num_subsets must be at least 2, got {num_subsets}")
     rng = np.random.default_rng(seed)
@@ -94,10 +93,19 @@ def majority_at_k(keys, values, ks, num_subsets=2000, seed=0):
             subsets = np.array(list(itertools.combinations(range(n), k)))
         else:  # the first k of a random order of the pool, one order per subset
             subsets = np.argsort(rng.random((num_subsets, n)), axis=1)[:, :k]
-        counts = onehot[subsets].sum(1)  # (S, keys): each key's votes in each subset
-        # (S, keys, V): the summed values of each key's answers in each subset
-        sums = np.einsum("sak,sav->skv", onehot[subsets], values[subsets])
-        top = counts.max(1, keepdims=True)
+        S = len(subsets)
+        # each (subset, key) pair one bin: counts (S, keys) are its votes, sums (S, keys, V) the
+        # summed values of its answers; the non-voters' column is dropped
+        bins = (np.arange(S)[:, None] * (m + 1) + code[subsets]).ravel()
+        counts = np.bincount(bins, minlength=S * (m + 1)).reshape(S, m + 1)[:, :m]
+        sums = np.stack(
+            [
+                np.bincount(bins, values[subsets, v].ravel(), minlength=S * (m + 1))
+                for v in range(values.shape[1])
+            ],
+            -1,
+        ).reshape(S, m + 1, -1)[:, :m]
+        top = counts.max(1, keepdims=True, initial=0)
         winners = (counts == top) & (top > 0)  # (S, keys): the keys tied for the most votes
         per_key = sums / np.maximum(counts, 1)[..., None]  # a key's mean value in the subset
         voted = (winners[..., None] * per_key).sum(1) / np.maximum(winners.sum(1), 1)[:, None]
