@@ -138,13 +138,13 @@ def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None, probl
         },
     }
     if problems is not None:
-        votes = majority_votes(task, problems, scalar, solved, answers, ks)
+        votes = majority_votes(task, problems, answers, scalar=scalar, passed=solved, ks=ks)
         out["per_problem"].update(votes.pop("per_problem"))
         out.update(votes)
     return out
 
 
-def majority_votes(task, problems, scalar, passed, answers, ks):
+def majority_votes(task, problems, answers, scalar, passed, ks):
     """maj@k of each pool, averaged over problems: the fixed scalarization of the answer a majority
     vote picks (task.vote_key), the share of picks that pass as pass@k counts (on code: every
     hidden test), and the standard error of the mean maj@k (0 where every k-subset was listed); per
