@@ -183,6 +183,12 @@ class CodeTask(ParentTask):
         """Every hidden test passes."""
         return bool(np.all(np.asarray(reward) == 1.0))
 
+    def vote_key(self, problem, answer):
+        """A program that passes the shown examples votes with its outcome (its behaviour on the
+        domain, as code generators cluster candidates); any other cannot vote. The vote sees no
+        hidden test."""
+        return self.outcome(problem, answer) if self.valid(problem, answer) else None
+
     # ---- demonstrations: what the warm start imitates
     # ---------------------------------------------
 

@@ -6,8 +6,8 @@ authors evaluate (settings: config.EVALUATION, part of train.DEFAULTS).
 
 `evaluate_checkpoint`: a pool of n ANSWERS per held-out problem (k counts answers), every answer
 scored as written, measured by metrics.py (best@k, w-best@k under held-out weightings, pass@k,
-diversity), with the share of wasted answers (repeats, invalid). `heldout_look`: training's quick
-look at the held-out problems.
+maj@k, diversity), with the share of wasted answers (repeats, invalid). `heldout_look`: training's
+quick look at the held-out problems.
 
 Deliberately left out: LLM judges, evaluation during sampling, results cached across calls.
 """
@@ -21,6 +21,7 @@ import torch
 from config import EVALUATION, ConfigError
 from metrics import (
     best_at_k_curve,
+    majority_at_k,
     pareto_fraction,
     pass_at_k_curve,
     reward_space_diversity,
@@ -104,14 +105,14 @@ def wasted_answers(task, problem, pool, m):
     return wasted
 
 
-def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None):
+def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None, problems=None):
     """rewards (P, n, D) of P problems' pools -> averaged metrics, one value per k where it
-    applies."""
+    applies; with the problems, maj@k too (majority_votes)."""
     P, n, _ = rewards.shape
     scalar = task.scalarize(rewards)  # (P, n): the fixed scalarization
     solved = (rewards >= 1.0).all(-1)  # (P, n): every test / component maxed
     diversity = [reward_space_diversity(rewards[i]) for i in range(P)]
-    return {
+    out = {
         "ks": ks,
         "best_at_k": np.mean([best_at_k_curve(scalar[i], ks) for i in range(P)], 0).tolist(),
         "heldout_weight_best_at_k": np.mean(
@@ -134,6 +135,36 @@ def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None):
             "pass": solved.any(1).astype(float).tolist(),
             "w_best": (rewards @ heldout_weights.T).max(1).mean(1).round(4).tolist(),
             "diversity": np.round(diversity, 4).tolist(),
+        },
+    }
+    if problems is not None:
+        votes = majority_votes(task, problems, answers, scalar=scalar, passed=solved, ks=ks)
+        out["per_problem"].update(votes.pop("per_problem"))
+        out.update(votes)
+    return out
+
+
+def majority_votes(task, problems, answers, scalar, passed, ks):
+    """maj@k of each pool, averaged over problems: the fixed scalarization of the answer a majority
+    vote picks (task.vote_key), the share of picks that pass as pass@k counts (on code: every
+    hidden test), and the standard error of the mean maj@k (0 where every k-subset was listed); per
+    problem, both at the largest k."""
+    means, errors = [], []
+    for i, (problem, pool) in enumerate(zip(problems, answers)):
+        keys = [task.vote_key(problem, a) for a in pool]
+        picked = [scalar[i], passed[i]]
+        # a seed per problem: the problems' sampled subsets are independent draws
+        mean, error = majority_at_k(keys, np.stack(picked, 1), ks, seed=i)
+        means.append(mean)
+        errors.append(error)
+    means, errors = np.array(means), np.array(errors)  # (P, len(ks), 2)
+    return {
+        "maj_at_k": means[:, :, 0].mean(0).round(4).tolist(),
+        "maj_at_k_se": (np.sqrt((errors[:, :, 0] ** 2).sum(0)) / len(problems)).round(4).tolist(),
+        "maj_pass_at_k": means[:, :, 1].mean(0).round(4).tolist(),
+        "per_problem": {
+            "maj": means[:, -1, 0].round(4).tolist(),
+            "maj_pass": means[:, -1, 1].round(4).tolist(),
         },
     }
 
@@ -170,7 +201,13 @@ def evaluate_policy(policy, task, problems, n, seed=0, num_heldout_weights=None,
     num_heldout_weights = num_heldout_weights or EVALUATION["heldout_weightings"]
     weights = heldout_weights(task.dim, num_heldout_weights, seed)
     result = pool_metrics(
-        task, rewards, answers, ks=k_grid(n), heldout_weights=weights, wasted=wasted
+        task,
+        rewards,
+        answers,
+        ks=k_grid(n),
+        heldout_weights=weights,
+        wasted=wasted,
+        problems=problems,
     )
     # the objective a set method trains for, under the held-out weightings: each rollout's best
     m = policy.answers_per_rollout

@@ -514,6 +514,10 @@ class MazeTask(Task):
         names = [f"{maze.rows[r][c]}{r}{c}" for r, c in tiles]
         return " ".join(["arrived" if reached else "stopped", *names])
 
+    def vote_key(self, problem, answer):
+        """Every route votes with its outcome (the reward is a function of it)."""
+        return self.outcome(problem, answer)
+
     def solved(self, problem, reward):
         """The route reaches the maze's exact optimum under the fixed scalarization."""
         best = optimum_scalar(problem, self.reward_weights and tuple(self.reward_weights))

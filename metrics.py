@@ -1,11 +1,13 @@
 """Evaluation metrics for test-time search over sets of answers.
 
-Pure functions of numbers in hand (evaluate.py draws the candidates): pass@k, best@k, descriptions
-of a pool of reward vectors. Every estimator is exact (an expectation over all size-k subsets), so
-tests can pin values to 1e-12; the exceptions are the seeded bootstrap intervals.
+Pure functions of numbers in hand (evaluate.py draws the candidates): pass@k, best@k, maj@k,
+descriptions of a pool of reward vectors. Every estimator is exact (an expectation over all size-k
+subsets), so tests can pin values to 1e-12; the exceptions are the seeded bootstrap intervals and
+maj@k where a pool has too many k-subsets to list (then a seeded sample, with its standard error).
 Left out: significance tests and corrections for comparing many methods.
 """
 
+import itertools
 import math
 import operator
 
@@ -54,6 +56,65 @@ def max_at_k(scores, k: int) -> float:
 def best_at_k_curve(scores, ks) -> list[float]:
     """max_at_k(scores, k) for each k in ks."""
     return [max_at_k(scores, k) for k in ks]
+
+
+def majority_at_k(keys, values, ks, num_subsets=2000, seed=0):
+    """maj@k (majority voting, self-consistency): the expected value of the answer a vote picks
+    among k answers drawn without replacement from the pool -> (estimates, standard errors), one
+    per k.
+
+    keys: each answer's vote (hashable), None for an answer that cannot vote; values: (n,) or
+    (n, V), several values of one pick. In a subset the most frequent key among the voting answers
+    wins, ties broken uniformly among the tied keys, and the pick is one of the winner's answers:
+    its value is the mean over the winner's answers in the subset (answers sharing a key share a
+    value on this project's tasks, so the mean only guards). A subset with no voting answer picks
+    one of its answers uniformly. Exact (every k-subset, standard error 0) when C(n, k) <=
+    num_subsets; else the mean over num_subsets uniformly drawn subsets, with a seeded generator."""
+    values = np.asarray(values, dtype=float)
+    one_value = values.ndim == 1
+    values = values[:, None] if one_value else values
+    n = len(keys)
+    if n == 0 or values.ndim != 2 or len(values) != n:
+        raise ValueError(f"need n >= 1 keys and (n,) or (n, V) values, got {n} and {values.shape}")
+    columns = {}  # each distinct voting key -> its number; an answer that cannot vote gets the last
+    numbers = [None if key is None else columns.setdefault(key, len(columns)) for key in keys]
+    m = len(columns)
+    code = np.array([m if c is None else c for c in numbers])
+    if operator.index(num_subsets) < 2:
+        raise ValueError(f"num_subsets must be at least 2, got {num_subsets}")
+    rng = np.random.default_rng(seed)
+    means, errors = [], []
+    for k in ks:
+        k = operator.index(k)
+        if not 1 <= k <= n:
+            raise ValueError(f"need 1 <= k <= n, got n={n}, k={k}")
+        exact = math.comb(n, k) <= num_subsets
+        if exact:
+            subsets = np.array(list(itertools.combinations(range(n), k)))
+        else:  # the first k of a random order of the pool, one order per subset
+            subsets = np.argsort(rng.random((num_subsets, n)), axis=1)[:, :k]
+        S = len(subsets)
+        # each (subset, key) pair one bin: counts (S, keys) are its votes, sums (S, keys, V) the
+        # summed values of its answers; the non-voters' column is dropped
+        bins = (np.arange(S)[:, None] * (m + 1) + code[subsets]).ravel()
+        counts = np.bincount(bins, minlength=S * (m + 1)).reshape(S, m + 1)[:, :m]
+        sums = np.stack(
+            [
+                np.bincount(bins, values[subsets, v].ravel(), minlength=S * (m + 1))
+                for v in range(values.shape[1])
+            ],
+            -1,
+        ).reshape(S, m + 1, -1)[:, :m]
+        top = counts.max(1, keepdims=True, initial=0)
+        winners = (counts == top) & (top > 0)  # (S, keys): the keys tied for the most votes
+        per_key = sums / np.maximum(counts, 1)[..., None]  # a key's mean value in the subset
+        voted = (winners[..., None] * per_key).sum(1) / np.maximum(winners.sum(1), 1)[:, None]
+        picked = np.where(top > 0, voted, values[subsets].mean(1))  # (S, V)
+        means.append(picked.mean(0))
+        # a sample's error; an exact value has none (and a sample always holds 2+ subsets here)
+        errors.append(0.0 * means[-1] if exact else picked.std(0, ddof=1) / np.sqrt(num_subsets))
+    means, errors = np.array(means), np.array(errors)  # (len(ks), V)
+    return (means[:, 0], errors[:, 0]) if one_value else (means, errors)
 
 
 def _as_rows(rewards) -> np.ndarray:

@@ -95,6 +95,10 @@ class PersonaTask(Task):
             return "invalid"
         return ",".join(str(answer.count(f)) for f in problem)
 
+    def vote_key(self, problem, answer):
+        """A valid word votes with its outcome (its favorite-letter counts); invalid ones cannot."""
+        return self.outcome(problem, answer) if self.valid(problem, answer) else None
+
     def solved(self, problem, reward):
         """The word reaches the best fixed scalarization any word can (optimum_scalar)."""
         best = self.optimum_scalar()

@@ -55,6 +55,9 @@ class Task(Protocol):
         """Whether a reward vector (D,) reaches the problem's best: every hidden test passed, or
         the task's exact optimum under its fixed scalarization."""
 
+    def vote_key(self, problem, answer: str):
+        """What an answer votes with in maj@k (metrics.majority_at_k), or None: it cannot vote."""
+
 
 @runtime_checkable
 class ParentTask(Task, Protocol):

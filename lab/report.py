@@ -21,7 +21,9 @@ import numpy as np
 from lab import oracle
 from metrics import paired_bootstrap_interval, rank_correlation_interval
 
-CURVES = ("best_at_k", "heldout_weight_best_at_k", "pass_at_k")
+# maj@k's two curves only in result files written since evaluate.py reported them (merge keeps a
+# curve that every seed's file holds)
+CURVES = ("best_at_k", "heldout_weight_best_at_k", "pass_at_k", "maj_at_k", "maj_pass_at_k")
 SCALARS = ("diversity", "distinct_answers", "pareto_fraction", "entropy", "wasted")
 SCALARS += ("nonzero_answers", "tokens_generated", "mean_scalar", "set_score", "valid")
 

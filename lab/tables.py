@@ -71,15 +71,21 @@ def provenance(results):
 
 def task_table(task, per_method, multi):
     """One task's table: a row per method with pools, best@k / w-best@k (pass@k and the search on
-    code) at k = 1, the middle k and n, then diversity, distinct answers and wasted answers."""
+    code) at k = 1, the middle k and n, maj@k there too where the result files carry it (on code
+    also the share of voted answers that pass), then diversity, distinct answers and wasted
+    answers."""
     pooled = {m: e for m, e in per_method.items() if "ks" in e}
     if not pooled:
         return []
     ks = next(iter(pooled.values()))["ks"]
     show = [i for i, k in enumerate(ks) if k in (1, ks[len(ks) // 2], ks[-1])]
     head = ["method"] + [f"best@{ks[i]}" for i in show] + [f"w-best@{ks[i]}" for i in show]
+    voted = any("maj_at_k" in e for e in pooled.values())
     if task == "code":
         head += [f"pass@{ks[i]}" for i in show] + ["evo solved"]
+    if voted:
+        head += [f"maj@{ks[i]}" for i in show]
+        head += [f"maj-pass@{ks[i]}" for i in show] if task == "code" else []
     head += ["diversity", "distinct", "wasted"]
     lines = [f"### {task}", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for a, e in pooled.items():
@@ -98,6 +104,9 @@ def task_table(task, per_method, multi):
             ev = e.get("evolution")
             per_seed = f" ({' '.join(map(str, ev['solved_per_seed']))})" if ev and multi else ""
             row.append(f"{ev['solved']}/{ev['searches']}{per_seed}" if ev else "-")
+        if voted:
+            row += [fmt("maj_at_k", i) for i in show]
+            row += [fmt("maj_pass_at_k", i) for i in show] if task == "code" else []
         row += [
             f"{e[k]:.{d}f}" if np.isfinite(e[k]) else "-"
             for k, d in (("diversity", 3), ("distinct_answers", 1), ("wasted", 2))

@@ -155,6 +155,25 @@ def test_persona_outcome_counts_liked_letters_and_its_optimum_is_exact():
     assert not task.solved(problem, task.reward(problem, "aaaaab"))
 
 
+def test_each_tasks_vote_key_is_its_outcome_for_the_answers_that_may_vote():
+    """maj@k's votes: code only programs that pass the shown examples (by behaviour), every maze
+    route, persona's valid words."""
+    code = CodeTask()
+    problem = code.problems("train", 1, random.Random(3))[0]
+    t1, t2 = problem[:2]
+    swapped = f"(+ (< x {t2}) (< x {t1}))"
+    assert code.vote_key(problem, swapped) == code.outcome(problem, code.program_text((t1, t2)))
+    # a program that contradicts an example cannot vote, nor can text that does not parse
+    assert not code.valid(problem, "(< x 0)") and code.vote_key(problem, "(< x 0)") is None
+    assert code.vote_key(problem, "(< x") is None
+    maze = MazeTask()
+    seed = maze.problems("train", 1, random.Random(0))[0]
+    assert maze.vote_key(seed, "") == maze.outcome(seed, "") == "stopped"
+    persona = PersonaTask(num_personas=3, answer_len=6)
+    assert persona.vote_key(("a", "b", "c"), "aabxyz") == "2,1,0"
+    assert persona.vote_key(("a", "b", "c"), "AB") is None
+
+
 # ---- Settings and runs
 
 

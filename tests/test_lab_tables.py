@@ -35,6 +35,20 @@ def test_training_table_reads_each_seed():
     )
 
 
+def test_task_table_shows_maj_at_k_only_where_the_result_files_carry_it():
+    records = [_record("code", m, 0, [0.5, 1.0]) for m in ("grpo", "vpo")]
+    before = tables.task_table("code", report.merge(records)["tasks"]["code"], multi=False)
+    assert "maj@" not in before[1] and len(before) == 6  # a file from before maj@k: no column
+    records[1]["pools"].update(maj_at_k=[0.75, 0.8], maj_pass_at_k=[0.5, 0.25])
+    lines = tables.task_table("code", report.merge(records)["tasks"]["code"], multi=False)
+    assert "| maj@1 | maj@2 | maj-pass@1 | maj-pass@2 |" in lines[1]
+    vpo = lines[4].split(" | ")
+    head = lines[1].split(" | ")
+    assert vpo[head.index("maj@2")] == "0.800" and vpo[head.index("maj-pass@1")] == "0.500"
+    # grpo's file lacks it: a dash, not an error
+    assert lines[3].split(" | ")[head.index("maj@1")] == "-"
+
+
 def test_mutation_table_gives_shares_of_the_children():
     mu = {"children": 40, "invalid": 10, "improved": 2}
     results = {"tasks": {"code": {"vpo": {"evolution": {"mutations": mu}}, "grpo": {}}}}

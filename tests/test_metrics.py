@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from metrics import (  # noqa: E402
     best_at_k_curve,
+    majority_at_k,
     max_at_k,
     pareto_fraction,
     pass_at_k,
@@ -39,6 +40,111 @@ def brute_best_at_k_by_order(scores, k):
 
 def comb_pass_at_k(n, c, k):
     return float(1 - Fraction(math.comb(n - c, k), math.comb(n, k)))
+
+
+# ---------------------------------------------------------------- maj@k
+
+
+def brute_majority_at_k(keys, values, k):
+    """maj@k by its definition, in exact fractions: every k-subset, its vote written out."""
+    picks = []
+    for subset in itertools.combinations(range(len(keys)), k):
+        votes = {}
+        for i in subset:
+            if keys[i] is not None:
+                votes.setdefault(keys[i], []).append(Fraction(values[i]))
+        if not votes:  # no answer can vote: one of the subset, uniformly
+            picks.append(sum(Fraction(values[i]) for i in subset) / k)
+            continue
+        most = max(len(v) for v in votes.values())
+        tied = [sum(v) / len(v) for v in votes.values() if len(v) == most]
+        picks.append(sum(tied) / len(tied))
+    return float(sum(picks) / len(picks))
+
+
+def test_majority_at_k_hand_cases():
+    keys, values = ["a", "a", "b", "c"], [1.0, 1.0, 0.0, 0.0]
+    means, errors = majority_at_k(keys, values, [1, 2, 3, 4])
+    # k=1: the pool mean; k=2: {a,a} picks 1, {a,b} x2 and {a,c} x2 tie (1/2), {b,c} ties at 0,
+    # so (1 + 4/2) / 6 = 1/2; k=3: {a,a,b} and {a,a,c} pick 1, {a,b,c} x2 tie three ways (1/3),
+    # so (2 + 2/3) / 4 = 2/3; k=4: "a" holds the majority
+    assert means == pytest.approx([0.5, 0.5, 2 / 3, 1.0], abs=1e-12)
+    assert (errors == 0).all()  # every case is exact here
+    # a tie at k=n: "a" and "b" hold two votes each, the pick is either's value with chance 1/2
+    tie = majority_at_k(["a", "a", "b", "b", "c"], [1.0, 1.0, 0.0, 0.0, 0.5], [5])[0]
+    assert tie == pytest.approx([0.5], abs=1e-12)
+
+
+def test_majority_at_k_with_answers_that_cannot_vote():
+    # the two None answers never win a vote; only a subset of them alone falls back to the uniform
+    # pick: k=2 has 6 subsets, {None, None} picks (0 + 1) / 2, the other five pick "a" (0.25)
+    keys, values = ["a", "a", None, None], [0.25, 0.25, 0.0, 1.0]
+    means, _ = majority_at_k(keys, values, [2, 4])
+    assert means == pytest.approx([(0.5 + 5 * 0.25) / 6, 0.25], abs=1e-12)
+    # no answer votes at all: the uniform pick, i.e. the pool mean at every k
+    means, _ = majority_at_k([None] * 3, [0.0, 0.3, 0.9], [1, 2, 3])
+    assert means == pytest.approx([0.4, 0.4, 0.4], abs=1e-12)
+
+
+def test_majority_at_k_with_every_key_distinct_is_the_voters_mean():
+    # every voter ties with every other, so a subset with a voter picks a voter uniformly, and by
+    # symmetry the mean over voters; the subsets of non-voters alone (C(2, k) of C(5, k)) pick the
+    # non-voters' mean
+    keys, values = ["a", "b", "c", None, None], [0.9, 0.6, 0.0, 0.2, 0.4]
+    means, _ = majority_at_k(keys, values, [1, 2, 3, 5])
+    for k, got in zip([1, 2, 3, 5], means):
+        alone = Fraction(math.comb(2, k), math.comb(5, k))
+        assert got == pytest.approx(float((1 - alone) * Fraction(1, 2) + alone * Fraction(3, 10)))
+    # with every answer voting, maj@k is the pool mean at every k: voting picks no better than one
+    means, _ = majority_at_k(list("abcd"), [0.1, 0.2, 0.3, 1.0], [1, 2, 3, 4])
+    assert means == pytest.approx([0.4] * 4, abs=1e-12)
+
+
+@FAST
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c", None]), st.integers(0, 4)), min_size=1, max_size=7
+    )
+)
+def test_majority_at_k_matches_brute_force(pool):
+    # values follow keys where the key votes (as on the tasks), and are free where it does not
+    keys = [key for key, _ in pool]
+    values = [({"a": 1, "b": 0, "c": 3}.get(key, v)) / 4 for key, v in pool]
+    ks = list(range(1, len(pool) + 1))
+    means, errors = majority_at_k(keys, values, ks)
+    assert means == pytest.approx([brute_majority_at_k(keys, values, k) for k in ks], abs=1e-12)
+    assert means[0] == pytest.approx(np.mean(values), abs=1e-12)  # k=1 is the pool mean
+    assert (errors == 0).all()
+
+
+def test_majority_at_k_sampled_lies_near_the_exact_value_and_repeats_itself():
+    rng = np.random.default_rng(3)
+    keys = [str(x) if x < 4 else None for x in rng.integers(0, 6, size=14)]
+    values = np.array([{"0": 0.0, "1": 0.3, "2": 0.7, "3": 1.0}.get(k, 0.5) for k in keys])
+    exact, zero = majority_at_k(keys, values, [5, 7], num_subsets=5000)  # C(14, 7) = 3432
+    sampled, error = majority_at_k(keys, values, [5, 7], num_subsets=500, seed=1)
+    assert (zero == 0).all() and (error > 0).all()
+    assert (np.abs(sampled - exact) <= 4 * error).all()
+    again, _ = majority_at_k(keys, values, [5, 7], num_subsets=500, seed=1)
+    assert (again == sampled).all()  # a fixed seed, the same subsets
+    # two value columns read one vote: the pair equals the two single calls
+    both, _ = majority_at_k(keys, np.stack([values, values > 0.5], 1), [5, 7], num_subsets=500)
+    alone, _ = majority_at_k(keys, values > 0.5, [5, 7], num_subsets=500)
+    assert both.shape == (2, 2) and both[:, 1] == pytest.approx(alone, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "keys,values,ks,kwargs",
+    [
+        (["a"], [1.0], [2], {}),
+        ([], [], [1], {}),
+        (["a", "b"], [1.0], [1], {}),
+        (["a", "b", "c"], [0, 0, 0], [2], {"num_subsets": 1}),
+    ],
+)
+def test_majority_at_k_rejects_bad_arguments(keys, values, ks, kwargs):
+    with pytest.raises(ValueError):
+        majority_at_k(keys, values, ks, **kwargs)
 
 
 # ---------------------------------------------------------------- pass@k

@@ -46,6 +46,38 @@ def test_pool_metrics_on_a_collapsed_and_a_spread_pool():
     assert out["pass_at_k"] == [0.0, 0.0]
 
 
+def test_pool_metrics_vote_among_programs_that_pass_the_examples():
+    """maj@k on a code pool by hand: three copies of one wrong function (two spellings) outvote two
+    right programs, and five programs that contradict an example never vote."""
+    task = CodeTask()
+    problem = task.problems("heldout", 1, random.Random(5))[0]
+    t1, t2 = problem[:2]
+    wrong = t2 + 1 if t2 + 1 <= problem[4] else t2 - 1  # another threshold inside its gap
+    assert wrong > problem[3] and task.valid(problem, task.program_text((t1, wrong)))
+    answers = [
+        task.program_text((t1, wrong)),
+        task.program_text((t1, wrong)),
+        f"(+ (< x {wrong}) (< x {t1}))",  # the same function, written the other way round
+        task.program_text((t1, t2)),
+        task.program_text((t1, t2)),
+    ] + ["(< x 0)"] * 5  # outputs 0 at the first example, whose answer is 2: no vote
+    rewards = np.stack([task.reward(problem, a) for a in answers])[None]  # (1, 10, D)
+    weights = np.eye(task.dim)[:2]
+    ks = [1, 10]
+    plain = pool_metrics(task, rewards, [answers], ks, weights)
+    out = pool_metrics(task, rewards, [answers], ks, weights, problems=[problem])
+    scalar = task.scalarize(rewards[0])
+    # k=1 picks one answer uniformly; k=10 picks the wrong function, which fails one hidden test
+    assert out["maj_at_k"] == pytest.approx([scalar.mean(), scalar[0]], abs=1e-4)
+    assert scalar[0] == pytest.approx(1 - 1 / task.dim) and scalar[3] == 1.0
+    assert out["maj_pass_at_k"] == pytest.approx([0.2, 0.0]) and out["maj_at_k_se"] == [0, 0]
+    assert out["per_problem"]["maj"] == [round(float(scalar[0]), 4)]
+    # the metrics that were there before are untouched by the vote
+    kept = {key: out[key] for key in plain}
+    kept["per_problem"] = {key: out["per_problem"][key] for key in plain["per_problem"]}
+    assert kept == plain and set(out) - set(plain) == {"maj_at_k", "maj_at_k_se", "maj_pass_at_k"}
+
+
 def test_island_keeps_one_program_per_behavior_and_the_best():
     island = Island(capacity=2)
     island.add("(if (< x 3) 1 2)", np.array([1.0, 0.0]), 0.5)
