@@ -2,6 +2,7 @@
 vpo.py's (and train.py's), its loss is grpo.policy_loss, its sampler records the policy's own
 log-probs, its best@k and w-best@k are metrics.py's, and a tiny run of the whole file finishes."""
 
+import json
 import random
 
 import numpy as np
@@ -119,13 +120,37 @@ def test_its_best_at_k_is_metrics_py():
         assert np.allclose(got_w.numpy(), expected_w, rtol=0, atol=1e-6), k
 
 
-def test_a_tiny_run_of_the_whole_file_finishes(monkeypatch, capsys):
+def test_a_tiny_run_of_the_whole_file_finishes(monkeypatch, capsys, tmp_path):
     tiny = dict(WARM_STEPS=4, RL_STEPS=2, PROMPTS=2, GROUP=2, WEIGHTINGS=4, EVAL_PROBLEMS=2)
     tiny.update(POOL=6, HELDOUT_WEIGHTINGS=4, KS=(1, 6))
     for name, value in tiny.items():
         monkeypatch.setattr(one_file, name, value)
-    table = one_file.main()
-    assert list(table) == ["warm start", "GRPO", "VPO"]
-    assert all(len(row) == 4 and all(0 <= x <= 1 for x in row) for row in table.values())
+    monkeypatch.setattr(one_file, "SEED", one_file.SEED)  # --seed sets it; the test restores it
+    out_file = tmp_path / "seed1.json"
+    results = one_file.main(["--seed", "1", "--out", str(out_file)])
+    assert list(results) == ["warm start", "warm start m=3", "GRPO", "VPO"]
+    metrics = ["best@1", "best@6", "w-best@1", "w-best@6"]
+    for per_problem in results.values():
+        assert list(per_problem) == metrics
+        assert all(v.shape == (2,) and ((v >= 0) & (v <= 1)).all() for v in per_problem.values())
+    saved = json.loads(out_file.read_text())
+    assert saved["seed"] == 1 and one_file.SEED == 1
+    assert saved["per_problem"]["VPO"]["w-best@6"] == results["VPO"]["w-best@6"].tolist()
     out = capsys.readouterr().out
     assert "grpo step   2/2" in out and "vpo step   2/2" in out and "w-best@6" in out
+    assert "seed 1" in out
+
+
+def test_best_at_1_is_w_best_at_1_under_the_average_trade_off():
+    """best@1 and w-best@1 are a pool's mean reward under the mean and under the held-out
+    trade-offs' average: equal when that average is (1/2, 1/2), as for mirrored trade-offs, and
+    apart otherwise."""
+    pool = torch.rand(3, 10, 2, generator=torch.Generator().manual_seed(0))  # (Q, POOL, D)
+    draws = one_file.random_weightings(1, 8, torch.Generator().manual_seed(0))[0]
+    mirrored = torch.cat([draws, draws.flip(-1)])  # (16, 2): (w, 1 - w) and (1 - w, w)
+    best_1 = one_file.best_at_k(pool.mean(-1), 1)
+    for tradeoffs, equal in ((mirrored, True), (draws, False)):
+        w_best_1 = one_file.best_at_k(torch.einsum("qad,nd->qna", pool, tradeoffs), 1).mean(-1)
+        average = one_file.best_at_k(pool @ tradeoffs.mean(0), 1)
+        assert_close(w_best_1, average.double(), atol=1e-6, what="w-best@1")
+        assert torch.allclose(w_best_1, best_1, atol=1e-6) == equal
