@@ -37,7 +37,7 @@ What this file simplifies, and where the full trainer (train.py) does more:
   its default persona recipe differs: four personas, the `cpu` model, no KL, one update per batch.
 - Sampling runs the whole sequence again for every new token. train.py samples through engine.py (a
   KV cache, one prompt prefill a group): the same log-probs for a completion, many times faster, but
-  its tokens come from its random stream in another order, so a seed does not give this file's.
+  it draws a token another way (one uniform number a row), so a seed gives other tokens.
 - The warm start is trained here every run: 600 steps, the two formats taking turns, the rate
   decaying linearly. warmstart.py trains 300 by default (the one-answer format first, a warm-up,
   then a cosine decay) and caches it.

@@ -1,8 +1,11 @@
 """grpo_vs_vpo.py, the idea in one file, held to the reference: its advantages are grpo.py's and
 vpo.py's (and train.py's), its loss is grpo.policy_loss, its sampler records the policy's own
-log-probs, its best@k and w-best@k are metrics.py's, and a tiny run of the whole file finishes."""
+log-probs, its best@k and w-best@k are metrics.py's, its settings are those of
+configs/persona_one_file.yaml (the trainer runs its recipe), and a tiny run of the whole file
+finishes."""
 
 import json
+import os
 import random
 
 import numpy as np
@@ -15,6 +18,7 @@ import grpo_vs_vpo as one_file
 import metrics
 import train
 import vpo
+from config import make_task
 from model import build_model
 
 
@@ -154,3 +158,67 @@ def test_best_at_1_is_w_best_at_1_under_the_average_trade_off():
         average = one_file.best_at_k(pool @ tradeoffs.mean(0), 1)
         assert_close(w_best_1, average.double(), atol=1e-6, what="w-best@1")
         assert torch.allclose(w_best_1, best_1, atol=1e-6) == equal
+
+
+ONE_FILE_CONFIG = os.path.join(
+    os.path.dirname(os.path.dirname(__file__)), "configs", "persona_one_file.yaml"
+)
+# trainer setting -> the one file's constant of the same meaning
+SAME_SETTINGS = dict(
+    model="MODEL",
+    block_size="BLOCK_SIZE",
+    sft_steps="WARM_STEPS",
+    sft_batch="WARM_BATCH",
+    sft_lr="WARM_LR",
+    steps="RL_STEPS",
+    prompts_per_step="PROMPTS",
+    group_size="GROUP",
+    answers_per_rollout="ANSWERS",
+    num_weights="WEIGHTINGS",
+    lr="LR",
+    weight_decay="WEIGHT_DECAY",
+    clip="CLIP",
+    kl_coef="KL_COEF",
+    epochs_per_batch="UPDATES_PER_BATCH",
+    max_grad_norm="MAX_GRAD_NORM",
+    eval_problems="EVAL_PROBLEMS",
+    pool_n="POOL",
+    heldout_weightings="HELDOUT_WEIGHTINGS",
+)
+# what the one file writes into its code rather than a constant: the trainer's value for the same
+THE_ONE_FILES_WAY = dict(
+    alpha=1.0,  # Dirichlet(1) weightings (random_weightings)
+    weight_sampler="dirichlet",
+    scale_rewards="group",  # the group's own std (advantages)
+    loss_norm="tokens",  # a token mean over the batch (clipped_loss)
+    clip_high=0.0,  # one clip range, both sides
+    entropy_coef=0.0,
+    format_coef=0.0,
+    dynamic_sampling=0,
+    temperature=1.0,  # plain multinomial sampling (sample)
+    top_k=0,
+    top_p=1.0,
+    tokenizer="bytes",
+)
+
+
+def test_its_settings_are_the_trainer_configs():
+    """configs/persona_one_file.yaml holds the one file's recipe: change a constant of either and
+    this fails, naming it."""
+    cfg = train.resolve_config(ONE_FILE_CONFIG)
+    drifted = {
+        key: (cfg[key], getattr(one_file, name))
+        for key, name in SAME_SETTINGS.items()
+        if cfg[key] != getattr(one_file, name)
+    }
+    drifted.update({k: (cfg[k], v) for k, v in THE_ONE_FILES_WAY.items() if cfg[k] != v})
+    assert not drifted, f"config vs grpo_vs_vpo.py: {drifted}"
+    task = make_task(cfg["task"], **cfg["task_options"])
+    assert type(task) is type(one_file.task) and vars(task) == vars(one_file.task)
+
+
+def test_the_drift_check_sees_a_changed_constant(monkeypatch):
+    """The check above can fail: one constant of the one file changed is caught."""
+    monkeypatch.setattr(one_file, "KL_COEF", 0.0)
+    with pytest.raises(AssertionError, match="kl_coef"):
+        test_its_settings_are_the_trainer_configs()
