@@ -33,8 +33,9 @@ Where this recipe departs from the textbook one:
 
 What this file simplifies, and where the full trainer (train.py) does more:
 - One task, one model size, every setting fixed at the top. train.py trains any task from checked
-  YAML files; `configs/persona_one_file.yaml` is this file's recipe (a test keeps them equal), while
-  its default persona recipe differs: four personas, the `cpu` model, no KL, one update per batch.
+  YAML files; `configs/persona_one_file.yaml` is this file's recipe (a test keeps them equal). Its
+  default persona recipe differs (four personas, the `cpu` model, no KL, one update per batch) and
+  stays: the board's persona rows were measured with it.
 - Sampling runs the whole sequence again for every new token. train.py samples through engine.py (a
   KV cache, one prompt prefill a group): the same log-probs for a completion, many times faster, but
   it draws a token another way (one uniform number a row), so a seed gives other tokens.
@@ -69,8 +70,7 @@ from rewards import PersonaTask
 # ---- Settings ------------------------------------------------------------------------------------
 SEED = 0  # the warm start's weights, the problems and every draw follow it (--seed changes it)
 MODEL = "nano"  # a size preset of model.PRESETS: 2 layers, small enough to sample the plain way
-# The longest sequence, a 12-token prompt and a 40-token completion, fits with room to spare.
-BLOCK_SIZE = 64
+BLOCK_SIZE = 64  # positions: the longest prompt (12 tokens) and completion (40) fit, with room
 WARM_STEPS = 600  # supervised steps on demonstrations: the starting point of both methods
 WARM_BATCH = 64  # demonstrations per supervised step
 WARM_LR = 3e-3  # the warm start's learning rate (train.py's sft_lr), decayed linearly to 0
@@ -182,7 +182,7 @@ def sample(model, problems, num_rollouts, m, generator):
         token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)  # (B,)
         token = token.masked_fill(done, tok.eos)  # a finished completion only writes <|eos|>
         tokens.append(token)
-        logprobs.append(logp.gather(1, token[:, None]).squeeze(1))  # the sampling policy's: "old"
+        logprobs.append(logp.gather(1, token[:, None]).squeeze(1))  # the "old" log-prob
         done = done | (token == tok.eos)
         if done.all():
             break
@@ -250,7 +250,8 @@ def clipped_loss(logprobs, old_logprobs, ref_logprobs, adv, mask):
     unclipped = ratio * adv[:, None]  # (B, T): every token of a rollout shares its advantage
     clipped = ratio.clamp(1 - CLIP, 1 + CLIP) * adv[:, None]
     pg_loss = -(torch.minimum(unclipped, clipped) * mask).sum() / tokens
-    # The k3 estimate of KL(policy || warm start) is non-negative and has a low variance.
+    # The k3 estimate of KL(policy || warm start): never negative, small while the two agree, but a
+    # sampled token that the policy now finds far less likely than the warm start did inflates it.
     log_ratio = ref_logprobs - logprobs  # (B, T)
     kl = ((torch.exp(log_ratio) - log_ratio - 1) * mask).sum() / tokens
     return pg_loss + KL_COEF * kl, kl

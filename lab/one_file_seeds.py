@@ -9,7 +9,13 @@ as a student would change it, and is compared with the unchanged file's runs of 
     python lab/one_file_seeds.py                        # seeds 0 1 2; a saved run is reused
     python lab/one_file_seeds.py --experiment no_kl     # the file with KL_COEF = 0.0, 3 seeds
     python lab/one_file_seeds.py --experiment all       # every experiment of EXPERIMENTS
+    python lab/one_file_seeds.py --trainer              # train.py on configs/persona_one_file.yaml
     python lab/one_file_seeds.py --report               # only the tables, from the saved runs
+
+--trainer runs `python train.py --config configs/persona_one_file.yaml --set algo=A seed=S` for
+GRPO and VPO (checkpoints under out/one_file_config/) and measures their pools and the warm
+start's on the one file's 40 held-out problems of each seed (evaluate.evaluate_checkpoint, pools of
+30, the evaluation's 64 held-out weightings), into docs/figures/one_file/trainer/.
 
 Deliberately left out: runs in parallel (one heavy process at a time on a small machine), figures.
 """
@@ -17,21 +23,30 @@ Deliberately left out: runs in parallel (one heavy process at a time on a small 
 import argparse
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np
 
+import train
+from config import make_task
+from evaluate import evaluate_checkpoint, heldout_weights
 from lab.report import fmt_interval, verdict
-from metrics import paired_bootstrap_interval
+from metrics import max_at_k, paired_bootstrap_interval, scalarized_best_at_k
+from runfiles import load_checkpoint
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ONE_FILE = os.path.join(HERE, "grpo_vs_vpo.py")
 RUNS = os.path.join(HERE, "docs", "figures", "one_file")
+TRAINER_CONFIG = os.path.join(HERE, "configs", "persona_one_file.yaml")
+TRAINER_RUNS = os.path.join(HERE, "out", "one_file_config")  # checkpoints: not committed
 SEEDS = (0, 1, 2)
+KS = (1, 5, 30)  # the one file's
 # name -> (a line of grpo_vs_vpo.py, what it becomes): each experiment changes that one line.
 EXPERIMENTS = {
     "max_to_mean": (
@@ -81,6 +96,50 @@ def run_seed(folder, seed, experiment=None):
                 command, stdout=log, stderr=subprocess.STDOUT, cwd=HERE, env=env, check=True
             )
     os.replace(out + ".part", out)  # a killed run leaves no JSON, so it runs again
+    return out
+
+
+def train_and_measure(seed):
+    """GRPO and VPO of train.py on the one file's config at `seed`, and their pools and the warm
+    start's measured as the one file measures them, unless saved -> the JSON's path."""
+    folder = os.path.join(RUNS, "trainer")
+    out = os.path.join(folder, f"s{seed}.json")
+    if os.path.exists(out):
+        return out
+    os.makedirs(folder, exist_ok=True)
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    finals, seconds = {}, {}
+    for algo in ("grpo", "vpo"):
+        run_dir = os.path.join(TRAINER_RUNS, f"{algo}-s{seed}")
+        finals[algo] = os.path.join(run_dir, "final.pt")
+        settings = [f"algo={algo}", f"seed={seed}", f"out_dir={run_dir}", "overwrite=true"]
+        command = [sys.executable, "train.py", "--config", TRAINER_CONFIG, "--set", *settings]
+        start = time.time()
+        with open(os.path.join(folder, f"s{seed}-{algo}.log"), "w") as log:
+            subprocess.run(
+                command, stdout=log, stderr=subprocess.STDOUT, cwd=HERE, env=env, check=True
+            )
+        seconds[algo] = round(time.time() - start)
+    cfg = train.resolve_config(TRAINER_CONFIG)
+    task = make_task(cfg["task"], **cfg["task_options"])
+    problems = task.problems("heldout", cfg["pool_problems"], random.Random(seed))
+    weights = heldout_weights(task.dim, cfg["heldout_weightings"], seed)
+    warm = load_checkpoint(finals["vpo"])["warm_start"]
+    m = cfg["answers_per_rollout"]
+    checkpoints = {"warm start": (warm, 1), f"warm start m={m}": (warm, m)}
+    checkpoints.update({"GRPO": (finals["grpo"], 1), "VPO": (finals["vpo"], m)})
+    per_problem = {}
+    for name, (path, answers) in checkpoints.items():
+        _, rewards, _ = evaluate_checkpoint(
+            path, task, problems, n=cfg["pool_n"], seed=seed, m=answers
+        )
+        per_problem[name] = {f"best@{k}": [max_at_k(r.mean(-1), k) for r in rewards] for k in KS}
+        for k in KS:
+            per_problem[name][f"w-best@{k}"] = [
+                scalarized_best_at_k(r, weights, [k])[0] for r in rewards
+            ]
+    with open(out, "w") as f:
+        json.dump(dict(seed=seed, seconds=seconds, per_problem=per_problem), f, indent=1)
     return out
 
 
@@ -137,8 +196,15 @@ def table(runs, baseline=None):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
     parser.add_argument("--experiment", choices=[*EXPERIMENTS, "all"])
+    parser.add_argument("--trainer", action="store_true", help="train.py on the one file's config")
     parser.add_argument("--report", action="store_true", help="no runs, only the tables")
     args = parser.parse_args(argv)
+    if args.trainer:
+        for seed in [] if args.report else SEEDS:
+            train_and_measure(seed)
+        runs = load(os.path.join(RUNS, "trainer"))
+        print("\n".join(["## train.py --config configs/persona_one_file.yaml", ""] + table(runs)))
+        return
     names = list(EXPERIMENTS) if args.experiment == "all" else [args.experiment]
     if not args.report:
         for seed in SEEDS:
