@@ -25,8 +25,7 @@ one seed; docs/RESULTS.md reports three with intervals (`python lab/one_file_see
 Where this recipe departs from the textbook one:
 - The loss is a token mean over the whole batch, so a long completion weighs more than a short one
   (the GRPO paper averages each completion's tokens first).
-- The KL to the warm start is a term of the loss (GRPO's k3 estimate), not a penalty in the reward
-  as in PPO for RLHF.
+- The KL to the warm start is a term of the loss (GRPO's k3), not a penalty in the reward (RLHF's).
 - The z-score divides by the group's population std, not the sample std.
 - VPO draws three times GRPO's answers a step (8 x 8 x 3 against 8 x 8), so compute is not matched:
   GRPO with PROMPTS = 24 or GROUP = 24 would draw as many (the lab's `grpo_x3` row does the first).
@@ -193,7 +192,7 @@ def sample(model, problems, num_rollouts, m, generator):
     mask = (ended.cumsum(1) - ended) == 0  # (B, T): True up to the first <|eos|>, which counts
     old_logprobs = torch.stack(logprobs, dim=1) * mask  # (B, T)
     answers = [(tok.split_answers(row[keep]) + [""] * m)[:m] for row, keep in zip(completion, mask)]
-    return Rollouts(prompt, prompt_mask, completion, mask, old_logprobs), answers
+    return Rollouts(prompt, prompt_mask, completion, mask=mask, old_logprobs=old_logprobs), answers
 
 
 # ---- The reward vectors --------------------------------------------------------------------------
@@ -280,10 +279,12 @@ def train(algo, warm_model):
         adv = advantages(algo, rewards, weightings).reshape(-1)  # (B,), B = P * G
         prompt, prompt_mask, completion = rollouts.prompt, rollouts.prompt_mask, rollouts.completion
         with torch.no_grad():
-            ref_logprobs = completion_logprobs(reference, prompt, prompt_mask, completion)
+            ref_logprobs = completion_logprobs(
+                reference, prompt, prompt_mask, completion=completion
+            )
         model.train()
         for _ in range(UPDATES_PER_BATCH):
-            logprobs = completion_logprobs(model, prompt, prompt_mask, completion)
+            logprobs = completion_logprobs(model, prompt, prompt_mask, completion=completion)
             loss, kl = clipped_loss(
                 logprobs, rollouts.old_logprobs, ref_logprobs, adv=adv, mask=rollouts.mask
             )
@@ -349,7 +350,7 @@ def evaluate(models):
     results = {}
     for name, (model, m) in models.items():
         rewards, answers = pools(model, m, problems)  # (Q, POOL, D)
-        show_answers(name, rewards[0], answers[0], problems[0])
+        show_answers(name, rewards[0], answers[0], problem=problems[0])
         mean_scalarized = rewards.mean(dim=-1)  # (Q, POOL): the fixed scalarization GRPO trained on
         # "a" for a pool's answer and "n" for a trade-off, as "pgmd,pnd" reads in `advantages`.
         tradeoff_scalarized = torch.einsum("qad,nd->qna", rewards, heldout)  # (Q, N, POOL)
