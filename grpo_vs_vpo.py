@@ -365,8 +365,8 @@ def evaluate(models):
     print(
         "best@k: the best of k answers under the mean of the scores, GRPO's objective.\n"
         f"w-best@k: the same under {HELDOUT_WEIGHTINGS} held-out trade-offs, averaged: VPO's.\n"
-        "best@1 and w-best@1 are a pool's average reward under one trade-off each, the mean and\n"
-        f"the held-out trade-offs' average ({average}): they differ as much as those two do."
+        f"best@1 and w-best@1 score a pool's mean answer under (0.5, 0.5) and under ({average}),\n"
+        "the held-out trade-offs' mean: they differ by that gap times the gap between its scores."
     )
     return results
 

@@ -158,6 +158,10 @@ def test_best_at_1_is_w_best_at_1_under_the_average_trade_off():
         average = one_file.best_at_k(pool @ tradeoffs.mean(0), 1)
         assert_close(w_best_1, average.double(), atol=1e-6, what="w-best@1")
         assert torch.allclose(w_best_1, best_1, atol=1e-6) == equal
+        # two personas: they differ by (1/2 - the average's first weight) x (r1 - r2), pool means
+        mean_answer = pool.mean(1).double()  # (Q, D)
+        gap = (0.5 - tradeoffs.mean(0)[0].double()) * (mean_answer[:, 0] - mean_answer[:, 1])
+        assert_close(best_1 - w_best_1, gap, atol=1e-6, what="best@1 - w-best@1")
 
 
 ONE_FILE_CONFIG = os.path.join(
