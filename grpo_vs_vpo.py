@@ -82,7 +82,7 @@ LR = 1e-3  # AdamW's learning rate in RL
 WEIGHT_DECAY = 0.01  # AdamW's own default, written out because train.py's default is 0
 CLIP = 0.2  # PPO's ratio clip: the ratio's range is [1 - CLIP, 1 + CLIP]
 # The weight of the k3 KL to the warm start, a loose anchor: GRPO's KL still climbs to about 0.8
-# by its last step as its answers collapse (docs/RESULTS.md measures larger weights on the maze).
+# by its last steps as its answers collapse, as it does with no KL (docs/EXERCISES.md measures it).
 KL_COEF = 0.01
 UPDATES_PER_BATCH = 2  # gradient steps on each batch of rollouts (the clip binds from the second)
 MAX_GRAD_NORM = 1.0  # the gradient's norm is clipped to this before each step
