@@ -1,44 +1,62 @@
 """
 GRPO and VPO in one file: read it first, then run it.
 
-    python grpo_vs_vpo.py        # about three minutes on a 2-core laptop CPU
+    python grpo_vs_vpo.py                          # seed 0, about three minutes on a 2-core CPU
+    python grpo_vs_vpo.py --seed 1 --out s1.json   # another seed; its per-problem numbers saved
 
 A tiny GPT learns the persona task (rewards.PersonaTask) with two personas. Each persona likes one
 letter of the prompt ("likes my"), an answer is a 12-letter word, and its reward is a VECTOR: one
 score per persona, sqrt(share of the word in that persona's letter). The file trains a short
-supervised warm start on the task's demonstrations, then trains GRPO and VPO from that same
-starting point and compares them on held-out problems. Read it top to bottom: the settings, the
-warm start, sampling, the reward vectors, both advantages, the clipped loss with its KL, the update
-inside the loop, the evaluation. The whole difference between the two methods is the
-`if algo == "vpo":` branch of `advantages`: one einsum and a max.
+supervised warm start on the task's demonstrations, then GRPO and VPO from that same starting
+point, and compares them on held-out problems. Read it top to bottom. The two methods differ in
+three places: m, the answers a rollout holds (VPO's 3, GRPO's 1); the `if algo == "vpo":` branch of
+`advantages` (one einsum and a max); and the zero score of an answer that repeats an earlier one of
+its rollout, which only a rollout of several answers can write.
 
 What it shows. GRPO trains on the mean of the two scores, which the balanced word "mymymymymymy"
 maximizes, so its answers collapse onto that word (the "distinct" column of its steps falls). VPO
-writes three answers a rollout and is paid for how well the set's best answer does under random
-trade-offs (w, 1 - w), so its answers keep leaning to one persona or the other. In the closing
-table best@k scores the mean, GRPO's own objective, where GRPO stays ahead; w-best@k scores
-held-out trade-offs, where VPO's pool gains more as k grows. One seed of one short run: the numbers
-move with the seed (`python lab/experiment.py` compares over seeds, with intervals).
+is paid for how well its set's best answer does under random trade-offs (w, 1 - w), so its answers
+keep leaning to one persona or the other. In the closing table best@k scores the mean, GRPO's own
+objective, where GRPO stays ahead; w-best@k scores fresh trade-offs drawn from the Dirichlet(1)
+that VPO trains on, VPO's own objective, where VPO's pool gains more as k grows. The warm start is
+asked for 1 answer and for m: VPO against the second is what RL adds to the set format. One run is
+one seed; docs/RESULTS.md reports three with intervals (`python lab/one_file_seeds.py`).
+
+Where this recipe departs from the textbook one:
+- The loss is a token mean over the whole batch, so a long completion weighs more than a short one
+  (the GRPO paper averages each completion's tokens first).
+- The KL to the warm start is a term of the loss (GRPO's k3), not a penalty in the reward (RLHF's).
+- The z-score divides by the group's population std, not the sample std.
+- VPO draws three times GRPO's answers a step (8 x 8 x 3 against 8 x 8), so compute is not matched:
+  GRPO with PROMPTS = 24 or GROUP = 24 would draw as many (the lab's `grpo_x3` row does the first).
 
 What this file simplifies, and where the full trainer (train.py) does more:
-- One task with two personas, one model size, every setting fixed at the top. train.py trains any
-  task (four personas, the code task, the paper's maze, the control) from checked YAML files and
-  `--set key=value`.
-- Sampling runs the whole sequence again for every new token. train.py samples through engine.py
-  (a KV cache, one prompt prefill a group): the same numbers, many times faster.
-- The warm start is trained here every time, briefly. warmstart.py trains longer and caches it.
+- One task, one model size, every setting fixed at the top. train.py trains any task from checked
+  YAML files; `configs/persona_one_file.yaml` is this file's recipe (a test keeps them equal). Its
+  default persona recipe differs (four personas, the `cpu` model, no KL, one update per batch) and
+  stays: the board's persona rows were measured with it.
+- Sampling runs the whole sequence again for every new token. train.py samples through engine.py (a
+  KV cache, one prompt prefill a group): the same log-probs for a completion, many times faster, but
+  it draws a token another way (one uniform number a row), so a seed gives other tokens.
+- The warm start is trained here every run: 600 steps, the two formats taking turns, the rate
+  decaying linearly. warmstart.py trains 300 by default (the one-answer format first, a warm-up,
+  then a cosine decay) and caches it.
 - Two algorithms. train.ADVANTAGES also holds the paper's ablations and the field's baselines;
-  train.py adds GRPO's own fixes (Dr. GRPO, clip-higher, an entropy bonus, DAPO's dynamic
-  sampling), a format reward, checkpoints, resuming, logs, torchrun and CUDA.
+  train.py adds GRPO's own fixes (Dr. GRPO, clip-higher, an entropy bonus, DAPO's dynamic sampling),
+  a format reward, checkpoints, resuming, logs, torchrun and CUDA.
 - The evaluation is one pool per problem on a few held-out problems. evaluate.py and lab/ add
   pass@k, diversity, the evolutionary search and paired intervals over seeds.
 """
 
+import argparse
 import copy
+import json
 import math
 import os
 import random
+import sys
 import time
+from typing import NamedTuple
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # OpenMP's busy-waiting slows small CPU runs
 
@@ -49,22 +67,28 @@ from model import Tokenizer, build_model, pad_left, pad_right, positions_of
 from rewards import PersonaTask
 
 # ---- Settings ------------------------------------------------------------------------------------
-SEED = 0  # the warm start's weights, the problems and every draw follow it
+SEED = 0  # the warm start's weights, the problems and every draw follow it (--seed changes it)
 MODEL = "nano"  # a size preset of model.PRESETS: 2 layers, small enough to sample the plain way
+BLOCK_SIZE = 64  # positions: the longest prompt (12 tokens) and completion (40) fit, with room
 WARM_STEPS = 600  # supervised steps on demonstrations: the starting point of both methods
 WARM_BATCH = 64  # demonstrations per supervised step
-WARM_LR = 3e-3  # the warm start's learning rate, decayed linearly to 0 (1e-2 never learned to copy)
+WARM_LR = 3e-3  # the warm start's learning rate (train.py's sft_lr), decayed linearly to 0
 RL_STEPS = 150  # RL steps per method
 PROMPTS = 8  # P: problems per RL step
 GROUP = 8  # G: rollouts per problem, the group an advantage compares within
 ANSWERS = 3  # m: answers in one VPO rollout (a GRPO rollout holds one)
 WEIGHTINGS = 100  # N: random trade-offs per group for VPO's set score
 LR = 1e-3  # AdamW's learning rate in RL
+WEIGHT_DECAY = 0.01  # AdamW's own default, written out because train.py's default is 0
 CLIP = 0.2  # PPO's ratio clip: the ratio's range is [1 - CLIP, 1 + CLIP]
-KL_COEF = 0.01  # weight of the k3 KL to the warm start
+# The weight of the k3 KL to the warm start, a loose anchor: GRPO's KL still climbs to about 0.8
+# by its last steps as its answers collapse, as it does with no KL (docs/EXERCISES.md measures it).
+KL_COEF = 0.01
 UPDATES_PER_BATCH = 2  # gradient steps on each batch of rollouts (the clip binds from the second)
 MAX_GRAD_NORM = 1.0  # the gradient's norm is clipped to this before each step
-EPS = 1e-6  # a group whose scores spread less than this carries no signal
+MIN_STD = 1e-6  # a group whose scores spread less than this carries no signal: advantages 0
+# Added to the std as grpo.py adds it, so the two agree to the bit; past MIN_STD it changes little.
+STD_EPS = 1e-6
 EVAL_PROBLEMS = 40  # held-out problems both methods are compared on
 POOL = 30  # answers per held-out problem (VPO: 10 rollouts of 3); best@k for k up to POOL
 HELDOUT_WEIGHTINGS = 64  # trade-offs for w-best@k, from a stream that training never draws from
@@ -106,8 +130,8 @@ def completion_logprobs(model, prompt, prompt_mask, completion):
 def warm_start(rng):
     """A model that writes words in both formats, one answer (GRPO's) and m answers (VPO's)."""
     torch.manual_seed(SEED)
-    model = build_model(MODEL, block_size=64, vocab_size=tok.vocab_size, device="cpu")
-    opt = torch.optim.AdamW(model.parameters(), lr=WARM_LR)
+    model = build_model(MODEL, block_size=BLOCK_SIZE, vocab_size=tok.vocab_size, device="cpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=WARM_LR, weight_decay=WEIGHT_DECAY)
     for step in range(WARM_STEPS):
         m = 1 if step % 2 else ANSWERS  # the two formats take turns
         problems = task.problems("train", WARM_BATCH, rng)
@@ -129,24 +153,35 @@ def warm_start(rng):
 # ---- Sampling: plain multinomial, one token at a time --------------------------------------------
 
 
+class Rollouts(NamedTuple):
+    """B sampled completions with their prompts: what the loss needs of them."""
+
+    prompt: torch.Tensor  # (B, Tp) prompt tokens, left-padded
+    prompt_mask: torch.Tensor  # (B, Tp) False on the padding
+    completion: torch.Tensor  # (B, T) the sampled tokens, <|eos|> after a completion's end
+    mask: torch.Tensor  # (B, T) True up to and including the first <|eos|>
+    old_logprobs: torch.Tensor  # (B, T) each token's log-prob under the policy that sampled it
+
+
 @torch.no_grad()
 def sample(model, problems, num_rollouts, m, generator):
-    """num_rollouts completions of m answers for each problem -> the batch (prompt, prompt_mask,
-    completion, mask, old log-probs: B = len(problems) * num_rollouts rows) and the answers (B
-    lists of m strings, "" where a completion wrote fewer)."""
+    """num_rollouts completions of m answers for each problem -> Rollouts (B = len(problems) *
+    num_rollouts rows) and the answers (B lists of m strings, "" where a completion wrote fewer)."""
     prompt, prompt_mask = pad_left(
         [prompt_ids(q, m) for q in problems for _ in range(num_rollouts)], tok.eos
     )  # (B, Tp)
     ids, key_mask = prompt, prompt_mask
     done = torch.zeros(len(ids), dtype=torch.bool)  # (B,)
     tokens, logprobs = [], []
-    for _ in range(m * task.max_answer_tokens + 1):  # m answers, each ends in <|sep|> or <|eos|>
-        logits = model(ids, key_mask, positions_of(key_mask))[:, -1]  # (B, V): the next token's
+    # Each answer ends in <|sep|> or <|eos|>; the one more token lets a completion whose last answer
+    # ended in <|sep|> still write its <|eos|>.
+    for _ in range(m * task.max_answer_tokens + 1):
+        logits = model(ids, key_mask, positions_of(key_mask))[:, -1]  # (B, V) at each row's end
         logp = F.log_softmax(logits, dim=-1)  # (B, V)
         token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)  # (B,)
         token = token.masked_fill(done, tok.eos)  # a finished completion only writes <|eos|>
         tokens.append(token)
-        logprobs.append(logp.gather(1, token[:, None]).squeeze(1))  # the sampling policy's: "old"
+        logprobs.append(logp.gather(1, token[:, None]).squeeze(1))  # the "old" log-prob
         done = done | (token == tok.eos)
         if done.all():
             break
@@ -157,7 +192,7 @@ def sample(model, problems, num_rollouts, m, generator):
     mask = (ended.cumsum(1) - ended) == 0  # (B, T): True up to the first <|eos|>, which counts
     old_logprobs = torch.stack(logprobs, dim=1) * mask  # (B, T)
     answers = [(tok.split_answers(row[keep]) + [""] * m)[:m] for row, keep in zip(completion, mask)]
-    return (prompt, prompt_mask, completion, mask, old_logprobs), answers
+    return Rollouts(prompt, prompt_mask, completion, mask=mask, old_logprobs=old_logprobs), answers
 
 
 # ---- The reward vectors --------------------------------------------------------------------------
@@ -184,21 +219,21 @@ def random_weightings(num_groups, num_weightings, generator):
     return draws / draws.sum(dim=-1, keepdim=True)  # (P, N, D)
 
 
-# ---- The advantages: the only place where GRPO and VPO differ ------------------------------------
+# ---- The advantages: the score of a rollout is where GRPO and VPO differ -------------------------
 
 
-def advantages(algo, rewards, weights):
-    """rewards (P, G, m, D) and weights (P, N, D) -> one advantage per rollout (P, G)."""
+def advantages(algo, rewards, weightings):
+    """rewards (P, G, m, D) and weightings (P, N, D) -> one advantage per rollout (P, G)."""
     if algo == "vpo":
         # Every answer under every trade-off; the set's best answer under each; their mean.
-        scalarized = torch.einsum("pgmd,pnd->pgnm", rewards, weights)  # (P, G, N, m)
+        scalarized = torch.einsum("pgmd,pnd->pgnm", rewards, weightings)  # (P, G, N, m)
         scores = scalarized.max(dim=-1).values.mean(dim=-1)  # (P, G): the set score R_g
     else:
         scores = rewards[:, :, 0].mean(dim=-1)  # (P, G): GRPO's fixed scalarization, the mean
     # Both methods take the group z-score; a group whose rollouts all scored alike teaches nothing.
-    mean = scores.mean(dim=1, keepdim=True)  # (P, 1)
+    group_mean = scores.mean(dim=1, keepdim=True)  # (P, 1)
     std = scores.std(dim=1, keepdim=True, unbiased=False)  # (P, 1)
-    return torch.where(std < EPS, 0.0, (scores - mean) / (std + EPS))  # (P, G)
+    return torch.where(std < MIN_STD, 0.0, (scores - group_mean) / (std + STD_EPS))  # (P, G)
 
 
 # ---- The loss: PPO's clipped ratio, with a KL to the warm start ----------------------------------
@@ -214,7 +249,8 @@ def clipped_loss(logprobs, old_logprobs, ref_logprobs, adv, mask):
     unclipped = ratio * adv[:, None]  # (B, T): every token of a rollout shares its advantage
     clipped = ratio.clamp(1 - CLIP, 1 + CLIP) * adv[:, None]
     pg_loss = -(torch.minimum(unclipped, clipped) * mask).sum() / tokens
-    # The k3 estimate of KL(policy || warm start) is non-negative and has a low variance.
+    # The k3 estimate of KL(policy || warm start): never negative, small while the two agree, but a
+    # sampled token that the policy now finds far less likely than the warm start did inflates it.
     log_ratio = ref_logprobs - logprobs  # (B, T)
     kl = ((torch.exp(log_ratio) - log_ratio - 1) * mask).sum() / tokens
     return pg_loss + KL_COEF * kl, kl
@@ -227,7 +263,9 @@ def train(algo, warm_model):
     """RL_STEPS steps of `algo` ("grpo" or "vpo") from a copy of the warm start -> the policy."""
     model = copy.deepcopy(warm_model)
     reference = copy.deepcopy(warm_model).requires_grad_(False)  # frozen, for the KL
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.99))
+    # beta2 0.99 (train.py's too) averages the squared gradients over about 100 steps, not the
+    # default's 1,000, so the step size can follow a run that lasts 150.
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.99), weight_decay=WEIGHT_DECAY)
     m = ANSWERS if algo == "vpo" else 1
     rng = random.Random(SEED)  # both methods see the same problems
     generator = torch.Generator().manual_seed(SEED)  # every sampled token and every weighting
@@ -235,11 +273,11 @@ def train(algo, warm_model):
     for step in range(1, RL_STEPS + 1):
         problems = task.problems("train", PROMPTS, rng)
         model.eval()
-        batch, answers = sample(model, problems, num_rollouts=GROUP, m=m, generator=generator)
-        prompt, prompt_mask, completion, mask, old_logprobs = batch
+        rollouts, answers = sample(model, problems, num_rollouts=GROUP, m=m, generator=generator)
         rewards = reward_vectors(problems, answers)  # (P, G, m, D)
-        weights = random_weightings(PROMPTS, WEIGHTINGS, generator)  # (P, N, D)
-        adv = advantages(algo, rewards, weights).reshape(-1)  # (B,), B = P * G
+        weightings = random_weightings(PROMPTS, WEIGHTINGS, generator)  # (P, N, D)
+        adv = advantages(algo, rewards, weightings).reshape(-1)  # (B,), B = P * G
+        prompt, prompt_mask, completion = rollouts.prompt, rollouts.prompt_mask, rollouts.completion
         with torch.no_grad():
             ref_logprobs = completion_logprobs(
                 reference, prompt, prompt_mask, completion=completion
@@ -247,7 +285,9 @@ def train(algo, warm_model):
         model.train()
         for _ in range(UPDATES_PER_BATCH):
             logprobs = completion_logprobs(model, prompt, prompt_mask, completion=completion)
-            loss, kl = clipped_loss(logprobs, old_logprobs, ref_logprobs, adv=adv, mask=mask)
+            loss, kl = clipped_loss(
+                logprobs, rollouts.old_logprobs, ref_logprobs, adv=adv, mask=rollouts.mask
+            )
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
@@ -280,7 +320,8 @@ def best_at_k(scores, k):
 def pools(model, m, problems):
     """POOL answers for each of Q problems, written m a rollout -> rewards (Q, POOL, D) scored as
     written, and the answers (Q lists of POOL)."""
-    generator = torch.Generator().manual_seed(SEED + 1)  # the same stream for every method
+    # A stream of its own: every model is asked with the same draws, whatever training drew.
+    generator = torch.Generator().manual_seed(SEED + 1)
     rollouts = POOL // m
     _, answers = sample(model, problems, num_rollouts=rollouts, m=m, generator=generator)
     rewards = reward_vectors(problems, answers, as_written=True)  # (Q, rollouts, m, D)
@@ -288,50 +329,72 @@ def pools(model, m, problems):
     return rewards.reshape(len(problems), POOL, task.dim), flat
 
 
+def show_answers(name, rewards, answers, problem, count=6):
+    """`count` of a pool's answers, evenly spaced from the one leaning most to the first persona to
+    the one leaning most to the last: six lines show both ends and the middle, and a collapsed pool
+    shows one word six times."""
+    lean = rewards[:, 0] - rewards[:, -1]  # (POOL,)
+    shown = lean.argsort(descending=True, stable=True)[torch.linspace(0, POOL - 1, count).long()]
+    print(f"\n{name}, {count} of its {POOL} answers to the held-out 'likes {''.join(problem)}':")
+    for i in shown.tolist():
+        vector = ", ".join(f"{x:.2f}" for x in rewards[i].tolist())
+        print(f"  {answers[i]:12s}  reward vector ({vector})")
+
+
 def evaluate(models):
-    """{name: (model, m)} -> {name: best@k then w-best@k for each k of KS}, printed with a
-    problem's answers."""
+    """{name: (model, m)} -> {name: {"best@k" and "w-best@k" for each k of KS: (Q,), one number
+    per held-out problem}}, with a table of their means and a problem's answers printed."""
     problems = task.problems("heldout", EVAL_PROBLEMS, random.Random(SEED))
-    weights = random_weightings(1, HELDOUT_WEIGHTINGS, torch.Generator().manual_seed(SEED + 2))[0]
-    table = {}
+    # Held-out trade-offs: another stream again, from the Dirichlet(1) that VPO trains on.
+    heldout = random_weightings(1, HELDOUT_WEIGHTINGS, torch.Generator().manual_seed(SEED + 2))[0]
+    results = {}
     for name, (model, m) in models.items():
         rewards, answers = pools(model, m, problems)  # (Q, POOL, D)
-        # Six of the first problem's answers, from the one leaning most to its first persona to the
-        # one leaning most to its second: a collapsed pool shows one word six times.
-        lean = rewards[0, :, 0] - rewards[0, :, 1]  # (POOL,)
-        shown = lean.argsort(descending=True, stable=True)[torch.linspace(0, POOL - 1, 6).long()]
-        print(f"\n{name}, 6 of its {POOL} answers to the held-out 'likes {''.join(problems[0])}':")
-        for i in shown.tolist():
-            first, second = rewards[0, i].tolist()
-            print(f"  {answers[0][i]:12s}  reward vector ({first:.2f}, {second:.2f})")
-        mean = rewards.mean(dim=-1)  # (Q, POOL): the fixed scalarization GRPO trained on
-        weighted = torch.einsum("qnd,wd->qwn", rewards, weights)  # (Q, W, POOL): each trade-off
-        best = [best_at_k(mean, k).mean().item() for k in KS]
-        table[name] = best + [best_at_k(weighted, k).mean().item() for k in KS]
-    print(f"\nbest@k on {EVAL_PROBLEMS} held-out problems, pools of {POOL} answers")
-    print(" " * 10 + "".join(f"{name:>12s}" for name in table))
-    for i, row in enumerate([f"best@{k}" for k in KS] + [f"w-best@{k}" for k in KS]):
-        print(f"{row:10s}" + "".join(f"{values[i]:12.3f}" for values in table.values()))
+        show_answers(name, rewards[0], answers[0], problem=problems[0])
+        mean_scalarized = rewards.mean(dim=-1)  # (Q, POOL): the fixed scalarization GRPO trained on
+        # "a" for a pool's answer and "n" for a trade-off, as "pgmd,pnd" reads in `advantages`.
+        tradeoff_scalarized = torch.einsum("qad,nd->qna", rewards, heldout)  # (Q, N, POOL)
+        results[name] = {f"best@{k}": best_at_k(mean_scalarized, k) for k in KS}  # (Q,) each
+        for k in KS:
+            results[name][f"w-best@{k}"] = best_at_k(tradeoff_scalarized, k).mean(-1)
+    print(f"\nmeans over {EVAL_PROBLEMS} held-out problems, pools of {POOL} answers, seed {SEED}")
+    print(" " * 10 + "".join(f"{name:>16s}" for name in results))
+    for metric in results[name]:
+        print(f"{metric:10s}" + "".join(f"{r[metric].mean():16.3f}" for r in results.values()))
+    average = ", ".join(f"{x:.3f}" for x in heldout.mean(0).tolist())
     print(
-        "best@k: the best of k answers under the mean of the two scores, GRPO's objective.\n"
-        f"w-best@k: the same under {HELDOUT_WEIGHTINGS} held-out trade-offs (w, 1 - w), averaged."
-        "\nGRPO's answers repeat one balanced word; VPO's lean to one persona or the other, so\n"
-        "under a trade-off some answer of its pool fits it better as k grows."
+        "best@k: the best of k answers under the mean of the scores, GRPO's objective.\n"
+        f"w-best@k: the same under {HELDOUT_WEIGHTINGS} held-out trade-offs, averaged: VPO's.\n"
+        f"best@1 and w-best@1 score a pool's mean answer under (0.5, 0.5) and under ({average}),\n"
+        "the held-out trade-offs' mean: they differ by that gap times the gap between its scores."
     )
-    return table
+    return results
 
 
-def main():
+def main(argv=()):
+    """The command line (--seed, --out) -> evaluate's per-problem results, after training."""
+    global SEED  # the functions above read the settings; the command line may change this one
+    parser = argparse.ArgumentParser(description="GRPO and VPO from one warm start, compared")
+    parser.add_argument("--seed", type=int, default=SEED, help="the seed of every draw")
+    parser.add_argument("--out", help="a JSON file for the per-problem numbers of every model")
+    args = parser.parse_args(argv)
+    SEED = args.seed
     torch.set_num_threads(1)  # models this small gain nothing from more threads
     t0 = time.time()
     warm_model = warm_start(random.Random(SEED))
     grpo_model = train("grpo", warm_model)
     vpo_model = train("vpo", warm_model)
-    models = {"warm start": (warm_model, 1), "GRPO": (grpo_model, 1), "VPO": (vpo_model, ANSWERS)}
-    table = evaluate(models)
-    print(f"done in {time.time() - t0:.0f}s")
-    return table
+    models = {"warm start": (warm_model, 1), f"warm start m={ANSWERS}": (warm_model, ANSWERS)}
+    models.update({"GRPO": (grpo_model, 1), "VPO": (vpo_model, ANSWERS)})
+    results = evaluate(models)
+    seconds = time.time() - t0
+    print(f"done in {seconds:.0f}s")
+    if args.out:
+        per_problem = {name: {k: v.tolist() for k, v in r.items()} for name, r in results.items()}
+        with open(args.out, "w") as f:
+            json.dump(dict(seed=SEED, seconds=round(seconds), per_problem=per_problem), f, indent=1)
+    return results
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -1,8 +1,12 @@
 """grpo_vs_vpo.py, the idea in one file, held to the reference: its advantages are grpo.py's and
 vpo.py's (and train.py's), its loss is grpo.policy_loss, its sampler records the policy's own
-log-probs, its best@k and w-best@k are metrics.py's, and a tiny run of the whole file finishes."""
+log-probs, its best@k and w-best@k are metrics.py's, its settings are those of
+configs/persona_one_file.yaml (the trainer runs its recipe), and a tiny run of the whole file
+finishes."""
 
 import itertools
+import json
+import os
 import random
 
 import numpy as np
@@ -15,6 +19,7 @@ import grpo_vs_vpo as one_file
 import metrics
 import train
 import vpo
+from config import make_task
 from model import build_model
 
 
@@ -179,13 +184,105 @@ def test_its_best_at_k_is_metrics_py():
         assert np.allclose(got_w.numpy(), expected_w, rtol=0, atol=1e-6), k
 
 
-def test_a_tiny_run_of_the_whole_file_finishes(monkeypatch, capsys):
+def test_a_tiny_run_of_the_whole_file_finishes(monkeypatch, capsys, tmp_path):
     tiny = dict(WARM_STEPS=4, RL_STEPS=2, PROMPTS=2, GROUP=2, WEIGHTINGS=4, EVAL_PROBLEMS=2)
     tiny.update(POOL=6, HELDOUT_WEIGHTINGS=4, KS=(1, 6))
     for name, value in tiny.items():
         monkeypatch.setattr(one_file, name, value)
-    table = one_file.main()
-    assert list(table) == ["warm start", "GRPO", "VPO"]
-    assert all(len(row) == 4 and all(0 <= x <= 1 for x in row) for row in table.values())
+    monkeypatch.setattr(one_file, "SEED", one_file.SEED)  # --seed sets it; the test restores it
+    out_file = tmp_path / "seed1.json"
+    results = one_file.main(["--seed", "1", "--out", str(out_file)])
+    assert list(results) == ["warm start", "warm start m=3", "GRPO", "VPO"]
+    metrics = ["best@1", "best@6", "w-best@1", "w-best@6"]
+    for per_problem in results.values():
+        assert list(per_problem) == metrics
+        assert all(v.shape == (2,) and ((v >= 0) & (v <= 1)).all() for v in per_problem.values())
+    saved = json.loads(out_file.read_text())
+    assert saved["seed"] == 1 and one_file.SEED == 1
+    assert saved["per_problem"]["VPO"]["w-best@6"] == results["VPO"]["w-best@6"].tolist()
     out = capsys.readouterr().out
     assert "grpo step   2/2" in out and "vpo step   2/2" in out and "w-best@6" in out
+    assert "seed 1" in out
+
+
+def test_best_at_1_is_w_best_at_1_under_the_average_trade_off():
+    """best@1 and w-best@1 are a pool's mean reward under the mean and under the held-out
+    trade-offs' average: equal when that average is (1/2, 1/2), as for mirrored trade-offs, and
+    apart otherwise."""
+    pool = torch.rand(3, 10, 2, generator=torch.Generator().manual_seed(0))  # (Q, POOL, D)
+    draws = one_file.random_weightings(1, 8, torch.Generator().manual_seed(0))[0]
+    mirrored = torch.cat([draws, draws.flip(-1)])  # (16, 2): (w, 1 - w) and (1 - w, w)
+    best_1 = one_file.best_at_k(pool.mean(-1), 1)
+    for tradeoffs, equal in ((mirrored, True), (draws, False)):
+        w_best_1 = one_file.best_at_k(torch.einsum("qad,nd->qna", pool, tradeoffs), 1).mean(-1)
+        average = one_file.best_at_k(pool @ tradeoffs.mean(0), 1)
+        assert_close(w_best_1, average.double(), atol=1e-6, what="w-best@1")
+        assert torch.allclose(w_best_1, best_1, atol=1e-6) == equal
+        # two personas: they differ by (1/2 - the average's first weight) x (r1 - r2), pool means
+        mean_answer = pool.mean(1).double()  # (Q, D)
+        gap = (0.5 - tradeoffs.mean(0)[0].double()) * (mean_answer[:, 0] - mean_answer[:, 1])
+        assert_close(best_1 - w_best_1, gap, atol=1e-6, what="best@1 - w-best@1")
+
+
+ONE_FILE_CONFIG = os.path.join(
+    os.path.dirname(os.path.dirname(__file__)), "configs", "persona_one_file.yaml"
+)
+# trainer setting -> the one file's constant of the same meaning
+SAME_SETTINGS = dict(
+    model="MODEL",
+    block_size="BLOCK_SIZE",
+    sft_steps="WARM_STEPS",
+    sft_batch="WARM_BATCH",
+    sft_lr="WARM_LR",
+    steps="RL_STEPS",
+    prompts_per_step="PROMPTS",
+    group_size="GROUP",
+    answers_per_rollout="ANSWERS",
+    num_weights="WEIGHTINGS",
+    lr="LR",
+    weight_decay="WEIGHT_DECAY",
+    clip="CLIP",
+    kl_coef="KL_COEF",
+    epochs_per_batch="UPDATES_PER_BATCH",
+    max_grad_norm="MAX_GRAD_NORM",
+    eval_problems="EVAL_PROBLEMS",
+    pool_n="POOL",
+    heldout_weightings="HELDOUT_WEIGHTINGS",
+)
+# what the one file writes into its code rather than a constant: the trainer's value for the same
+THE_ONE_FILES_WAY = dict(
+    alpha=1.0,  # Dirichlet(1) weightings (random_weightings)
+    weight_sampler="dirichlet",
+    scale_rewards="group",  # the group's own std (advantages)
+    loss_norm="tokens",  # a token mean over the batch (clipped_loss)
+    clip_high=0.0,  # one clip range, both sides
+    entropy_coef=0.0,
+    format_coef=0.0,
+    dynamic_sampling=0,
+    temperature=1.0,  # plain multinomial sampling (sample)
+    top_k=0,
+    top_p=1.0,
+    tokenizer="bytes",
+)
+
+
+def test_its_settings_are_the_trainer_configs():
+    """configs/persona_one_file.yaml holds the one file's recipe: change a constant of either and
+    this fails, naming it."""
+    cfg = train.resolve_config(ONE_FILE_CONFIG)
+    drifted = {
+        key: (cfg[key], getattr(one_file, name))
+        for key, name in SAME_SETTINGS.items()
+        if cfg[key] != getattr(one_file, name)
+    }
+    drifted.update({k: (cfg[k], v) for k, v in THE_ONE_FILES_WAY.items() if cfg[k] != v})
+    assert not drifted, f"config vs grpo_vs_vpo.py: {drifted}"
+    task = make_task(cfg["task"], **cfg["task_options"])
+    assert type(task) is type(one_file.task) and vars(task) == vars(one_file.task)
+
+
+def test_the_drift_check_sees_a_changed_constant(monkeypatch):
+    """The check above can fail: one constant of the one file changed is caught."""
+    monkeypatch.setattr(one_file, "KL_COEF", 0.0)
+    with pytest.raises(AssertionError, match="kl_coef"):
+        test_its_settings_are_the_trainer_configs()
