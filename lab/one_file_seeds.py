@@ -49,10 +49,8 @@ SEEDS = (0, 1, 2)
 KS = (1, 5, 30)  # the one file's
 # name -> (a line of grpo_vs_vpo.py, what it becomes): each experiment changes that one line.
 EXPERIMENTS = {
-    "max_to_mean": (
-        "scores = scalarized.max(dim=-1).values.mean(dim=-1)",
-        "scores = scalarized.mean(dim=-1).mean(dim=-1)",
-    ),
+    # the start of the line only: the whole line is exercise (b)'s answer, stripped from the kit
+    "max_to_mean": ("scores = scalarized.max(dim=-1).values", "scores = scalarized.mean(dim=-1)"),
     "one_update": ("UPDATES_PER_BATCH = 2", "UPDATES_PER_BATCH = 1"),
     "no_kl": ("KL_COEF = 0.01", "KL_COEF = 0.0"),
     "m1": ("ANSWERS = 3", "ANSWERS = 1"),
