@@ -512,6 +512,33 @@ def transfer_table(found, task, seeds, borrowed=(), against=None):
     return lines + [""]
 
 
+def compute_matched_table(found, task, seeds):
+    """VPO against GRPO with VPO's compute (grpo_x3: as many answers per training problem), paired
+    over seeds and training problems: problems solved and distinct outcomes in training, and the
+    transfer (VPO's change minus grpo_x3's on the problems neither solved, VPO's counted from each
+    of its starting points)."""
+    x3 = measured_pairs(found, task, "grpo_x3", seeds)
+    vpo = measured_pairs(found, task, "vpo", seeds)
+    if not x3 or len(vpo) != len(x3):
+        return []
+    cells = []
+    for name in ("solved", "distinct"):
+        a = np.array([run[name] for run, _ in vpo], float)
+        b = np.array([run[name] for run, _ in x3], float)
+        cells.append(report.fmt_interval(paired_bootstrap_interval(a, b)))
+    for start in STARTS:
+        cells.append(against_grpo_unsolved(measured_pairs(found, task, "vpo", seeds, start), x3))
+    return [
+        f"#### {task}: VPO - grpo_x3, the same answers per training problem [95%]",
+        "",
+        "| solved at least once | distinct outcomes a problem | change on the problems neither "
+        "solved | the same, VPO from the start asked for sets |",
+        "|---|---|---|---|",
+        f"| {' | '.join(cells)} |",
+        "",
+    ]
+
+
 HELDOUT = [("best", "best@30"), ("pass", "pass@30"), ("w_best", "w-best@30")]
 HELDOUT += [("diversity", "diversity")]
 
@@ -625,6 +652,7 @@ def write_report(out_dir, tasks, seeds, against=None):
     for task in tasks:
         lines += sampling_table(found, task, seeds, borrowed, against)
         lines += transfer_table(found, task, seeds, borrowed, against)
+        lines += compute_matched_table(found, task, seeds)
     records = report.load_records([out_dir])
     own = {(r["task"], r["method"]) for r in records}
     lent = [r for r in report.load_records([against] if against else []) if r["task"] in tasks]

@@ -57,6 +57,7 @@ def test_quick_run_writes_every_measurement_and_the_report(quick_run):
     report = (out / "exploration.md").read_text()
     assert "RL as a sampling process" in report and "the transfer" in report
     assert all(f"| {label} |" in report for label, _, _ in exploration.ROWS)
+    assert "#### code: VPO - grpo_x3, the same answers per training problem" in report
     assert (out / "exploration.png").stat().st_size > 0
 
 
