@@ -76,6 +76,7 @@ def majority_at_k(keys, values, ks, num_subsets=2000, seed=0):
     n = len(keys)
     if n == 0 or values.ndim != 2 or len(values) != n:
         raise ValueError(f"need n >= 1 keys and (n,) or (n, V) values, got {n} and {values.shape}")
+    V = values.shape[1]
     columns = {}  # each distinct voting key -> its number; an answer that cannot vote gets the last
     numbers = [None if key is None else columns.setdefault(key, len(columns)) for key in keys]
     m = len(columns)
@@ -101,7 +102,7 @@ def majority_at_k(keys, values, ks, num_subsets=2000, seed=0):
         sums = np.stack(
             [
                 np.bincount(bins, values[subsets, v].ravel(), minlength=S * (m + 1))
-                for v in range(values.shape[1])
+                for v in range(V)
             ],
             -1,
         ).reshape(S, m + 1, -1)[:, :m]
@@ -112,7 +113,7 @@ def majority_at_k(keys, values, ks, num_subsets=2000, seed=0):
         picked = np.where(top > 0, voted, values[subsets].mean(1))  # (S, V)
         means.append(picked.mean(0))
         # a sample's error; an exact value has none (and a sample always holds 2+ subsets here)
-        errors.append(0.0 * means[-1] if exact else picked.std(0, ddof=1) / np.sqrt(num_subsets))
+        errors.append(np.zeros(V) if exact else picked.std(0, ddof=1) / np.sqrt(num_subsets))
     means, errors = np.array(means), np.array(errors)  # (len(ks), V)
     return (means[:, 0], errors[:, 0]) if one_value else (means, errors)
 

@@ -241,11 +241,11 @@ def run_measurements(
             # the answers each method's run draws on one problem (VPO: m to a rollout)
             runs_samples = sorted({answers_drawn_per_problem(c) for c in configs.values()})
             path = measurement_path(out_dir, task, "start", seed)
-            if not measured(path, against):
+            if not measured(out_dir, against, task, "start", seed):
                 cfg = configs["grpo"]
                 jobs.append((path, start_job, (start_path(cfg), cfg, runs_samples)))
             path = measurement_path(out_dir, task, "start_sets", seed)
-            if "vpo" in methods and not measured(path, against):
+            if "vpo" in methods and not measured(out_dir, against, task, "start_sets", seed):
                 cfg = configs["vpo"]
                 m = experiment.train.answers_per_rollout(cfg)
                 drawn = [answers_drawn_per_problem(cfg)]
@@ -268,12 +268,10 @@ def run_measurements(
             print(f"[{time.time() - t0:5.0f}s] {os.path.relpath(path, out_dir)}", flush=True)
 
 
-def measured(path, against):
-    """Whether the measurement file `path`, or its namesake in the folder `against`, exists."""
-    if os.path.exists(path):
-        return True
-    name = os.path.join(*path.split(os.sep)[-2:])  # exploration/<file>
-    return bool(against) and os.path.exists(os.path.join(against, name))
+def measured(out_dir, against, task, name, seed):
+    """Whether out_dir, or the folder `against`, holds this measurement file."""
+    folders = [out_dir, against] if against else [out_dir]
+    return any(os.path.exists(measurement_path(d, task, name, seed)) for d in folders)
 
 
 def answers_drawn_per_problem(cfg):
@@ -420,16 +418,20 @@ def pooled_interval(per_seed, num_resamples=10_000, level=0.95, seed=0):
     return float(pooled.mean()), float(low), float(high)
 
 
+def distinct_change(run, start):
+    """Per training problem: distinct outcomes among the final policy's answers minus the
+    start's."""
+    end = np.array(run["transfer"]["distinct"], float)
+    return end - np.array(start["transfer"]["distinct"], float)
+
+
 def unsolved_change(rows):
     """[(run, start) records of one method, a pair per seed] -> the end - start change of distinct
     outcomes on every problem the run never solved, with its 95% interval ("-" without any). It is
     paired over seeds and those problems: the same problems at the start and at the end."""
     diffs = []
     for run, start in rows:
-        where = ~np.array(run["solved"], bool)
-        end = np.array(run["transfer"]["distinct"], float)
-        begin = np.array(start["transfer"]["distinct"], float)
-        diffs.append((end - begin)[where])
+        diffs.append(distinct_change(run, start)[~np.array(run["solved"], bool)])
     interval = pooled_interval(diffs)
     return report.fmt_interval(interval) if interval else "-"
 
@@ -445,13 +447,8 @@ def against_grpo_unsolved(rows, grpo_rows):
         if grpo_run is None:
             continue
         neither = ~np.array(run["solved"], bool) & ~np.array(grpo_run["solved"], bool)
-
-        def change(end, begin):
-            return np.array(end["transfer"]["distinct"], float) - np.array(
-                begin["transfer"]["distinct"], float
-            )
-
-        diffs.append((change(run, start) - change(grpo_run, grpo_start))[neither])
+        change = distinct_change(run, start) - distinct_change(grpo_run, grpo_start)
+        diffs.append(change[neither])
     interval = pooled_interval(diffs)
     return report.fmt_interval(interval) if interval else "-"
 
