@@ -2,6 +2,7 @@
 
 best_at_k.png       best@k and held-out-weighting best@k against k, per task and algorithm
 pass_at_k.png       pass@k against k on the code task
+maj_at_k.png        maj@k (majority vote over outcomes) against k, where the result files carry it
 reward_vectors.png  each row one sampled answer, each column one reward component, for a few
                     held-out problems: a collapsed policy shows the same row again and again
 training.png        mean fixed reward, set score E_w[max w.r] and token entropy over RL steps
@@ -334,6 +335,27 @@ def maze_routes(out_dir, results):
     return maze.conflict_figure(path, pools, problems, visits_by_method=visits)
 
 
+def maj_at_k(out_dir, results):
+    """maj@k against k, one row per task whose result files carry it; on code also maj-pass@k
+    (the voted program passes every hidden test). None when no file has it."""
+    voted = {t: e for t, e in results["tasks"].items() if any("maj_at_k" in x for x in e.values())}
+    if not voted:
+        return None
+    fig, axes = plt.subplots(len(voted), 2, figsize=(10, 3.2 * len(voted)), squeeze=False)
+    for row, (t, per_algo) in enumerate(voted.items()):
+        _curves(axes[row][0], per_algo, "maj_at_k")
+        axes[row][0].set_title(f"{t}: maj@k, the voted answer's fixed mean")
+        axes[row][0].legend(fontsize=6 if len(per_algo) >= 8 else 7, ncol=2)
+        if t == "code":
+            _curves(axes[row][1], per_algo, "maj_pass_at_k")
+            axes[row][1].set_title("code: maj-pass@k (the voted program passes every test)")
+        else:  # best@k beside it: how far voting falls short of the best of the k
+            _curves(axes[row][1], per_algo, "best_at_k")
+            axes[row][1].set_title(f"{t}: best@k, fixed mean (for comparison)")
+    _mark(fig, results.get("quick"))
+    return _save(fig, os.path.join(out_dir, "maj_at_k.png"))
+
+
 def make_all(out_dir, results, samples):
     """Every figure of the report; one that has nothing to draw is removed (an earlier run's would
     show other results)."""
@@ -342,12 +364,21 @@ def make_all(out_dir, results, samples):
     paths = [
         best_at_k(out_dir, results),
         pass_at_k(out_dir, results),
+        maj_at_k(out_dir, results),
         reward_vectors(out_dir, results, samples),
         training(out_dir, results),
         evolution(out_dir, results),
         maze_routes(out_dir, results),
     ]
-    names = ("best_at_k", "pass_at_k", "reward_vectors", "training", "evolution", "routes")
+    names = (
+        "best_at_k",
+        "pass_at_k",
+        "maj_at_k",
+        "reward_vectors",
+        "training",
+        "evolution",
+        "routes",
+    )
     for stale in (os.path.join(out_dir, f"{name}.png") for name in names):
         if stale not in paths and os.path.exists(stale):
             os.remove(stale)

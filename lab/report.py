@@ -260,7 +260,8 @@ def paired(results, task, a, b, key):
     per_method = results["tasks"].get(task, {})
     pa, pb = (per_method.get(method, {}).get("per_problem") for method in (a, b))
     seeds = [s for s in pa if s in pb] if pa and pb else []
-    if not seeds:
+    # a file from before a metric existed (maj@k) lacks its per-problem values: no interval
+    if not seeds or any(key not in pa[s] or key not in pb[s] for s in seeds):
         return None
     return paired_bootstrap_interval(
         np.array([pa[s][key] for s in seeds]), np.array([pb[s][key] for s in seeds])

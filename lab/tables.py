@@ -117,17 +117,22 @@ def task_table(task, per_method, multi):
 
 # What each task's leaderboards rank by, at the largest k: (per-problem key, curve, name). Code has
 # three: best@k, pass@k (low even for the optimum) and the search (hard problems solved).
+# maj@k (the answer whose outcome most of the k share, scored as written) has a board only where the
+# result files carry it: on code also maj-pass, whether the voted program passes every hidden test.
 LEADERBOARDS = {
-    "persona": [("w_best", "heldout_weight_best_at_k", "w-best")],
+    "persona": [("w_best", "heldout_weight_best_at_k", "w-best"), ("maj", "maj_at_k", "maj")],
     "code": [
         ("best", "best_at_k", "best"),
         ("pass", "pass_at_k", "pass"),
+        ("maj", "maj_at_k", "maj"),
+        ("maj_pass", "maj_pass_at_k", "maj-pass"),
         ("search", None, "search"),
     ],
     "persona_collinear": [("w_best", "heldout_weight_best_at_k", "w-best")],
     "maze": [
         ("best", "best_at_k", "best"),
         ("w_best", "heldout_weight_best_at_k", "w-best"),
+        ("maj", "maj_at_k", "maj"),
     ],
 }
 

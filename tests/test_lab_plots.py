@@ -105,3 +105,17 @@ def test_reward_vectors_draws_the_same_columns_in_every_process():
         "vpo",
         "mine",
     ]
+
+
+def test_maj_at_k_is_drawn_only_for_tasks_whose_files_carry_it(tmp_path, monkeypatch):
+    figures = []
+    save = plots._save
+    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or save(fig, path))
+    entry = {"ks": [1, 2], "m": 1, "best_at_k": [0.1, 0.2], "best_at_k_spread": [0.0, 0.0]}
+    voted = dict(entry, maj_at_k=[0.1, 0.15], maj_at_k_spread=[0.0, 0.0])
+    results = {"tasks": {"persona": {"vpo": entry}, "maze": {"vpo": voted, "grpo": entry}}}
+    assert plots.maj_at_k(str(tmp_path), results) == str(tmp_path / "maj_at_k.png")
+    titles = [ax.get_title() for ax in figures[0].axes]
+    assert len(titles) == 2 and titles[0].startswith("maze: maj@k")  # persona has no maj row
+    assert figures[0].axes[0].get_legend_handles_labels()[1] == ["vpo"]
+    assert plots.maj_at_k(str(tmp_path), {"tasks": {"persona": {"vpo": entry}}}) is None

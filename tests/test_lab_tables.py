@@ -49,6 +49,29 @@ def test_task_table_shows_maj_at_k_only_where_the_result_files_carry_it():
     assert lines[3].split(" | ")[head.index("maj@1")] == "-"
 
 
+def test_maj_boards_appear_with_paired_intervals_only_where_files_carry_maj():
+    def voted(method, seed, maj, maj_pass):
+        r = _record("code", method, seed, [0.5, 1.0])
+        r["pools"].update(maj_at_k=[0.5, sum(maj) / 2], maj_pass_at_k=[0.0, sum(maj_pass) / 2])
+        r["pools"]["per_problem"].update(maj=maj, maj_pass=maj_pass)
+        return r
+
+    records = [voted("vpo", s, [0.75, 0.25], [1.0, 0.0]) for s in range(2)]
+    records += [voted("grpo", s, [0.5, 0.5], [0.0, 0.0]) for s in range(2)]
+    boards = dict(tables.leaderboards(report.merge(records)))
+    vpo = {m: rest for m, *rest in boards["code: maj@2"]}["vpo"]
+    assert vpo[0] == [0.5, 0.5] and vpo[1] is None  # per seed; nothing against itself
+    assert vpo[2][0] == pytest.approx(0.0)  # vpo - grpo on maj: 0.75 - 0.5 and 0.25 - 0.5
+    maj_pass = {m: rest for m, *rest in boards["code: maj-pass@2"]}["vpo"]
+    assert maj_pass[2][0] == pytest.approx(0.5)
+    # a file from before maj@k (grpo's here): no maj row for it, and no interval against it
+    records[2:] = [_record("code", "grpo", s, [0.5, 0.5]) for s in range(2)]
+    boards = dict(tables.leaderboards(report.merge(records)))
+    assert [m for m, *_ in boards["code: maj@2"]] == ["vpo"]
+    assert boards["code: maj@2"][0][2:] == (None, None)
+    assert "code: best@2" in boards and "code: maj-pass@2" in boards
+
+
 def test_mutation_table_gives_shares_of_the_children():
     mu = {"children": 40, "invalid": 10, "improved": 2}
     results = {"tasks": {"code": {"vpo": {"evolution": {"mutations": mu}}, "grpo": {}}}}
