@@ -16,8 +16,9 @@ maze's item tiles collected and whether the route arrived, persona's count of ea
   pushed down, even when it is correct.
 - `batch_bonuses`: batch exploration, -(1/G) x the number of the group's other rollouts with the
   same outcome: a penalty for repeating an outcome within the group, no history needed.
-- `exploration_advantages`: GRPO's group z-score plus coef x a bonus (added after the z-score), no
-  bonus in a group whose answers all solve the problem (`explore_solved_groups` turns it on there).
+- `exploration_advantages`: GRPO's group z-score plus coef x a bonus (added after the z-score, or
+  before it: an open choice of the paper), no bonus in a group whose answers all solve the problem
+  (`explore_solved_groups` turns it on there).
 - `OutcomeHistory`: the counts N(x, a) and which problems were solved: run state, saved with
   every checkpoint, and the numbers behind "RL as a sampling process".
 
@@ -63,14 +64,18 @@ def batch_bonuses(outcomes) -> torch.Tensor:
     return torch.tensor(rows, dtype=torch.float64)
 
 
-def exploration_advantages(scores, bonus, coef, std="group", solved=None):
+def exploration_advantages(scores, bonus, coef, std="group", solved=None, at="after"):
     """scores (P, G) and bonus (P, G) -> (P, G): GRPO's advantage of the scores plus coef x bonus.
-    The bonus is added after the z-score, so it keeps its size whatever the group's spread.
-    solved (P, G) bools, if given: a group whose rollouts ALL solved the problem gets no bonus, so
-    exploration never pushes a policy off a problem it has mastered."""
+    at="after" (the paper's objective): the bonus is added after the z-score, so it keeps its size
+    whatever the group's spread. at="before": the bonus joins the scores and the sum is z-scored,
+    so the bonus weighs more in a group whose scores barely differ (a flat group's advantage is the
+    bonus alone, at unit scale). solved (P, G) bools, if given: a group whose rollouts ALL solved
+    the problem gets no bonus, so exploration never pushes a policy off a problem it mastered."""
     bonus = bonus.to(scores.dtype)
     if solved is not None:
         bonus = torch.where(solved.all(dim=1, keepdim=True), torch.zeros_like(bonus), bonus)
+    if at == "before":
+        return grpo_advantages(scores + coef * bonus, std=std)
     return grpo_advantages(scores, std=std) + coef * bonus
 
 
@@ -84,17 +89,13 @@ class OutcomeHistory:
         self.samples = {repr(p): 0 for p in problems}  # problem -> answers drawn so far
         self.solved_at = {}  # problem -> the answer count at which it was first solved
 
-    def record(self, problems, outcomes, solved):
+    def record(self, problems, outcomes, solved, count_current=False):
         """problems: P problems; outcomes: P x G x m outcome strings (None for a missing answer);
         solved: P x G x m bools -> (P, G): N(x, a) of each rollout's FIRST answer's outcome in the
-        earlier steps (what the UCB bonuses read); then this batch's answers are counted too."""
-        earlier = torch.tensor(
-            [
-                [self.counts.get(repr(p), {}).get(rollout[0], 0) for rollout in group]
-                for p, group in zip(problems, outcomes)
-            ],
-            dtype=torch.float64,
-        )
+        earlier steps (what the UCB bonuses read); then this batch's answers are counted too.
+        count_current: return N after counting this batch (so N >= 1, and an outcome drawn twice in
+        this step's group already counts 2)."""
+        earlier = self.first_counts(problems, outcomes)
         for problem, group, group_solved in zip(problems, outcomes, solved):
             key = repr(problem)
             counts = self.counts.setdefault(key, {})
@@ -106,7 +107,17 @@ class OutcomeHistory:
                     self.samples[key] = self.samples.get(key, 0) + 1
                     if ok and key not in self.solved_at:
                         self.solved_at[key] = self.samples[key]
-        return earlier
+        return self.first_counts(problems, outcomes) if count_current else earlier
+
+    def first_counts(self, problems, outcomes):
+        """(P, G): how often each rollout's first answer's outcome was counted on its problem."""
+        return torch.tensor(
+            [
+                [self.counts.get(repr(p), {}).get(rollout[0], 0) for rollout in group]
+                for p, group in zip(problems, outcomes)
+            ],
+            dtype=torch.float64,
+        )
 
     def summary(self):
         """What the sampling process has found so far, over the training set: the share of problems

@@ -96,6 +96,8 @@ DEFAULTS = dict(
     explore_coef=0.2,  # c: the weight of an exploration method's bonus (the paper's 0.2)
     ucb_baseline=0.5,  # b0 of ucb_con: the bonus minus b0 (the paper's 0.5; 1 on easy data)
     explore_solved_groups=False,  # also a bonus where a group's answers all solve (docs/METHOD.md)
+    explore_bonus_at="after",  # "after" GRPO's z-score (the paper's objective) | "before" it
+    explore_count_current=False,  # N(x, a) also counts this step's answers (earlier steps only)
     outcome_reward=False,  # reward 1 if an answer solves its problem, else 0 (docs/METHOD.md)
     # GRPO's own fixes against collapse (grpo.py), for every algorithm, off by default
     scale_rewards="group",  # the std advantages divide by: group | batch (TRL) | none (Dr. GRPO)
@@ -213,7 +215,12 @@ def batch_explore_advantage(rewards, scalar, weights, cfg, outcomes):
 def exploration_advantage(scalar, bonus, cfg, outcomes):
     solved = None if cfg["explore_solved_groups"] else outcomes.solved
     return exploration.exploration_advantages(
-        scalar[:, :, 0], bonus, cfg["explore_coef"], std=cfg["scale_rewards"], solved=solved
+        scalar[:, :, 0],
+        bonus,
+        cfg["explore_coef"],
+        std=cfg["scale_rewards"],
+        solved=solved,
+        at=cfg["explore_bonus_at"],
     )
 
 
@@ -258,6 +265,11 @@ def resolve_config(path=None, overrides=(), base=None):
         DEFAULTS, ADVANTAGES, path, overrides=overrides, base=base, samplers=vpo.WEIGHT_SAMPLERS
     )
     check_outcome_reward(cfg)
+    if cfg["explore_bonus_at"] not in ("after", "before"):
+        raise ConfigError(
+            f"explore_bonus_at must be 'after' or 'before' (the z-score), not "
+            f"'{cfg['explore_bonus_at']}'"
+        )
     return cfg
 
 
@@ -412,7 +424,7 @@ def trained_scalar(run, batch, scalar):
 class Outcomes(NamedTuple):
     first: list  # P x G: each rollout's first answer's outcome (task.outcome)
     solved: torch.Tensor  # (P, G): whether that answer reached the problem's best (task.solved)
-    counts: torch.Tensor  # (P, G): N(x, a) of those outcomes in earlier steps; None without history
+    counts: torch.Tensor  # (P, G): N(x, a) of those outcomes so far; None without history
 
 
 def record_outcomes(run, batch, scalar):
@@ -429,7 +441,9 @@ def record_outcomes(run, batch, scalar):
         solved.append(solved_answers(run, problem, batch["rewards"][i], scalar=scalar[i]).tolist())
     counts = None
     if run.history is not None:
-        counts = run.history.record(batch["problems"], outcomes, solved)
+        counts = run.history.record(
+            batch["problems"], outcomes, solved, count_current=run.cfg["explore_count_current"]
+        )
     first = [[rollout[0] for rollout in group] for group in outcomes]
     first_solved = torch.tensor([[rollout[0] for rollout in group] for group in solved])
     return Outcomes(first, first_solved, counts)

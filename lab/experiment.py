@@ -122,24 +122,31 @@ ABLATIONS += ["maxrl", "rloo", *VARIANTS]
 # outcome-based exploration (exploration.py): the paper's best historical method and batch
 # exploration; lab/exploration.py runs all four beside GRPO and VPO
 ABLATIONS += ["ucb_con", "batch_explore"]
+# The exploration paper's open choices, each UCB-Con with one changed (lab/exploration.py measures
+# them; not board rows): the bonus added before the z-score, and N counting this step's answers.
+OPEN_CHOICES = {
+    "ucb_con_before": ("ucb_con", {"explore_bonus_at": "before"}),
+    "ucb_con_current": ("ucb_con", {"explore_count_current": True}),
+}
 # A historical exploration method counts outcomes per problem, so on a task that draws fresh
 # problems every step it gets a finite training set visited this many times (its one difference).
 HISTORICAL_EPOCHS = 10
 
 
 def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
-    """The train.py config of one run of method `name` (an algorithm or one of VARIANTS)."""
+    """The train.py config of one run of method `name` (an algorithm, one of VARIANTS or of
+    OPEN_CHOICES)."""
     base = train.resolve_config(os.path.join(HERE, "configs", f"{task_name}.yaml"))
     if quick:  # tiny.yaml's sizes over the task's file; a committed base keeps its own model
         model = base["model"] if base["warmstart_from"] else None
         base = train.resolve_config(os.path.join(HERE, "configs", "tiny.yaml"), base=base)
         base["model"] = model or base["model"]
-    algo, variant = VARIANTS.get(name, (name, {}))
+    algo, variant = variant_of(name)
     if name == "grpo_x3":
         variant = {"prompts_per_step": base["prompts_per_step"] * base["answers_per_rollout"]}
     if historical(name) and not {**base, **(overrides or {})}["train_problems"]:
         visits = base["steps"] * base["prompts_per_step"]
-        variant = {"train_problems": max(1, visits // HISTORICAL_EPOCHS)}
+        variant = {**variant, "train_problems": max(1, visits // HISTORICAL_EPOCHS)}
     spec = {
         **(overrides or {}),
         **variant,
@@ -155,16 +162,21 @@ def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
     )
 
 
+def variant_of(name):
+    """(algorithm, its settings) of method `name`: a plain algorithm has none."""
+    return VARIANTS.get(name) or OPEN_CHOICES.get(name) or (name, {})
+
+
 def historical(name):
     """Whether method `name` is a historical exploration method (it needs a finite training set)."""
-    algo = VARIANTS.get(name, (name, {}))[0]
+    algo = variant_of(name)[0]
     return algo in train.ADVANTAGES and train.ADVANTAGES[algo].explores == "historical"
 
 
 def own_keys(methods):
     """{method: the settings in which its runs may differ from the board's GRPO}: its variant's
     keys, grpo_x3's prompts per step, a historical exploration method's finite training set."""
-    own = {a: set(VARIANTS.get(a, (a, {}))[1]) for a in methods + ["grpo"]}
+    own = {a: set(variant_of(a)[1]) for a in methods + ["grpo"]}
     own["grpo_x3"] = {"prompts_per_step"}  # m times the prompts: its one difference
     for a in filter(historical, methods):  # run_config gives it a finite training set
         own[a].add("train_problems")
@@ -775,7 +787,7 @@ def main(argv=None):
         if args.config:
             raise ConfigError("--config trains one run: use python train.py --config ...")
         known(args.tasks, TASKS, "task")
-        known(args.algos, sorted(train.ADVANTAGES) + sorted(VARIANTS), "method")
+        known(args.algos, sorted(train.ADVANTAGES) + sorted(VARIANTS | OPEN_CHOICES), "method")
         if args.report:
             return rewrite_report(args.report, args.out)
         methods = list(args.algos or ALGOS) + (ABLATIONS if args.ablations else [])

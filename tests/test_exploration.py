@@ -64,6 +64,24 @@ def test_the_bonus_is_added_after_the_z_score_and_not_in_solved_groups():
     assert torch.equal(gated[0], got[0]) and torch.equal(gated[1], torch.zeros(4))
 
 
+def test_the_bonus_before_the_z_score_is_z_scored_with_the_scores():
+    scores = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    bonus = torch.tensor(
+        [[1.0, 0.5, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0]], dtype=torch.float64
+    )
+    got = exploration.exploration_advantages(scores, bonus, coef=0.2, at="before")
+    # by hand: [1.2, 0.1, 0.0, 1.0] has mean 0.575 and population variance 1.1275 / 4
+    by_hand = torch.tensor([0.625, -0.475, -0.575, 0.425]) / (1.1275 / 4) ** 0.5
+    assert torch.allclose(got[0], by_hand, atol=1e-5)
+    assert torch.equal(got[1], torch.zeros(4))  # one bonus for all: no signal (after: 0.2 each)
+    # a flat group: the bonus alone, at unit scale whatever c (after: 0.2 x the bonus)
+    unit = torch.tensor([3**0.5, -(3**-0.5), -(3**-0.5), -(3**-0.5)])
+    assert torch.allclose(got[2], unit, atol=1e-4)  # the z-score's eps: 1e-6 / std 0.087
+    solved = torch.tensor([[False] * 4, [True] * 4, [False] * 4])
+    gated = exploration.exploration_advantages(scores, bonus, coef=0.2, solved=solved, at="before")
+    assert torch.equal(gated, got)  # a solved group's bonus is zero before the z-score too
+
+
 # ---- The history and the training set
 
 
@@ -82,6 +100,50 @@ def test_history_reads_earlier_counts_then_counts_the_batch():
     restored = exploration.OutcomeHistory()
     restored.load_state_dict(history.state_dict())
     assert restored.state_dict() == history.state_dict()
+
+
+def test_history_counting_the_current_batch_reads_counts_after_it():
+    history = exploration.OutcomeHistory(["p"])
+    outcomes = [[["a"], ["a"], ["b"]]]
+    unsolved = [[[False], [False], [False]]]
+    assert history.record(["p"], outcomes, unsolved, count_current=True).tolist() == [[2, 2, 1]]
+    assert history.record(["p"], outcomes, unsolved, count_current=True).tolist() == [[4, 4, 2]]
+    assert history.samples == {repr("p"): 6}  # counted once a batch, whichever N is read
+
+
+def test_train_reads_where_the_bonus_goes_and_what_n_counts(tmp_path):
+    cfg = tiny(tmp_path, "algo=ucb_con", "train_problems=4")
+    assert (cfg["explore_bonus_at"], cfg["explore_count_current"]) == ("after", False)
+    with pytest.raises(ConfigError, match="explore_bonus_at must be 'after' or 'before'"):
+        tiny(tmp_path, "algo=ucb_con", "train_problems=4", "explore_bonus_at=sideways")
+    scalar = torch.tensor([[[1.0], [0.0], [0.0], [0.0]]])
+    outcomes = trainer.Outcomes(
+        first=[["a", "b", "b", "b"]],
+        solved=torch.zeros(1, 4, dtype=torch.bool),
+        counts=torch.tensor([[1.0, 4.0, 9.0, 9.0]], dtype=torch.float64),
+    )
+    bonus = exploration.ucb_con_bonuses(outcomes.counts, 0.5)
+    for at in ("after", "before"):
+        cfg = tiny(tmp_path, "algo=ucb_con", "train_problems=4", f"explore_bonus_at={at}")
+        got = trainer.ADVANTAGES["ucb_con"].advantage(None, scalar, None, cfg, outcomes)
+        want = exploration.exploration_advantages(scalar[:, :, 0], bonus, 0.2, at=at)
+        assert torch.equal(got, want)
+    # and record_outcomes asks the history for the counts the setting names
+    for current, want in ((False, [[0, 0, 0, 0]]), (True, [[1, 3, 3, 3]])):
+        cfg = tiny(tmp_path, "algo=ucb_con", "train_problems=4", f"explore_count_current={current}")
+        task = PersonaTask()
+        problem = task.problems("train", 1, random.Random(0))[0]
+        run = trainer.Run(cfg=cfg, task=task, policy=None, opt=None, scorer=None)
+        run.history = exploration.OutcomeHistory([problem])
+        assert problem[0] != problem[1]  # so the two words below are two outcomes
+        letters = [problem[0], problem[1], problem[1], problem[1]]
+        batch = {
+            "problems": [problem],
+            "answers": [[[w] for w in letters]],
+            "rewards": torch.zeros(1, 4, 1, task.dim),
+        }
+        counts = trainer.record_outcomes(run, batch, torch.zeros(1, 4, 1)).counts
+        assert counts.tolist() == want
 
 
 def test_a_finite_set_visits_every_problem_once_per_epoch():

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from lab import exploration
+from lab import experiment, exploration
 
 
 def test_sampling_curve_by_hand():
@@ -56,7 +56,10 @@ def test_quick_run_writes_every_measurement_and_the_report(quick_run):
     assert start["answers_a_call"] == 1 and sets["answers_a_call"] > 1
     report = (out / "exploration.md").read_text()
     assert "RL as a sampling process" in report and "the transfer" in report
-    assert all(f"| {label} |" in report for label, _, _ in exploration.ROWS)
+    measured = [label for label, method, _ in exploration.ROWS if method in exploration.METHODS]
+    assert all(f"| {label} |" in report for label in measured)
+    # the open choices run only when named: no row of theirs in the default run's report
+    assert not any(f"| {name} |" in report for name in exploration.OPEN_CHOICES)
     assert "#### code: VPO - grpo_x3, the same answers per training problem" in report
     assert (out / "exploration.png").stat().st_size > 0
 
@@ -83,3 +86,17 @@ def test_pooled_interval_weighs_every_problem_the_same():
     assert exploration.pooled_interval([[2.0, 2.0], [2.0]]) == (2.0, 2.0, 2.0)
     mean, low, high = exploration.pooled_interval([[1.0, 1.0], [3.0]])
     assert mean == pytest.approx(5 / 3) and 1.0 <= low <= mean <= high <= 3.0
+
+
+def test_the_open_choices_are_ucb_con_with_one_setting_changed(tmp_path):
+    plain = experiment.run_config("code", "ucb_con", 0, str(tmp_path))
+    for name, key, value in (
+        ("ucb_con_before", "explore_bonus_at", "before"),
+        ("ucb_con_current", "explore_count_current", True),
+    ):
+        cfg = experiment.run_config("code", name, 0, str(tmp_path))
+        assert {k for k in cfg if cfg[k] != plain[k]} == {key, "out_dir"} and cfg[key] == value
+        assert cfg["out_dir"].endswith(f"code-{name}-s0") and cfg["algo"] == "ucb_con"
+    # measured beside the seven when named, never a board row
+    assert not set(experiment.OPEN_CHOICES) & set(experiment.ABLATIONS)
+    assert set(experiment.OPEN_CHOICES) == set(exploration.OPEN_CHOICES)

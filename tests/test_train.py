@@ -90,6 +90,22 @@ def test_every_leaderboard_variant_runs_end_to_end(tmp_path, name):
         assert all(1 <= r["sampling_rounds"] <= settings["dynamic_sampling"] for r in lines)
 
 
+@pytest.mark.parametrize("name", ["ucb_con_before", "ucb_con_current"])
+def test_every_open_exploration_choice_runs_end_to_end(tmp_path, name):
+    """experiment.OPEN_CHOICES: UCB-Con with one setting changed, on a finite set of tiny.yaml."""
+    from lab import experiment
+
+    algo, settings = experiment.OPEN_CHOICES[name]
+    changed = [f"{k}={v}" for k, v in settings.items()]
+    out = train(tiny(tmp_path, f"algo={algo}", "train_problems=4", *changed))
+    lines = [
+        json.loads(line)
+        for line in Path(os.path.join(out, "metrics.jsonl")).read_text().splitlines()
+        if '"train"' in line
+    ]
+    assert [r["step"] for r in lines] == [1, 2, 3, 4] and all(r["loss"] == r["loss"] for r in lines)
+
+
 def test_code_task_runs(tmp_path):
     out = train(tiny(tmp_path, "task=code", "algo=vpo"))
     lines = [
