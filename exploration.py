@@ -21,16 +21,23 @@ maze's item tiles collected and whether the route arrived, persona's count of ea
   (`explore_solved_groups` turns it on there).
 - `OutcomeHistory`: the counts N(x, a) and which problems were solved: run state, saved with
   every checkpoint, and the numbers behind "RL as a sampling process".
+- `ScreenedTrainingSet`: a finite training set in which a chosen share of the problems are ones
+  the starting policy solves at least once in a few samples (`train_screen_answers`): under the
+  outcome reward alone a problem never solved gives no signal, and a set of mostly such problems
+  teaches nothing; the rest stay unsolved by the start, where the transfer shows.
 
 Deliberately left out: the paper's analysis of outcome-based bandits, bonuses on reasoning text
 (the outcome is all a bonus sees), any count shared across problems.
 """
 
+import dataclasses
 import math
 
 import torch
 
 from grpo import grpo_advantages
+from rollouts import sample_rollouts
+from tasks import TrainingSet
 
 
 def ucb_bonuses(counts: torch.Tensor) -> torch.Tensor:
@@ -143,3 +150,71 @@ class OutcomeHistory:
 
 def mean(values):
     return sum(values) / len(values) if values else math.nan
+
+
+# ---- A training set screened by the starting policy ----
+
+SCREEN_BATCH = 64  # candidates drawn (and sampled) at a time
+SCREEN_LIMIT = 50  # candidates drawn at most, as a multiple of the set's size
+
+
+def candidates(task, rng, count):
+    """The first `count` candidate training problems drawn from rng, SCREEN_BATCH at a time (the
+    draws ScreenedTrainingSet makes, so its positions name the same problems again)."""
+    out = []
+    while len(out) < count:
+        out += task.problems("train", SCREEN_BATCH, rng)
+    return out[:count]
+
+
+def solved_within(policy, task, answers):
+    """-> a function: problems -> one bool per problem, whether any of `answers` single answers of
+    the policy (sampled as written) solves it (task.solved)."""
+    single = dataclasses.replace(policy, answers_per_rollout=1)
+
+    def check(problems):
+        batch = sample_rollouts(single, task, problems, G=answers, as_written=True)
+        rewards = batch["rewards"][:, :, 0]  # (P, answers, D)
+        return [
+            any(task.solved(p, r.numpy()) for r in rewards[i] if r.sum() > 0)
+            for i, p in enumerate(problems)
+        ]
+
+    return check
+
+
+class ScreenedTrainingSet(TrainingSet):
+    """A finite training set of `size` problems: round(size x solvable_share) of them ones that
+    `solved` (a function: problems -> bools, e.g. solved_within's) says the start solves, the rest
+    ones it does not, taken in the order candidates are drawn (repeats skipped). Visited in epochs
+    like TrainingSet; its state also names each problem's place among the candidates, so the set
+    can be drawn again without the policy (`candidates`)."""
+
+    def __init__(self, task, size, rng, solved, solvable_share):
+        wanted = {True: round(size * solvable_share)}
+        wanted[False] = size - wanted[True]
+        chosen = {True: [], False: []}  # (position among the candidates, problem)
+        seen, drawn = set(), 0
+        while any(len(chosen[k]) < wanted[k] for k in chosen):
+            if drawn >= SCREEN_LIMIT * size:
+                raise ValueError(
+                    f"{drawn} candidate problems gave {len(chosen[True])} the start solves and "
+                    f"{len(chosen[False])} it does not, of {wanted[True]} and {wanted[False]} "
+                    "wanted: lower train_solvable_share or raise train_screen_answers"
+                )
+            batch = task.problems("train", SCREEN_BATCH, rng)
+            for i, (problem, ok) in enumerate(zip(batch, solved(batch))):
+                if repr(problem) not in seen and len(chosen[ok]) < wanted[ok]:
+                    seen.add(repr(problem))
+                    chosen[ok].append((drawn + i, problem))
+            drawn += len(batch)
+        picked = sorted(chosen[True] + chosen[False])
+        self.positions = [i for i, _ in picked]
+        self.solvable = [i for i, _ in chosen[True]]
+        self.problems = [problem for _, problem in picked]
+        self.rng = rng
+        self.order = []
+        self.epoch = 0
+
+    def state_dict(self):
+        return {**super().state_dict(), "positions": self.positions, "solvable": self.solvable}

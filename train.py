@@ -93,6 +93,8 @@ DEFAULTS = dict(
     max_k=4,  # k of the max_at_k baseline (best of k samples)
     # outcome-based exploration (exploration.py) and the finite training set it needs
     train_problems=0,  # N > 0: N problems drawn once, visited in epochs; 0: fresh ones every step
+    train_screen_answers=0,  # K > 0: the set mixes problems the start solves in K answers and not
+    train_solvable_share=0.5,  # with K > 0: the share of the set the start solves (the rest not)
     explore_coef=0.2,  # c: the weight of an exploration method's bonus (the paper's 0.2)
     ucb_baseline=0.5,  # b0 of ucb_con: the bonus minus b0 (the paper's 0.5; 1 on easy data)
     explore_solved_groups=False,  # also a bonus where a group's answers all solve (docs/METHOD.md)
@@ -265,6 +267,12 @@ def resolve_config(path=None, overrides=(), base=None):
         DEFAULTS, ADVANTAGES, path, overrides=overrides, base=base, samplers=vpo.WEIGHT_SAMPLERS
     )
     check_outcome_reward(cfg)
+    if cfg["train_screen_answers"] < 0:
+        raise ConfigError("train_screen_answers must be >= 0 (0: no screening)")
+    if cfg["train_screen_answers"] and not cfg["train_problems"]:
+        raise ConfigError("train_screen_answers screens a finite training set: set train_problems")
+    if not 0 <= cfg["train_solvable_share"] <= 1:
+        raise ConfigError("train_solvable_share must be in [0, 1]")
     if cfg["explore_bonus_at"] not in ("after", "before"):
         raise ConfigError(
             f"explore_bonus_at must be 'after' or 'before' (the z-score), not "
@@ -640,8 +648,16 @@ def make_run(cfg, task, policy, rank=0, world=1):
     rng = random.Random(cfg["seed"])
     train_set = None  # fresh problems every step
     history = None
-    if cfg["train_problems"]:
+    if cfg["train_problems"] and cfg["train_screen_answers"]:
+        # the warm start as it stands here (a resumed run's weights load later): the same set again
+        screen = policy.seeded(cfg["seed"])
+        solved = exploration.solved_within(screen, task, cfg["train_screen_answers"])
+        train_set = exploration.ScreenedTrainingSet(
+            task, cfg["train_problems"], rng, solved, cfg["train_solvable_share"]
+        )
+    elif cfg["train_problems"]:
         train_set = TrainingSet(task, cfg["train_problems"], rng)
+    if train_set:
         history = exploration.OutcomeHistory(train_set.problems)
     return Run(
         cfg,

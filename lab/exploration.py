@@ -50,6 +50,7 @@ import torch
 
 from config import ConfigError, make_task
 from evaluate import load_policy
+from exploration import candidates
 from lab import experiment, report, tables
 from lab.workers import _worker_init
 from metrics import paired_bootstrap_interval
@@ -131,9 +132,16 @@ def sample_answers(path, task, problems, answers_per_problem, seed, m=None):
 
 
 def training_problems(cfg):
-    """The run's finite training set, drawn exactly as train.make_run draws it."""
+    """The run's finite training set, drawn exactly as train.make_run draws it; a screened one
+    (train_screen_answers) from the places its final checkpoint names among the candidates."""
     task = make_task(cfg["task"], **cfg["task_options"])
-    return task, TrainingSet(task, cfg["train_problems"], random.Random(cfg["seed"])).problems
+    rng = random.Random(cfg["seed"])
+    if not cfg["train_screen_answers"]:
+        return task, TrainingSet(task, cfg["train_problems"], rng).problems
+    final = os.path.join(cfg["out_dir"], "final.pt")
+    positions = torch.load(final, map_location="cpu", weights_only=True)["train_set"]["positions"]
+    drawn = candidates(task, rng, max(positions) + 1)
+    return task, [drawn[i] for i in positions]
 
 
 def sampling_curve(per_problem, counts):
@@ -246,7 +254,8 @@ def run_measurements(
             runs_samples = sorted({answers_drawn_per_problem(c) for c in configs.values()})
             path = measurement_path(out_dir, task, "start", seed)
             if not measured(out_dir, against, task, "start", seed):
-                cfg = configs["grpo"]
+                # a screened set is read from a run trained here (each method's is the same)
+                cfg = configs["grpo" if "grpo" in methods or against else methods[0]]
                 jobs.append((path, start_job, (start_path(cfg), cfg, runs_samples)))
             path = measurement_path(out_dir, task, "start_sets", seed)
             if "vpo" in methods and not measured(out_dir, against, task, "start_sets", seed):
@@ -710,6 +719,11 @@ def main(argv=None):
             return write_report(args.report, args.tasks, args.seeds, args.against)
         out_dir = args.out or ("out/exploration_quick" if args.quick else "out/exploration")
         extra = experiment.checked_overrides(args.set, args.tasks, args.methods)
+        if args.against and extra.get("train_screen_answers"):
+            raise ConfigError(
+                "a screened training set is not --against's: its starting point and runs were "
+                "measured on other problems (drop --against)"
+            )
         workers = args.workers or 2
         for task in [] if args.measure_only else args.tasks:  # each task its own sizes
             experiment.run_headline(

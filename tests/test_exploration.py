@@ -256,6 +256,46 @@ def test_train_problems_zero_draws_fresh_problems_as_before(tmp_path):
     assert run.rng.getstate() == random.Random(cfg["seed"]).getstate()
 
 
+def test_a_screened_set_mixes_solvable_and_unsolved_and_can_be_drawn_again():
+    task = CodeTask()
+
+    def solved(problems):  # a stand-in for the start's samples: a fixed rule on the problem
+        return [sum(p) % 3 == 0 for p in problems]
+
+    screened = exploration.ScreenedTrainingSet(task, 10, random.Random(5), solved, 0.3)
+    flags = solved(screened.problems)
+    assert len(screened.problems) == 10 and sum(flags) == 3  # round(10 x 0.3) the start solves
+    assert len({repr(p) for p in screened.problems}) == 10
+    drawn = exploration.candidates(task, random.Random(5), max(screened.positions) + 1)
+    assert [drawn[i] for i in screened.positions] == screened.problems
+    # the first candidates in draw order: each part takes them as they come
+    unsolved = [p for p in drawn if not solved([p])[0]]
+    assert [p for p in screened.problems if not solved([p])[0]] == unsolved[:7]
+    assert sorted(screened.next(10), key=repr) == sorted(screened.problems, key=repr)  # an epoch
+    assert screened.state_dict()["positions"] == screened.positions
+    with pytest.raises(ValueError, match="lower train_solvable_share or raise"):
+        exploration.ScreenedTrainingSet(
+            task, 4, random.Random(0), lambda ps: [False] * len(ps), 0.5
+        )
+
+
+def test_train_screens_its_set_with_the_start_and_draws_it_again_on_resume(tmp_path):
+    with pytest.raises(ConfigError, match="screens a finite training set"):
+        tiny(tmp_path, "algo=grpo", "train_problems=0", "train_screen_answers=2")
+    with pytest.raises(ConfigError, match=r"train_solvable_share must be in \[0, 1\]"):
+        tiny(tmp_path, "algo=ucb_con", "train_problems=4", "train_solvable_share=1.5")
+    settings = ["algo=ucb_con", "train_problems=4", "train_screen_answers=2"]
+    cfg = tiny(tmp_path, *settings, "train_solvable_share=0")
+    task = trainer.make_task(cfg["task"], **cfg["task_options"])
+    policy = _policy(cfg)  # untrained: it solves nothing, so every problem is an unsolved one
+    runs = [trainer.make_run(cfg, task, policy) for _ in range(2)]
+    assert isinstance(runs[0].train_set, exploration.ScreenedTrainingSet)
+    assert runs[0].train_set.problems == runs[1].train_set.problems  # a resume draws it again
+    assert list(runs[0].history.counts) == [repr(p) for p in runs[0].train_set.problems]
+    with pytest.raises(ValueError, match="lower train_solvable_share"):
+        trainer.make_run(tiny(tmp_path, *settings, "train_solvable_share=1"), task, policy)
+
+
 def _policy(cfg):
     from model import Tokenizer, build_model
     from policy import Policy

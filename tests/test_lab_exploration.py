@@ -3,8 +3,11 @@ a --quick run (the code task: a tiny warm start, four steps per method)."""
 
 import json
 import math
+import os
+import random
 
 import pytest
+import torch
 
 from lab import experiment, exploration
 
@@ -100,3 +103,18 @@ def test_the_open_choices_are_ucb_con_with_one_setting_changed(tmp_path):
     # measured beside the seven when named, never a board row
     assert not set(experiment.OPEN_CHOICES) & set(experiment.ABLATIONS)
     assert set(experiment.OPEN_CHOICES) == set(exploration.OPEN_CHOICES)
+
+
+def test_a_screened_sets_problems_are_read_from_the_runs_checkpoint(tmp_path, capsys):
+    settings = {"train_problems": 3, "train_screen_answers": 2}
+    cfg = experiment.run_config("code", "grpo", 0, str(tmp_path), overrides=settings)
+    os.makedirs(cfg["out_dir"])
+    torch.save({"train_set": {"positions": [4, 1, 70]}}, os.path.join(cfg["out_dir"], "final.pt"))
+    task, problems = exploration.training_problems(cfg)
+    drawn = exploration.candidates(task, random.Random(0), 71)
+    assert problems == [drawn[4], drawn[1], drawn[70]]
+    # its starting point and runs are measured on its own problems: nothing is lent
+    argv = ["--quick", "--tasks", "code", "--against", str(tmp_path), "--out", str(tmp_path / "x")]
+    with pytest.raises(SystemExit):
+        exploration.main([*argv, "--set", "train_problems=4", "train_screen_answers=2"])
+    assert "a screened training set is not --against's" in capsys.readouterr().err
