@@ -9,6 +9,9 @@ it? The measurements of Song, Kempe and Munos ("Outcome-based Exploration for LL
     python lab/exploration.py --methods ucb_con batch_explore --set explore_coef=1.0 --out DIR \
         --against docs/figures/exploration      # a new arm beside another folder's finished runs
     python lab/exploration.py --report out/exploration   # tables and figure from stored files
+    python lab/exploration.py --methods ucb_con_before ucb_con_current --against DIR   # open choices
+    python lab/exploration.py --tasks code --methods grpo ucb_con batch_explore --set \
+        outcome_reward=true format_coef=0 train_screen_answers=8   # a set the start half solves
 
 For each task and seed: one finite training set (SIZES: drawn once, visited for ten epochs), one
 starting point (the code task's warm start, the maze's committed base), and from it GRPO, the four
