@@ -653,7 +653,11 @@ def make_run(cfg, task, policy, rank=0, world=1):
         screen = policy.seeded(cfg["seed"])
         solved = exploration.solved_within(screen, task, cfg["train_screen_answers"])
         train_set = exploration.ScreenedTrainingSet(
-            task, cfg["train_problems"], rng, solved, cfg["train_solvable_share"]
+            task,
+            cfg["train_problems"],
+            rng,
+            solved=solved,
+            solvable_share=cfg["train_solvable_share"],
         )
     elif cfg["train_problems"]:
         train_set = TrainingSet(task, cfg["train_problems"], rng)

@@ -9,7 +9,7 @@ it? The measurements of Song, Kempe and Munos ("Outcome-based Exploration for LL
     python lab/exploration.py --methods ucb_con batch_explore --set explore_coef=1.0 --out DIR \
         --against docs/figures/exploration      # a new arm beside another folder's finished runs
     python lab/exploration.py --report out/exploration   # tables and figure from stored files
-    python lab/exploration.py --methods ucb_con_before ucb_con_current --against DIR   # open choices
+    python lab/exploration.py --methods ucb_con_before ucb_con_current --against DIR  # open choices
     python lab/exploration.py --tasks code --methods grpo ucb_con batch_explore --set \
         outcome_reward=true format_coef=0 train_screen_answers=8   # a set the start half solves
 
@@ -688,7 +688,7 @@ def write_report(out_dir, tasks, seeds, against=None):
     print(f"wrote {out_dir}/exploration.md, {out_dir}/exploration.png")
 
 
-def main(argv=None):
+def parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="smoke-test sizes (numbers meaningless)")
     p.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
@@ -716,7 +716,11 @@ def main(argv=None):
     p.add_argument(
         "--set", nargs="*", default=[], metavar="KEY=VALUE", help="train.py settings for every run"
     )
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
     try:
         if args.report:
             return write_report(args.report, args.tasks, args.seeds, args.against)

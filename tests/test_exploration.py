@@ -262,7 +262,9 @@ def test_a_screened_set_mixes_solvable_and_unsolved_and_can_be_drawn_again():
     def solved(problems):  # a stand-in for the start's samples: a fixed rule on the problem
         return [sum(p) % 3 == 0 for p in problems]
 
-    screened = exploration.ScreenedTrainingSet(task, 10, random.Random(5), solved, 0.3)
+    screened = exploration.ScreenedTrainingSet(
+        task, 10, random.Random(5), solved=solved, solvable_share=0.3
+    )
     flags = solved(screened.problems)
     assert len(screened.problems) == 10 and sum(flags) == 3  # round(10 x 0.3) the start solves
     assert len({repr(p) for p in screened.problems}) == 10
