@@ -156,6 +156,9 @@ def mean(values):
 
 SCREEN_BATCH = 64  # candidates drawn (and sampled) at a time
 SCREEN_LIMIT = 50  # candidates drawn at most, as a multiple of the set's size
+# the screen's own random stream (seed + this): the answers that chose the set are never the ones
+# a measurement of the start draws with the run's seed
+SCREEN_SEED = 1_000_003
 
 
 def candidates(task, rng, count):

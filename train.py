@@ -650,7 +650,7 @@ def make_run(cfg, task, policy, rank=0, world=1):
     history = None
     if cfg["train_problems"] and cfg["train_screen_answers"]:
         # the warm start as it stands here (a resumed run's weights load later): the same set again
-        screen = policy.seeded(cfg["seed"])
+        screen = policy.seeded(cfg["seed"] + exploration.SCREEN_SEED)
         solved = exploration.solved_within(screen, task, cfg["train_screen_answers"])
         train_set = exploration.ScreenedTrainingSet(
             task,
