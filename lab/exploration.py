@@ -534,13 +534,8 @@ def compute_matched_table(found, task, seeds):
     vpo = measured_pairs(found, task, "vpo", seeds)
     if not x3 or len(vpo) != len(x3):
         return []
-    cells = []
-    for name in ("solved", "distinct"):
-        a = np.array([run[name] for run, _ in vpo], float)
-        b = np.array([run[name] for run, _ in x3], float)
-        cells.append(report.fmt_interval(paired_bootstrap_interval(a, b)))
-    for start in STARTS:
-        cells.append(against_grpo_unsolved(measured_pairs(found, task, "vpo", seeds, start), x3))
+    cells = versus_cells(vpo, x3)
+    cells.append(against_grpo_unsolved(measured_pairs(found, task, "vpo", seeds, "start_sets"), x3))
     return [
         f"#### {task}: VPO - grpo_x3, the same answers per training problem [95%]",
         "",
@@ -548,6 +543,47 @@ def compute_matched_table(found, task, seeds):
         "solved | the same, VPO from the start asked for sets |",
         "|---|---|---|---|",
         f"| {' | '.join(cells)} |",
+        "",
+    ]
+
+
+def versus_cells(rows, base_rows):
+    """Two methods' (run, start) pairs, a pair per seed of each -> the first minus the second, each
+    with its 95% interval paired over seeds and training problems: problems solved at least once,
+    distinct outcomes a problem, and the change of distinct outcomes on the problems neither
+    solved."""
+    cells = []
+    for name in ("solved", "distinct"):
+        a = np.array([run[name] for run, _ in rows], float)
+        b = np.array([run[name] for run, _ in base_rows], float)
+        cells.append(report.fmt_interval(paired_bootstrap_interval(a, b)))
+    return cells + [against_grpo_unsolved(rows, base_rows)]
+
+
+def open_choices_table(found, task, seeds, results=None):
+    """Each of the paper's open choices (OPEN_CHOICES) minus UCB-Con as the paper writes it, paired
+    over seeds and problems: in training (versus_cells) and held out (best@30, pass@30)."""
+    base = measured_pairs(found, task, "ucb_con", seeds)
+    rows = []
+    for choice in OPEN_CHOICES:
+        pairs = measured_pairs(found, task, choice, seeds)
+        if not base or len(pairs) != len(base):
+            continue
+        cells = versus_cells(pairs, base)
+        for key in ("best", "pass"):
+            interval = report.paired(results, task, choice, "ucb_con", key) if results else None
+            cells.append(report.fmt_interval(interval) if interval else "-")
+        rows.append(f"| {choice} | {' | '.join(cells)} |")
+    if not rows:
+        return []
+    return [
+        f"#### {task}: the open choices - UCB-Con (the bonus after the z-score, N of earlier steps)"
+        " [95%]",
+        "",
+        "| choice | solved at least once | distinct outcomes a problem | change on the problems "
+        "neither solved | held out best@30 | held out pass@30 |",
+        "|---|---|---|---|---|---|",
+        *rows,
         "",
     ]
 
@@ -664,17 +700,18 @@ def write_report(out_dir, tasks, seeds, against=None):
     if against:
         lent = sorted({m for _, m in borrowed})
         lines += [f"Rows marked ({against}'s) are that folder's runs: {', '.join(lent)}.", ""]
-    for task in tasks:
-        lines += sampling_table(found, task, seeds, borrowed, against)
-        lines += transfer_table(found, task, seeds, borrowed, against)
-        lines += compute_matched_table(found, task, seeds)
     records = report.load_records([out_dir])
     own = {(r["task"], r["method"]) for r in records}
     lent = [r for r in report.load_records([against] if against else []) if r["task"] in tasks]
     lent = [r for r in lent if (r["task"], r["method"]) not in own]
     records = [r for r in records + lent if r["task"] in tasks]
+    results = report.merge(records, experiment.TASKS) if records else None
+    for task in tasks:
+        lines += sampling_table(found, task, seeds, borrowed, against)
+        lines += transfer_table(found, task, seeds, borrowed, against)
+        lines += compute_matched_table(found, task, seeds)
+        lines += open_choices_table(found, task, seeds, results)
     if records:
-        results = report.merge(records, experiment.TASKS)
         lent_methods = {(r["task"], r["method"]) for r in lent}
         for task in tasks:
             lines += heldout_table(results, task, lent_methods, against)

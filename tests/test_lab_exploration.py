@@ -118,3 +118,27 @@ def test_a_screened_sets_problems_are_read_from_the_runs_checkpoint(tmp_path, ca
     with pytest.raises(SystemExit):
         exploration.main([*argv, "--set", "train_problems=4", "train_screen_answers=2"])
     assert "a screened training set is not --against's" in capsys.readouterr().err
+
+
+def test_the_open_choices_table_is_each_choice_minus_ucb_con_by_hand():
+    def measured(solved, distinct, end):
+        return {
+            "problems": ["p", "q", "r"],
+            "solved": solved,
+            "distinct": distinct,
+            "transfer": {"distinct": end},
+        }
+
+    found = {}
+    for seed in (0, 1):
+        found["code", "start", seed] = {"transfer": {"distinct": [4, 4, 4]}}
+        found["code", "ucb_con", seed] = measured([1, 0, 0], [3, 3, 3], [2, 3, 3])
+        found["code", "ucb_con_before", seed] = measured([1, 0, 1], [5, 5, 5], [2, 6, 5])
+    lines = exploration.open_choices_table(found, "code", [0, 1])
+    row = lines[-2].split(" | ")
+    assert row[0] == "| ucb_con_before" and len(lines) == 6  # ucb_con_current not measured: no row
+    assert row[1].startswith("+0.333") and row[2] == "+2.000 [+2.000, +2.000]"
+    # the transfer on q, the one problem neither solved: (6 - 4) - (3 - 4)
+    assert row[3] == "+3.000 [+3.000, +3.000]"
+    assert row[4] == "-" and row[5] == "- |"  # no result files given: no held-out cells
+    assert exploration.open_choices_table({}, "code", [0, 1]) == []
