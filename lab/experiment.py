@@ -746,10 +746,11 @@ def rewrite_report(dirs, out):
     print("wrote " + ", ".join(paths))
 
 
-def checked_overrides(items, tasks, methods=()):
+def checked_overrides(items, tasks, methods=(), per_task=None):
     """--set items -> {key: value}: each alone as config.py checks it (its key, type and range)
     against the config every task trains with, then all together under each of `methods`, as
-    run_config builds its run (a setting may go with some algorithms only: outcome_reward)."""
+    run_config builds its run (a setting may go with some algorithms only: outcome_reward), over
+    per_task[task]: what a lab script sets on every run of a task (lab/exploration's sizes)."""
     overrides = {}
     for item in items:
         key, value = (part.strip() for part in item.split("=", 1)) if "=" in item else (item, "")
@@ -773,7 +774,8 @@ def checked_overrides(items, tasks, methods=()):
     for task_name in tasks:
         for name in methods:
             try:
-                run_config(task_name, name, 0, "out/checked", overrides=overrides)
+                own = {**(per_task or {}).get(task_name, {}), **overrides}
+                run_config(task_name, name, 0, "out/checked", overrides=own)
             except ConfigError as e:
                 raise ConfigError(
                     f"--set {' '.join(items)} on task {task_name} for {name}: {e}"

@@ -762,7 +762,8 @@ def main(argv=None):
         if args.report:
             return write_report(args.report, args.tasks, args.seeds, args.against)
         out_dir = args.out or ("out/exploration_quick" if args.quick else "out/exploration")
-        extra = experiment.checked_overrides(args.set, args.tasks, args.methods)
+        sizes = {task: overrides(task, args.quick) for task in args.tasks}
+        extra = experiment.checked_overrides(args.set, args.tasks, args.methods, per_task=sizes)
         if args.against and extra.get("train_screen_answers"):
             raise ConfigError(
                 "a screened training set is not --against's: its starting point and runs were "

@@ -9,6 +9,7 @@ import random
 import pytest
 import torch
 
+from config import ConfigError
 from lab import experiment, exploration
 
 
@@ -142,3 +143,13 @@ def test_the_open_choices_table_is_each_choice_minus_ucb_con_by_hand():
     assert row[3] == "+3.000 [+3.000, +3.000]"
     assert row[4] == "-" and row[5] == "- |"  # no result files given: no held-out cells
     assert exploration.open_choices_table({}, "code", [0, 1]) == []
+
+
+def test_settings_are_checked_over_the_sizes_this_lab_gives_every_run():
+    """train_screen_answers needs a finite set: lab/exploration's sizes give one, --set need not."""
+    items = ["outcome_reward=true", "format_coef=0", "train_screen_answers=8"]
+    with pytest.raises(ConfigError, match="screens a finite training set"):
+        experiment.checked_overrides(items, ["code"], ["grpo"])
+    sizes = {"code": exploration.overrides("code", quick=False)}
+    got = experiment.checked_overrides(items, ["code"], ["grpo", "ucb_con"], per_task=sizes)
+    assert got == {"outcome_reward": True, "format_coef": 0, "train_screen_answers": 8}
