@@ -661,7 +661,7 @@ def make_run(cfg, task, policy, rank=0, world=1):
         )
     elif cfg["train_problems"]:
         train_set = TrainingSet(task, cfg["train_problems"], rng)
-    if train_set:
+    if train_set is not None:
         history = exploration.OutcomeHistory(train_set.problems)
     return Run(
         cfg,
