@@ -161,13 +161,30 @@ SCREEN_LIMIT = 50  # candidates drawn at most, as a multiple of the set's size
 SCREEN_SEED = 1_000_003
 
 
+def candidate_batches(task, rng):
+    """Candidate training problems drawn from rng, SCREEN_BATCH at a time, without end: the one
+    sequence ScreenedTrainingSet screens and `candidates` draws again."""
+    while True:
+        yield task.problems("train", SCREEN_BATCH, rng)
+
+
 def candidates(task, rng, count):
-    """The first `count` candidate training problems drawn from rng, SCREEN_BATCH at a time (the
-    draws ScreenedTrainingSet makes, so its positions name the same problems again)."""
+    """The first `count` candidates of candidate_batches (so a screened set's positions name the
+    same problems again)."""
     out = []
-    while len(out) < count:
-        out += task.problems("train", SCREEN_BATCH, rng)
-    return out[:count]
+    for batch in candidate_batches(task, rng):
+        out += batch
+        if len(out) >= count:
+            return out[:count]
+
+
+def solves(task, problem, rewards):
+    """rewards (..., D) of answers to one problem -> (...) bools, task.solved of each; a zero
+    vector (unparsed, repeated) never solves, so task.solved (which can be costly) is not asked."""
+    solved = torch.zeros(rewards.shape[:-1], dtype=torch.bool)
+    for index in (rewards.sum(-1) > 0).nonzero().tolist():
+        solved[tuple(index)] = bool(task.solved(problem, rewards[tuple(index)].numpy()))
+    return solved
 
 
 def solved_within(policy, task, answers):
@@ -178,10 +195,7 @@ def solved_within(policy, task, answers):
     def check(problems):
         batch = sample_rollouts(single, task, problems, G=answers, as_written=True)
         rewards = batch["rewards"][:, :, 0]  # (P, answers, D)
-        return [
-            any(task.solved(p, r.numpy()) for r in rewards[i] if r.sum() > 0)
-            for i, p in enumerate(problems)
-        ]
+        return [bool(solves(task, p, rewards[i]).any()) for i, p in enumerate(problems)]
 
     return check
 
@@ -198,6 +212,7 @@ class ScreenedTrainingSet(TrainingSet):
         wanted[False] = size - wanted[True]
         chosen = {True: [], False: []}  # (position among the candidates, problem)
         seen, drawn = set(), 0
+        batches = candidate_batches(task, rng)
         while any(len(chosen[k]) < wanted[k] for k in chosen):
             if drawn >= SCREEN_LIMIT * size:
                 raise ValueError(
@@ -205,7 +220,7 @@ class ScreenedTrainingSet(TrainingSet):
                     f"{len(chosen[False])} it does not, of {wanted[True]} and {wanted[False]} "
                     "wanted: lower train_solvable_share or raise train_screen_answers"
                 )
-            batch = task.problems("train", SCREEN_BATCH, rng)
+            batch = next(batches)
             for i, (problem, ok) in enumerate(zip(batch, solved(batch))):
                 if repr(problem) not in seen and len(chosen[ok]) < wanted[ok]:
                     seen.add(repr(problem))
@@ -213,11 +228,10 @@ class ScreenedTrainingSet(TrainingSet):
             drawn += len(batch)
         picked = sorted(chosen[True] + chosen[False])
         self.positions = [i for i, _ in picked]
-        self.solvable = [i for i, _ in chosen[True]]
         self.problems = [problem for _, problem in picked]
         self.rng = rng
         self.order = []
         self.epoch = 0
 
     def state_dict(self):
-        return {**super().state_dict(), "positions": self.positions, "solvable": self.solvable}
+        return {**super().state_dict(), "positions": self.positions}

@@ -421,12 +421,9 @@ def trained_scalar(run, batch, scalar):
     (task.solved) and 0 elsewhere, so a group that never solves gives no advantage at all."""
     if not run.cfg["outcome_reward"]:
         return scalar
-    rewards = batch["rewards"]  # (P, G, m, D); a zero vector (unparsed, repeated) never solves
-    solved = torch.zeros(scalar.shape)
-    for i, problem in enumerate(batch["problems"]):
-        for g, j in (rewards[i].sum(-1) > 0).nonzero().tolist():
-            solved[i, g, j] = float(run.task.solved(problem, rewards[i, g, j].numpy()))
-    return solved
+    rewards = batch["rewards"]  # (P, G, m, D)
+    solved = [exploration.solves(run.task, p, rewards[i]) for i, p in enumerate(batch["problems"])]
+    return torch.stack(solved).float()  # (P, G, m)
 
 
 class Outcomes(NamedTuple):
