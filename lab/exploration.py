@@ -63,7 +63,7 @@ from tasks import TrainingSet
 METHODS = ["grpo", "ucb", "ucb_mean", "ucb_con", "batch_explore", "vpo", "grpo_x3"]
 # the paper's open choices (lab/experiment.py's VARIANTS), run only when named with --methods;
 # the tables show every method measured, these after the seven
-OPEN_CHOICES = ["ucb_con_before", "ucb_con_current"]
+OPEN_CHOICES = list(experiment.OPEN_CHOICES)
 SHOWN = METHODS + OPEN_CHOICES
 TASKS = ["code", "maze"]
 # RL steps and the finite training set's size per task: ten epochs of prompts_per_step problems a
