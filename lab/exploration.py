@@ -31,7 +31,8 @@ Solved: the code task passes every hidden test; the maze reaches its exact optim
 Writes, beside experiment.py's runs/ and results/: exploration/*.json (one per task and seed for
 the starting point, one per run), exploration.md and exploration.png. Finished files are reused;
 with --against DIR, so are DIR's for every method not trained here and for the starting point (the
-same training sets and starting points), and the tables show those methods marked as DIR's.
+same training sets and starting points: a run and a start of different problems are refused), and
+the tables show those methods marked as DIR's.
 Deliberately left out: the search (evo_problems=0), the paper's pass@k over training steps.
 """
 
@@ -349,9 +350,21 @@ def nan_mean(values):
 
 
 def measured_pairs(found, task, method, seeds, start="start"):
-    """[(the run's measurement, its start's)] of the seeds that have both."""
-    rows = [(found.get((task, method, s)), found.get((task, start, s))) for s in seeds]
-    return [(run, start) for run, start in rows if run and start]
+    """[(the run's measurement, its start's)] of the seeds that have both. Both must be of the same
+    training problems: a run paired with a start of another set (a screened set lent by --against
+    from another screen) is refused, not compared."""
+    rows = [(found.get((task, method, s)), found.get((task, start, s)), s) for s in seeds]
+    pairs = []
+    for run, begin, seed in rows:
+        if not (run and begin):
+            continue
+        if run["problems"] != begin["problems"]:
+            raise ConfigError(
+                f"{task} {method} seed {seed}: its run and its starting point ({start}) were "
+                "measured on different training problems (another training set or screen)"
+            )
+        pairs.append((run, begin))
+    return pairs
 
 
 def interval_cell(a, b):
@@ -764,11 +777,6 @@ def main(argv=None):
         out_dir = args.out or ("out/exploration_quick" if args.quick else "out/exploration")
         sizes = {task: overrides(task, args.quick) for task in args.tasks}
         extra = experiment.checked_overrides(args.set, args.tasks, args.methods, per_task=sizes)
-        if args.against and extra.get("train_screen_answers"):
-            raise ConfigError(
-                "a screened training set is not --against's: its starting point and runs were "
-                "measured on other problems (drop --against)"
-            )
         workers = args.workers or 2
         for task in [] if args.measure_only else args.tasks:  # each task its own sizes
             experiment.run_headline(

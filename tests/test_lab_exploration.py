@@ -106,7 +106,7 @@ def test_the_open_choices_are_ucb_con_with_one_setting_changed(tmp_path):
     assert set(experiment.OPEN_CHOICES) == set(exploration.OPEN_CHOICES)
 
 
-def test_a_screened_sets_problems_are_read_from_the_runs_checkpoint(tmp_path, capsys):
+def test_a_screened_sets_problems_are_read_from_the_runs_checkpoint(tmp_path):
     settings = {"train_problems": 3, "train_screen_answers": 2}
     cfg = experiment.run_config("code", "grpo", 0, str(tmp_path), overrides=settings)
     os.makedirs(cfg["out_dir"])
@@ -114,11 +114,19 @@ def test_a_screened_sets_problems_are_read_from_the_runs_checkpoint(tmp_path, ca
     task, problems = exploration.training_problems(cfg)
     drawn = exploration.candidates(task, random.Random(0), 71)
     assert problems == [drawn[4], drawn[1], drawn[70]]
-    # its starting point and runs are measured on its own problems: nothing is lent
-    argv = ["--quick", "--tasks", "code", "--against", str(tmp_path), "--out", str(tmp_path / "x")]
-    with pytest.raises(SystemExit):
-        exploration.main([*argv, "--set", "train_problems=4", "train_screen_answers=2"])
-    assert "a screened training set is not --against's" in capsys.readouterr().err
+
+
+def test_a_run_is_compared_only_with_a_start_of_its_own_problems():
+    start = {"problems": ["p", "q"]}
+    found = {("code", "vpo", 0): {"problems": ["p", "q"]}, ("code", "start", 0): start}
+    assert exploration.measured_pairs(found, "code", "vpo", [0, 1]) == [
+        (found["code", "vpo", 0], start)
+    ]
+    # e.g. a screened set lent by --against from another screen
+    found["code", "vpo", 1] = {"problems": ["p", "r"]}
+    found["code", "start", 1] = start
+    with pytest.raises(ConfigError, match="seed 1: .*different training problems"):
+        exploration.measured_pairs(found, "code", "vpo", [0, 1])
 
 
 def test_the_open_choices_table_is_each_choice_minus_ucb_con_by_hand():
@@ -132,7 +140,10 @@ def test_the_open_choices_table_is_each_choice_minus_ucb_con_by_hand():
 
     found = {}
     for seed in (0, 1):
-        found["code", "start", seed] = {"transfer": {"distinct": [4, 4, 4]}}
+        found["code", "start", seed] = {
+            "problems": ["p", "q", "r"],
+            "transfer": {"distinct": [4, 4, 4]},
+        }
         found["code", "ucb_con", seed] = measured([1, 0, 0], [3, 3, 3], [2, 3, 3])
         found["code", "ucb_con_before", seed] = measured([1, 0, 1], [5, 5, 5], [2, 6, 5])
     lines = exploration.open_choices_table(found, "code", [0, 1])
