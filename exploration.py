@@ -35,6 +35,7 @@ import math
 
 import torch
 
+from config import ConfigError
 from grpo import grpo_advantages
 from rollouts import sample_rollouts
 from tasks import TrainingSet
@@ -214,8 +215,8 @@ class ScreenedTrainingSet(TrainingSet):
         seen, drawn = set(), 0
         batches = candidate_batches(task, rng)
         while any(len(chosen[k]) < wanted[k] for k in chosen):
-            if drawn >= SCREEN_LIMIT * size:
-                raise ValueError(
+            if drawn >= SCREEN_LIMIT * size:  # a setting the start cannot meet, not a bug
+                raise ConfigError(
                     f"{drawn} candidate problems gave {len(chosen[True])} the start solves and "
                     f"{len(chosen[False])} it does not, of {wanted[True]} and {wanted[False]} "
                     "wanted: lower train_solvable_share or raise train_screen_answers"

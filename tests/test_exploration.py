@@ -275,7 +275,7 @@ def test_a_screened_set_mixes_solvable_and_unsolved_and_can_be_drawn_again():
     assert [p for p in screened.problems if not solved([p])[0]] == unsolved[:7]
     assert sorted(screened.next(10), key=repr) == sorted(screened.problems, key=repr)  # an epoch
     assert screened.state_dict()["positions"] == screened.positions
-    with pytest.raises(ValueError, match="lower train_solvable_share or raise"):
+    with pytest.raises(ConfigError, match="lower train_solvable_share or raise"):
         exploration.ScreenedTrainingSet(
             task, 4, random.Random(0), lambda ps: [False] * len(ps), 0.5
         )
@@ -294,7 +294,7 @@ def test_train_screens_its_set_with_the_start_and_draws_it_again_on_resume(tmp_p
     assert isinstance(runs[0].train_set, exploration.ScreenedTrainingSet)
     assert runs[0].train_set.problems == runs[1].train_set.problems  # a resume draws it again
     assert list(runs[0].history.counts) == [repr(p) for p in runs[0].train_set.problems]
-    with pytest.raises(ValueError, match="lower train_solvable_share"):
+    with pytest.raises(ConfigError, match="lower train_solvable_share"):
         trainer.make_run(tiny(tmp_path, *settings, "train_solvable_share=1"), task, policy)
 
 
