@@ -49,7 +49,7 @@ def summary_markdown(results):
         "brackets)."
     )
     lines += ["", "## The paper's claims, this run's verdicts", ""] + claims(results) + [""]
-    lines += ["## Leaderboard", ""] + leaderboard_table(results)
+    lines += ["## Leaderboard", ""] + leaderboard_table(results) + voting_table(results)
     return (
         "\n".join(
             lines + mutation_table(results) + drivers_table(results) + training_table(results)
@@ -267,6 +267,63 @@ def leaderboard_table(results):
             lines.append(f"| {method} | {np.mean(values):.3f} ({per_seed}) | {cells} |")
         lines.append("")
     return lines
+
+
+def ranks(values):
+    """values -> their ranks from 0, ties sharing their mean rank (Spearman's convention)."""
+    values = np.asarray(values, dtype=float)
+    out = np.empty(len(values))
+    out[np.argsort(values, kind="stable")] = np.arange(len(values))
+    for value in np.unique(values):
+        same = values == value
+        out[same] = out[same].mean()
+    return out
+
+
+def rank_correlation(x, y, num_resamples=10_000, level=0.95, seed=0):
+    """Paired values, one pair per policy -> Spearman's rank correlation and a percentile
+    bootstrap interval that draws policies with replacement: (rho, low, high). Draws whose ranks
+    are all tied have no correlation and are left out. None with fewer than 4 policies."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) < 4:
+        return None
+
+    def rho(i):
+        a, b = ranks(x[i]), ranks(y[i])
+        if a.std() == 0 or b.std() == 0:
+            return np.nan
+        return float(np.corrcoef(a, b)[0, 1])
+
+    rng = np.random.default_rng(seed)
+    drawn = [rho(rng.integers(0, len(x), len(x))) for _ in range(num_resamples)]
+    low, high = np.nanquantile(drawn, [(1 - level) / 2, (1 + level) / 2])
+    return rho(np.arange(len(x))), float(low), float(high)
+
+
+def voting_table(results):
+    """Whether voting favours the collapsed policies: over every policy of a task whose files
+    carry maj@k, the rank correlation of its pool's diversity with its maj@n, and with its vote's
+    gain over one answer (maj@n - maj@1)."""
+    lines = []
+    for task, per_method in results["tasks"].items():
+        voted = {m: e for m, e in per_method.items() if "maj_at_k" in e and "diversity" in e}
+        if len(voted) < 4:
+            continue
+        if not lines:
+            lines = [
+                "#### Does a diverse pool vote worse? Rank correlation over the policies "
+                "(bootstrap over policies, 95%)",
+                "",
+                "| task | policies | diversity with maj@n | diversity with maj@n - maj@1 |",
+                "|---|---|---|---|",
+            ]
+        diversity = [e["diversity"] for e in voted.values()]
+        top = [e["maj_at_k"][-1] for e in voted.values()]
+        gain = [e["maj_at_k"][-1] - e["maj_at_k"][0] for e in voted.values()]
+        n = next(iter(voted.values()))["ks"][-1]
+        cells = [fmt_interval(rank_correlation(diversity, v)) for v in (top, gain)]
+        lines.append(f"| {task} (n = {n}) | {len(voted)} | {cells[0]} | {cells[1]} |")
+    return lines + [""] if lines else []
 
 
 def mutation_table(results):

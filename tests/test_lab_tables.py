@@ -72,6 +72,29 @@ def test_maj_boards_appear_with_paired_intervals_only_where_files_carry_maj():
     assert "code: best@2" in boards and "code: maj-pass@2" in boards
 
 
+def test_ranks_share_ties_and_rank_correlation_is_spearmans():
+    assert list(tables.ranks([3.0, 1.0, 2.0, 2.0])) == [3.0, 0.0, 1.5, 1.5]
+    # monotone: +1 or -1 in every draw whose ranks are not all tied
+    assert tables.rank_correlation([1, 2, 3, 4, 5], [2, 4, 8, 16, 32]) == pytest.approx((1, 1, 1))
+    assert tables.rank_correlation([1, 2, 3, 4, 5], [5, 3, 2, 1, 0]) == pytest.approx((-1, -1, -1))
+    # by hand: ranks (0 1 2 3) and (1 0 2 3) -> 1 - 6 * 2 / (4 * 15) = 0.8
+    rho, low, high = tables.rank_correlation([1, 2, 3, 4], [2, 1, 3, 4])
+    assert rho == pytest.approx(0.8) and -1 <= low <= rho <= high <= 1
+    assert tables.rank_correlation([1, 2, 3], [1, 2, 3]) is None  # too few policies
+
+
+def test_voting_table_correlates_diversity_with_the_vote_over_every_policy():
+    records = []
+    for i, method in enumerate(["grpo", "vpo", "rloo", "dapo"]):
+        r = _record("maze", method, 0, [0.5, 1.0], diversity=float(i))
+        r["pools"]["maj_at_k"] = [0.5, 0.9 - 0.1 * i]  # the more diverse, the worse the vote
+        records.append(r)
+    lines = tables.voting_table(report.merge(records))
+    assert lines[-2] == "| maze (n = 2) | 4 | -1.000 [-1.000, -1.000] | -1.000 [-1.000, -1.000] |"
+    # a task without maj@k in its files, or with fewer than four policies: no row
+    assert tables.voting_table(report.merge(records[:3])) == []
+
+
 def test_mutation_table_gives_shares_of_the_children():
     mu = {"children": 40, "invalid": 10, "improved": 2}
     results = {"tasks": {"code": {"vpo": {"evolution": {"mutations": mu}}, "grpo": {}}}}
