@@ -432,3 +432,17 @@ def test_set_items_are_checked_together_under_each_method():
         experiment.checked_overrides(items[:1], ["code"], ["grpo"])
     with pytest.raises(ConfigError, match="for vpo: outcome_reward does not apply"):
         experiment.checked_overrides(items, ["code"], ["grpo", "vpo"])
+
+
+def test_every_method_with_a_setting_passes_the_check_on_tasks_without_code_rows():
+    """--ablations --set on the maze or persona: the code-only rows are not run there, so the check
+    skips them there (it refused grpo_mutation on the maze) and still checks them on code."""
+    from config import ConfigError
+    from lab import experiment
+
+    methods = experiment.ALGOS + experiment.ABLATIONS
+    got = experiment.checked_overrides(["out_dir=out/x"], ["maze", "persona"], methods)
+    assert got == {"out_dir": "out/x"}
+    assert experiment.checked_overrides(["out_dir=out/x"], ["code"], ["grpo_mutation"])
+    with pytest.raises(ConfigError, match="mutation_share > 0 needs the code task"):
+        experiment.run_config("maze", "grpo_mutation", 0, "out/x")  # why it is skipped there
