@@ -283,9 +283,10 @@ def ranks(values):
 def rank_correlation(x, y, num_resamples=10_000, level=0.95, seed=0):
     """Paired values, one pair per policy -> Spearman's rank correlation and a percentile
     bootstrap interval that draws policies with replacement: (rho, low, high). Draws whose ranks
-    are all tied have no correlation and are left out. None with fewer than 4 policies."""
+    are all tied have no correlation and are left out. None with fewer than 4 policies or with
+    every value of x or of y tied (e.g. a smoke test's untrained pools)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if len(x) < 4:
+    if len(x) < 4 or len(set(x)) == 1 or len(set(y)) == 1:
         return None
 
     def rho(i):
@@ -321,7 +322,8 @@ def voting_table(results):
         top = [e["maj_at_k"][-1] for e in voted.values()]
         gain = [e["maj_at_k"][-1] - e["maj_at_k"][0] for e in voted.values()]
         n = next(iter(voted.values()))["ks"][-1]
-        cells = [fmt_interval(rank_correlation(diversity, v)) for v in (top, gain)]
+        cells = [rank_correlation(diversity, v) for v in (top, gain)]
+        cells = [fmt_interval(c) if c else "- (all tied)" for c in cells]
         lines.append(f"| {task} (n = {n}) | {len(voted)} | {cells[0]} | {cells[1]} |")
     return lines + [""] if lines else []
 

@@ -81,6 +81,7 @@ def test_ranks_share_ties_and_rank_correlation_is_spearmans():
     rho, low, high = tables.rank_correlation([1, 2, 3, 4], [2, 1, 3, 4])
     assert rho == pytest.approx(0.8) and -1 <= low <= rho <= high <= 1
     assert tables.rank_correlation([1, 2, 3], [1, 2, 3]) is None  # too few policies
+    assert tables.rank_correlation([1, 2, 3, 4], [0, 0, 0, 0]) is None  # no ranking to correlate
 
 
 def test_voting_table_correlates_diversity_with_the_vote_over_every_policy():
