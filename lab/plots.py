@@ -2,7 +2,7 @@
 
 best_at_k.png       best@k and held-out-weighting best@k against k, per task and algorithm
 pass_at_k.png       pass@k against k on the code task
-maj_at_k.png        maj@k (majority vote over outcomes) against k, where the result files carry it
+maj_at_k.png        maj@k (majority vote over outcomes) against k, and against each pool's diversity
 reward_vectors.png  each row one sampled answer, each column one reward component, for a few
                     held-out problems: a collapsed policy shows the same row again and again
 training.png        mean fixed reward, set score E_w[max w.r] and token entropy over RL steps
@@ -335,13 +335,34 @@ def maze_routes(out_dir, results):
     return maze.conflict_figure(path, pools, problems, visits_by_method=visits)
 
 
+def _vote_against_diversity(ax, per_method):
+    """Each policy's maj@n (largest k) against its pool's diversity, a labelled point per policy:
+    whether the pools that differ most vote worst."""
+    for a, e in per_method.items():
+        if "maj_at_k" not in e or "diversity" not in e:
+            continue
+        size = 40 if a in ("grpo", "vpo") else 16
+        ax.scatter(e["diversity"], e["maj_at_k"][-1], color=color(a), s=size, zorder=3)
+        ax.annotate(
+            a,
+            (e["diversity"], e["maj_at_k"][-1]),
+            fontsize=5,
+            alpha=0.8,
+            xytext=(2, 2),
+            textcoords="offset points",
+        )
+    ax.set_xlabel("pool diversity (mean pairwise L1 of reward vectors)")
+    ax.grid(alpha=0.3)
+
+
 def maj_at_k(out_dir, results):
     """maj@k against k, one row per task whose result files carry it; on code also maj-pass@k
-    (the voted program passes every hidden test). None when no file has it."""
+    (the voted program passes every hidden test); and every policy's maj@n against its pool's
+    diversity. None when no file has it."""
     voted = {t: e for t, e in results["tasks"].items() if any("maj_at_k" in x for x in e.values())}
     if not voted:
         return None
-    fig, axes = plt.subplots(len(voted), 2, figsize=(10, 3.2 * len(voted)), squeeze=False)
+    fig, axes = plt.subplots(len(voted), 3, figsize=(15, 3.6 * len(voted)), squeeze=False)
     for row, (t, per_algo) in enumerate(voted.items()):
         _curves(axes[row][0], per_algo, "maj_at_k")
         axes[row][0].set_title(f"{t}: maj@k, the voted answer's fixed mean")
@@ -352,6 +373,11 @@ def maj_at_k(out_dir, results):
         else:  # best@k beside it: how far voting falls short of the best of the k
             _curves(axes[row][1], per_algo, "best_at_k")
             axes[row][1].set_title(f"{t}: best@k, fixed mean (for comparison)")
+        _vote_against_diversity(axes[row][2], per_algo)
+        axes[row][2].set_title(
+            f"{t}: maj@{max(e['ks'][-1] for e in per_algo.values())} against "
+            "diversity, a point per policy"
+        )
     _mark(fig, results.get("quick"))
     return _save(fig, os.path.join(out_dir, "maj_at_k.png"))
 

@@ -20,6 +20,7 @@ from lab.report import (
     search_drivers,
     search_points,
     shown_name,
+    untrained_row,
     verdict,
 )
 
@@ -302,29 +303,32 @@ def rank_correlation(x, y, num_resamples=10_000, level=0.95, seed=0):
 
 
 def voting_table(results):
-    """Whether voting favours the collapsed policies: over every policy of a task whose files
-    carry maj@k, the rank correlation of its pool's diversity with its maj@n, and with its vote's
-    gain over one answer (maj@n - maj@1)."""
+    """Whether voting favours the collapsed policies: over the policies of a task whose files
+    carry maj@k (every one, then the trained methods alone: the untrained starts are both diverse
+    and weak), the rank correlation of a pool's diversity with its maj@n, and with its vote's gain
+    over one answer (maj@n - maj@1)."""
     lines = []
     for task, per_method in results["tasks"].items():
         voted = {m: e for m, e in per_method.items() if "maj_at_k" in e and "diversity" in e}
-        if len(voted) < 4:
-            continue
-        if not lines:
-            lines = [
-                "#### Does a diverse pool vote worse? Rank correlation over the policies "
-                "(bootstrap over policies, 95%)",
-                "",
-                "| task | policies | diversity with maj@n | diversity with maj@n - maj@1 |",
-                "|---|---|---|---|",
-            ]
-        diversity = [e["diversity"] for e in voted.values()]
-        top = [e["maj_at_k"][-1] for e in voted.values()]
-        gain = [e["maj_at_k"][-1] - e["maj_at_k"][0] for e in voted.values()]
-        n = next(iter(voted.values()))["ks"][-1]
-        cells = [rank_correlation(diversity, v) for v in (top, gain)]
-        cells = [fmt_interval(c) if c else "- (all tied)" for c in cells]
-        lines.append(f"| {task} (n = {n}) | {len(voted)} | {cells[0]} | {cells[1]} |")
+        trained = {m: e for m, e in voted.items() if not untrained_row(m)}
+        for label, group in (("every policy", voted), ("trained methods", trained)):
+            if len(group) < 4 or (group is trained and len(trained) == len(voted)):
+                continue  # too few to rank, or the same policies again
+            if not lines:
+                lines = [
+                    "#### Does a diverse pool vote worse? Rank correlation over the policies "
+                    "(bootstrap over policies, 95%)",
+                    "",
+                    "| task | policies | diversity with maj@n | diversity with maj@n - maj@1 |",
+                    "|---|---|---|---|",
+                ]
+            diversity = [e["diversity"] for e in group.values()]
+            top = [e["maj_at_k"][-1] for e in group.values()]
+            gain = [e["maj_at_k"][-1] - e["maj_at_k"][0] for e in group.values()]
+            n = next(iter(group.values()))["ks"][-1]
+            cells = [rank_correlation(diversity, v) for v in (top, gain)]
+            cells = [fmt_interval(c) if c else "- (all tied)" for c in cells]
+            lines.append(f"| {task} (n = {n}) | {len(group)}, {label} | {cells[0]} | {cells[1]} |")
     return lines + [""] if lines else []
 
 

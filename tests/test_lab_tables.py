@@ -91,8 +91,16 @@ def test_voting_table_correlates_diversity_with_the_vote_over_every_policy():
         r["pools"]["maj_at_k"] = [0.5, 0.9 - 0.1 * i]  # the more diverse, the worse the vote
         records.append(r)
     lines = tables.voting_table(report.merge(records))
-    assert lines[-2] == "| maze (n = 2) | 4 | -1.000 [-1.000, -1.000] | -1.000 [-1.000, -1.000] |"
-    # a task without maj@k in its files, or with fewer than four policies: no row
+    every = "| maze (n = 2) | 4, every policy | -1.000 [-1.000, -1.000] | -1.000 [-1.000, -1.000] |"
+    assert lines[-2] == every
+    # an untrained start joins every policy's row; the trained methods' row leaves it out
+    start = _record("maze", "warm_start", 0, [0.5, 1.0], diversity=9.0)
+    start["pools"]["maj_at_k"] = [0.5, 0.75]
+    lines = tables.voting_table(report.merge(records + [start]))
+    # by hand: diversity ranks (0 1 2 3 4), maj@2 ranks (4 3 1 0 2) -> 1 - 6 * 34 / (5 * 24)
+    assert lines[-3].startswith("| maze (n = 2) | 5, every policy | -0.700 [")
+    assert lines[-2] == every.replace("4, every policy", "4, trained methods")
+    # fewer than four policies: no row
     assert tables.voting_table(report.merge(records[:3])) == []
 
 
