@@ -112,10 +112,13 @@ def test_maj_at_k_is_drawn_only_for_tasks_whose_files_carry_it(tmp_path, monkeyp
     save = plots._save
     monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or save(fig, path))
     entry = {"ks": [1, 2], "m": 1, "best_at_k": [0.1, 0.2], "best_at_k_spread": [0.0, 0.0]}
-    voted = dict(entry, maj_at_k=[0.1, 0.15], maj_at_k_spread=[0.0, 0.0])
+    voted = dict(entry, maj_at_k=[0.1, 0.15], maj_at_k_spread=[0.0, 0.0], diversity=0.4)
     results = {"tasks": {"persona": {"vpo": entry}, "maze": {"vpo": voted, "grpo": entry}}}
     assert plots.maj_at_k(str(tmp_path), results) == str(tmp_path / "maj_at_k.png")
     titles = [ax.get_title() for ax in figures[0].axes]
-    assert len(titles) == 2 and titles[0].startswith("maze: maj@k")  # persona has no maj row
+    assert len(titles) == 3 and titles[0].startswith("maze: maj@k")  # persona has no maj row
     assert figures[0].axes[0].get_legend_handles_labels()[1] == ["vpo"]
+    # the vote against diversity: one point, vpo's (grpo's file has no maj@k)
+    points = figures[0].axes[2].collections
+    assert len(points) == 1 and points[0].get_offsets().tolist() == [[0.4, 0.15]]
     assert plots.maj_at_k(str(tmp_path), {"tasks": {"persona": {"vpo": entry}}}) is None
