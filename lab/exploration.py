@@ -353,9 +353,9 @@ def measured_pairs(found, task, method, seeds, start="start"):
     """[(the run's measurement, its start's)] of the seeds that have both. Both must be of the same
     training problems: a run paired with a start of another set (a screened set lent by --against
     from another screen) is refused, not compared."""
-    rows = [(found.get((task, method, s)), found.get((task, start, s)), s) for s in seeds]
     pairs = []
-    for run, begin, seed in rows:
+    for seed in seeds:
+        run, begin = found.get((task, method, seed)), found.get((task, start, seed))
         if not (run and begin):
             continue
         if run["problems"] != begin["problems"]:

@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 
+import metrics
 from lab import plots
 from lab.report import (
     UNTRAINED,
@@ -270,36 +271,19 @@ def leaderboard_table(results):
     return lines
 
 
-def ranks(values):
-    """values -> their ranks from 0, ties sharing their mean rank (Spearman's convention)."""
-    values = np.asarray(values, dtype=float)
-    out = np.empty(len(values))
-    out[np.argsort(values, kind="stable")] = np.arange(len(values))
-    for value in np.unique(values):
-        same = values == value
-        out[same] = out[same].mean()
-    return out
-
-
 def rank_correlation(x, y, num_resamples=10_000, level=0.95, seed=0):
-    """Paired values, one pair per policy -> Spearman's rank correlation and a percentile
-    bootstrap interval that draws policies with replacement: (rho, low, high). Draws whose ranks
-    are all tied have no correlation and are left out. None with fewer than 4 policies or with
-    every value of x or of y tied (e.g. a smoke test's untrained pools)."""
+    """Paired values, one pair per policy -> Spearman's rank correlation (metrics.rank_correlation)
+    and a percentile bootstrap interval that draws policies with replacement: (rho, low, high).
+    Draws whose ranks are all tied have no correlation and are left out. None with fewer than 4
+    policies or with every value of x or of y tied (e.g. a smoke test's untrained pools)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if len(x) < 4 or len(set(x)) == 1 or len(set(y)) == 1:
         return None
-
-    def rho(i):
-        a, b = ranks(x[i]), ranks(y[i])
-        if a.std() == 0 or b.std() == 0:
-            return np.nan
-        return float(np.corrcoef(a, b)[0, 1])
-
     rng = np.random.default_rng(seed)
-    drawn = [rho(rng.integers(0, len(x), len(x))) for _ in range(num_resamples)]
-    low, high = np.nanquantile(drawn, [(1 - level) / 2, (1 + level) / 2])
-    return rho(np.arange(len(x))), float(low), float(high)
+    drawn = [rng.integers(0, len(x), len(x)) for _ in range(num_resamples)]
+    rhos = [metrics.rank_correlation(x[i], y[i]) for i in drawn]  # nan where all tied
+    low, high = np.nanquantile(rhos, [(1 - level) / 2, (1 + level) / 2])
+    return metrics.rank_correlation(x, y), float(low), float(high)
 
 
 def voting_table(results):
