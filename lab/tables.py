@@ -14,6 +14,7 @@ from lab import plots
 from lab.report import (
     UNTRAINED,
     claims,
+    did_not_train,
     fmt_interval,
     named_searches,
     paired,
@@ -290,10 +291,15 @@ def voting_table(results):
     """Whether voting favours the collapsed policies: over the policies of a task whose files
     carry maj@k (every one, then the trained methods alone: the untrained starts are both diverse
     and weak), the rank correlation of a pool's diversity with its maj@n, and with its vote's gain
-    over one answer (maj@n - maj@1)."""
+    over one answer (maj@n - maj@1). A method that did not train is left out of both: its pools
+    hold no valid answer, so it has no vote to rank."""
     lines = []
     for task, per_method in results["tasks"].items():
-        voted = {m: e for m, e in per_method.items() if "maj_at_k" in e and "diversity" in e}
+        voted = {
+            m: e
+            for m, e in per_method.items()
+            if "maj_at_k" in e and "diversity" in e and not did_not_train(e)
+        }
         trained = {m: e for m, e in voted.items() if not untrained_row(m)}
         for label, group in (("every policy", voted), ("trained methods", trained)):
             if len(group) < 4 or (group is trained and len(trained) == len(voted)):

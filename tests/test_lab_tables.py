@@ -101,6 +101,11 @@ def test_voting_table_correlates_diversity_with_the_vote_over_every_policy():
     assert lines[-2] == every.replace("4, every policy", "4, trained methods")
     # fewer than four policies: no row
     assert tables.voting_table(report.merge(records[:3])) == []
+    # a method that did not train (no valid answer at the end) has no vote: left out of both rows
+    stuck = _record("maze", "gdpo", 0, [0.0, 0.0], diversity=-1.0)
+    stuck["pools"]["maj_at_k"] = [0.0, 0.0]
+    stuck["training"] = {"last10": {"valid_answers": 0.0}}
+    assert tables.voting_table(report.merge(records + [stuck]))[-2] == every
 
 
 def test_mutation_table_gives_shares_of_the_children():
