@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 import maze  # noqa: E402
-from lab.report import did_not_train, warm_start_answers  # noqa: E402
+from lab.report import voting_policies, warm_start_answers  # noqa: E402
 
 # One color per method, the same in every figure (tab20's twenty, then dark extras for new
 # methods);
@@ -338,9 +338,7 @@ def maze_routes(out_dir, results):
 def _vote_against_diversity(ax, per_method):
     """Each policy's maj@n (largest k) against its pool's diversity, a labelled point per policy:
     whether the pools that differ most vote worst (one that did not train has no vote to show)."""
-    for a, e in per_method.items():
-        if "maj_at_k" not in e or "diversity" not in e or did_not_train(e):
-            continue
+    for a, e in voting_policies(per_method).items():
         size = 40 if a in ("grpo", "vpo") else 16
         ax.scatter(e["diversity"], e["maj_at_k"][-1], color=color(a), s=size, zorder=3)
         ax.annotate(

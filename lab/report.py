@@ -323,6 +323,16 @@ def did_not_train(entry):
     return bool(last) and min(last) < DID_NOT_TRAIN_VALID
 
 
+def voting_policies(per_method):
+    """The policies whose vote can be set against their diversity: files with maj@k and a
+    diversity, and a method that trained (one that did not has no valid answer, so no vote)."""
+    return {
+        m: e
+        for m, e in per_method.items()
+        if "maj_at_k" in e and "diversity" in e and not did_not_train(e)
+    }
+
+
 def paired_diversity(results, task, a, b):
     """(interval of diversity a - b, what it resamples): over problems and seeds where every seed's
     record has per-problem diversities, else over seeds alone (records made before they were

@@ -14,7 +14,6 @@ from lab import plots
 from lab.report import (
     UNTRAINED,
     claims,
-    did_not_train,
     fmt_interval,
     named_searches,
     paired,
@@ -24,6 +23,7 @@ from lab.report import (
     shown_name,
     untrained_row,
     verdict,
+    voting_policies,
 )
 
 SMOKE = (
@@ -295,11 +295,7 @@ def voting_table(results):
     hold no valid answer, so it has no vote to rank."""
     lines = []
     for task, per_method in results["tasks"].items():
-        voted = {
-            m: e
-            for m, e in per_method.items()
-            if "maj_at_k" in e and "diversity" in e and not did_not_train(e)
-        }
+        voted = voting_policies(per_method)
         trained = {m: e for m, e in voted.items() if not untrained_row(m)}
         for label, group in (("every policy", voted), ("trained methods", trained)):
             if len(group) < 4 or (group is trained and len(trained) == len(voted)):
