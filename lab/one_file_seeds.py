@@ -33,12 +33,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np
 
-import train
-from config import make_task
-from evaluate import evaluate_checkpoint, heldout_weights
 from lab.report import fmt_interval, verdict
 from metrics import max_at_k, paired_bootstrap_interval, scalarized_best_at_k
-from runfiles import load_checkpoint
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ONE_FILE = os.path.join(HERE, "grpo_vs_vpo.py")
