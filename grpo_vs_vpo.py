@@ -5,22 +5,20 @@ GRPO and VPO in one file: read it first, then run it.
     python grpo_vs_vpo.py --seed 1 --out s1.json   # another seed; its per-problem numbers saved
 
 A tiny GPT learns the persona task (rewards.PersonaTask) with two personas. Each persona likes one
-letter of the prompt ("likes my"), an answer is a 12-letter word, and its reward is a VECTOR: one
-score per persona, sqrt(share of the word in that persona's letter). The file trains a short
-supervised warm start on the task's demonstrations, then GRPO and VPO from that same starting
-point, and compares them on held-out problems. Read it top to bottom. The two methods differ in
-three places: m, the answers a rollout holds (VPO's 3, GRPO's 1); the `if algo == "vpo":` branch of
-`advantages` (one einsum and a max); and the zero score of an answer that repeats an earlier one of
-its rollout, which only a rollout of several answers can write.
+letter of the prompt ("likes my"), an answer is a word of 1 to 12 letters, and its reward is a
+VECTOR: one score per persona, sqrt(share of the word in that persona's letter). The file trains a
+short supervised warm start on the task's demonstrations, then GRPO and VPO from that same starting
+point, and compares them on held-out problems. Read it top to bottom. The two methods differ in two
+places: m, the answers a rollout holds (VPO's 3, GRPO's 1), and the `if algo == "vpo":` branch of
+`advantages` (one einsum and a max). Training scores a repeat of an earlier answer of its rollout
+zero, but that cannot change VPO's advantage: the max already ignores a second copy.
 
 What it shows. GRPO trains on the mean of the two scores, which the balanced word "mymymymymymy"
-maximizes, so its answers collapse onto that word (the "distinct" column of its steps falls). VPO
-is paid for how well its set's best answer does under random trade-offs (w, 1 - w), so its answers
-keep leaning to one persona or the other. In the closing table best@k scores the mean, GRPO's own
-objective, where GRPO stays ahead; w-best@k scores fresh trade-offs drawn from the Dirichlet(1)
-that VPO trains on, VPO's own objective, where VPO's pool gains more as k grows. The warm start is
-asked for 1 answer and for m: VPO against the second is what RL adds to the set format. One run is
-one seed; docs/RESULTS.md reports three with intervals (`python lab/one_file_seeds.py`).
+maximizes, so its answers collapse onto that word (its "distinct" column falls). VPO is paid for its
+set's best answer under random trade-offs (w, 1 - w), so its answers keep leaning to one persona or
+the other. The closing table's best@k scores the mean (GRPO's objective), w-best@k fresh trade-offs
+from VPO's Dirichlet(1) (VPO's); the warm start asked for m answers shows what RL adds to the set
+format. One run is one seed: `python lab/one_file_seeds.py` runs three and gives intervals.
 
 Where this recipe departs from the textbook one:
 - The loss is a token mean over the whole batch, so a long completion weighs more than a short one
@@ -29,23 +27,20 @@ Where this recipe departs from the textbook one:
 - The z-score divides by the group's population std, not the sample std.
 - VPO draws three times GRPO's answers a step (8 x 8 x 3 against 8 x 8), so compute is not matched:
   GRPO with PROMPTS = 24 or GROUP = 24 would draw as many (the lab's `grpo_x3` row does the first).
+- The KL's reference stays the warm start (never refreshed); a group whose scores all tie gets zero
+  advantages; each update takes the whole batch (no minibatches).
 
 What this file simplifies, and where the full trainer (train.py) does more:
-- One task, one model size, every setting fixed at the top. train.py trains any task from checked
-  YAML files; `configs/persona_one_file.yaml` is this file's recipe (a test keeps them equal). Its
-  default persona recipe differs (four personas, the `cpu` model, no KL, one update per batch) and
-  stays: the board's persona rows were measured with it.
-- Sampling runs the whole sequence again for every new token. train.py samples through engine.py (a
-  KV cache, one prompt prefill a group): the same log-probs for a completion, many times faster, but
-  it draws a token another way (one uniform number a row), so a seed gives other tokens.
-- The warm start is trained here every run: 600 steps, the two formats taking turns, the rate
-  decaying linearly. warmstart.py trains 300 by default (the one-answer format first, a warm-up,
-  then a cosine decay) and caches it.
-- Two algorithms. train.ADVANTAGES also holds the paper's ablations and the field's baselines;
-  train.py adds GRPO's own fixes (Dr. GRPO, clip-higher, an entropy bonus, DAPO's dynamic sampling),
-  a format reward, checkpoints, resuming, logs, torchrun and CUDA.
-- The evaluation is one pool per problem on a few held-out problems. evaluate.py and lab/ add
-  pass@k, diversity, the evolutionary search and paired intervals over seeds.
+- One task, one model size, every setting at the top. train.py trains any task from checked YAML;
+  `configs/persona_one_file.yaml` is this file's recipe (a test keeps them equal), and its persona
+  default (four personas, the `cpu` model, no KL, one update a batch) stays: the board used it.
+- Sampling runs the whole sequence again for every new token. train.py's engine.py (a KV cache)
+  gives the same log-probs many times faster, but draws tokens another way: a seed gives others.
+- The warm start is trained here every run (600 steps, the formats taking turns, no gradient clip);
+  warmstart.py trains 300 (one answer first, a warm-up, a cosine decay, norms clipped at 1), cached.
+- Two algorithms. train.ADVANTAGES also holds the paper's ablations and the field's baselines, and
+  train.py adds GRPO's own fixes, a format reward, checkpoints, resuming, logs, torchrun and CUDA.
+- The evaluation: one pool a held-out problem; evaluate.py and lab/ add pass@k, diversity, search.
 """
 
 import argparse
@@ -69,16 +64,16 @@ from rewards import PersonaTask
 # ---- Settings ------------------------------------------------------------------------------------
 SEED = 0  # the warm start's weights, the problems and every draw follow it (--seed changes it)
 MODEL = "nano"  # a size preset of model.PRESETS: 2 layers, small enough to sample the plain way
-BLOCK_SIZE = 64  # positions: the longest prompt (12 tokens) and completion (40) fit, with room
-WARM_STEPS = 600  # supervised steps on demonstrations: the starting point of both methods
-WARM_BATCH = 64  # demonstrations per supervised step
-WARM_LR = 3e-3  # the warm start's learning rate (train.py's sft_lr), decayed linearly to 0
-RL_STEPS = 150  # RL steps per method
+WARM_STEPS = 600  # supervised steps, the two formats taking turns: 300 each, as train.py's default
+WARM_BATCH = 64  # demonstrations per supervised step (train.py's sft_batch)
+WARM_LR = 3e-3  # the warm start's learning rate, train.py's sft_lr, decayed linearly to 0
+RL_STEPS = 150  # RL steps per method: GRPO's "distinct" falls to 0.2-0.4 by then (seeds 0-2)
 PROMPTS = 8  # P: problems per RL step
 GROUP = 8  # G: rollouts per problem, the group an advantage compares within
 ANSWERS = 3  # m: answers in one VPO rollout (a GRPO rollout holds one)
+BLOCK_SIZE = max(64, 16 + ANSWERS * 13 + 1)  # a prompt (up to 16 tokens), m answers of 13
 WEIGHTINGS = 100  # N: random trade-offs per group for VPO's set score
-LR = 1e-3  # AdamW's learning rate in RL
+LR = 1e-3  # AdamW's learning rate in RL (train.py's lr)
 WEIGHT_DECAY = 0.01  # AdamW's own default, written out because train.py's default is 0
 CLIP = 0.2  # PPO's ratio clip: the ratio's range is [1 - CLIP, 1 + CLIP]
 # The weight of the k3 KL to the warm start, a loose anchor: GRPO's KL still climbs to about 0.8
@@ -89,10 +84,10 @@ MAX_GRAD_NORM = 1.0  # the gradient's norm is clipped to this before each step
 MIN_STD = 1e-6  # a group whose scores spread less than this carries no signal: advantages 0
 # Added to the std as grpo.py adds it, so the two agree to the bit; past MIN_STD it changes little.
 STD_EPS = 1e-6
-EVAL_PROBLEMS = 40  # held-out problems both methods are compared on
+EVAL_PROBLEMS = 40  # held-out problems both methods are compared on (the lab's pool_problems)
 POOL = 30  # answers per held-out problem (VPO: 10 rollouts of 3); best@k for k up to POOL
-HELDOUT_WEIGHTINGS = 64  # trade-offs for w-best@k, from a stream that training never draws from
-KS = (1, 5, 30)  # the k of the closing table
+HELDOUT_WEIGHTINGS = 64  # w-best@k's trade-offs (the lab's too), from a stream training never uses
+KS = (1, 5, 30)  # the closing table's k: one answer, a handful, the whole pool
 
 task = PersonaTask(num_personas=2)  # D = 2: one score per persona
 tok = Tokenizer("bytes")  # the 256 bytes and <|bos|> <|answer|> <|sep|> <|eos|>
@@ -263,8 +258,8 @@ def train(algo, warm_model):
     """RL_STEPS steps of `algo` ("grpo" or "vpo") from a copy of the warm start -> the policy."""
     model = copy.deepcopy(warm_model)
     reference = copy.deepcopy(warm_model).requires_grad_(False)  # frozen, for the KL
-    # beta2 0.99 (train.py's too) averages the squared gradients over about 100 steps, not the
-    # default's 1,000, so the step size can follow a run that lasts 150.
+    # beta2 0.99 (train.py's too) averages the squared gradients over about 100 optimizer steps,
+    # not the default's 1,000, so the step size can follow a run of 300 (150 steps of 2 updates).
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.99), weight_decay=WEIGHT_DECAY)
     m = ANSWERS if algo == "vpo" else 1
     rng = random.Random(SEED)  # both methods see the same problems
@@ -277,6 +272,8 @@ def train(algo, warm_model):
         rewards = reward_vectors(problems, answers)  # (P, G, m, D)
         weightings = random_weightings(PROMPTS, WEIGHTINGS, generator)  # (P, N, D)
         adv = advantages(algo, rewards, weightings).reshape(-1)  # (B,), B = P * G
+        if not torch.isfinite(adv).all():  # caught here, not as a NaN in the next step's sampling
+            raise ValueError(f"{algo}: an advantage is NaN or inf; a tied group's must be 0")
         prompt, prompt_mask, completion = rollouts.prompt, rollouts.prompt_mask, rollouts.completion
         with torch.no_grad():
             ref_logprobs = completion_logprobs(
@@ -292,8 +289,8 @@ def train(algo, warm_model):
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
             opt.step()
-        # A step shows the mean reward that GRPO maximizes and the share of a group's first
-        # answers that differ from each other: a collapsed policy writes one word again and again.
+        # A step shows the mean reward of the answers that scored (not invalid ones, not repeats)
+        # and the share of a group's first answers that differ: a collapsed policy repeats one word.
         scored = rewards.sum(-1) > 0  # (P, G, m): valid answers that repeat nothing
         mean_reward = rewards.mean(-1)[scored].mean().item() if scored.any() else 0.0
         groups = [answers[i : i + GROUP] for i in range(0, len(answers), GROUP)]
@@ -310,23 +307,25 @@ def train(algo, warm_model):
 
 def best_at_k(scores, k):
     """scores (..., n) -> (...): the expected best of k scores drawn without replacement from the
-    n, exactly. The i-th smallest (from 0) is the best of a k-subset when the other k - 1 come
-    from the i below it, as C(i, k - 1) of the C(n, k) subsets do."""
+    n, exactly, never above the best of the n."""
     n = scores.size(-1)
     chance = [math.comb(i, k - 1) / math.comb(n, k) for i in range(n)]  # (n,) summing to 1
     return scores.double().sort(dim=-1).values @ torch.tensor(chance, dtype=torch.float64)
 
 
 def pools(model, m, problems):
-    """POOL answers for each of Q problems, written m a rollout -> rewards (Q, POOL, D) scored as
-    written, and the answers (Q lists of POOL)."""
+    """POOL answers for each of Q problems, written m a rollout (the last rollout's extra answers
+    dropped when m does not divide POOL) -> rewards (Q, POOL, D) scored as written, and the answers
+    (Q lists of POOL)."""
     # A stream of its own: every model is asked with the same draws, whatever training drew.
     generator = torch.Generator().manual_seed(SEED + 1)
-    rollouts = POOL // m
-    _, answers = sample(model, problems, num_rollouts=rollouts, m=m, generator=generator)
-    rewards = reward_vectors(problems, answers, as_written=True)  # (Q, rollouts, m, D)
-    flat = [sum(answers[i : i + rollouts], []) for i in range(0, len(answers), rollouts)]
-    return rewards.reshape(len(problems), POOL, task.dim), flat
+    per_problem = math.ceil(POOL / m)  # rollouts a problem
+    _, answers = sample(model, problems, num_rollouts=per_problem, m=m, generator=generator)
+    rewards = reward_vectors(problems, answers, as_written=True)  # (Q, per_problem, m, D)
+    flat = [
+        sum(answers[i : i + per_problem], [])[:POOL] for i in range(0, len(answers), per_problem)
+    ]
+    return rewards.reshape(len(problems), -1, task.dim)[:, :POOL], flat
 
 
 def show_answers(name, rewards, answers, problem, count=6):
@@ -345,28 +344,29 @@ def evaluate(models):
     """{name: (model, m)} -> {name: {"best@k" and "w-best@k" for each k of KS: (Q,), one number
     per held-out problem}}, with a table of their means and a problem's answers printed."""
     problems = task.problems("heldout", EVAL_PROBLEMS, random.Random(SEED))
-    # Held-out trade-offs: another stream again, from the Dirichlet(1) that VPO trains on.
-    heldout = random_weightings(1, HELDOUT_WEIGHTINGS, torch.Generator().manual_seed(SEED + 2))[0]
+    # Held-out trade-offs (H, D): another stream again, from the Dirichlet(1) that VPO trains on.
+    generator = torch.Generator().manual_seed(SEED + 2)
+    tradeoffs = random_weightings(1, HELDOUT_WEIGHTINGS, generator)[0]
     results = {}
     for name, (model, m) in models.items():
         rewards, answers = pools(model, m, problems)  # (Q, POOL, D)
         show_answers(name, rewards[0], answers[0], problem=problems[0])
         mean_scalarized = rewards.mean(dim=-1)  # (Q, POOL): the fixed scalarization GRPO trained on
-        # "a" for a pool's answer and "n" for a trade-off, as "pgmd,pnd" reads in `advantages`.
-        tradeoff_scalarized = torch.einsum("qad,nd->qna", rewards, heldout)  # (Q, N, POOL)
+        # "a" for a pool's answer, "h" for a held-out trade-off
+        tradeoff_scalarized = torch.einsum("qad,hd->qha", rewards, tradeoffs)  # (Q, H, POOL)
         results[name] = {f"best@{k}": best_at_k(mean_scalarized, k) for k in KS}  # (Q,) each
         for k in KS:
             results[name][f"w-best@{k}"] = best_at_k(tradeoff_scalarized, k).mean(-1)
     print(f"\nmeans over {EVAL_PROBLEMS} held-out problems, pools of {POOL} answers, seed {SEED}")
     print(" " * 10 + "".join(f"{name:>16s}" for name in results))
-    for metric in results[name]:
+    for metric in [f"{kind}best@{k}" for kind in ("", "w-") for k in KS]:
         print(f"{metric:10s}" + "".join(f"{r[metric].mean():16.3f}" for r in results.values()))
-    average = ", ".join(f"{x:.3f}" for x in heldout.mean(0).tolist())
+    average = ", ".join(f"{x:.3f}" for x in tradeoffs.mean(0).tolist())
     print(
         "best@k: the best of k answers under the mean of the scores, GRPO's objective.\n"
         f"w-best@k: the same under {HELDOUT_WEIGHTINGS} held-out trade-offs, averaged: VPO's.\n"
-        f"best@1 and w-best@1 score a pool's mean answer under (0.5, 0.5) and under ({average}),\n"
-        "the held-out trade-offs' mean: they differ by that gap times the gap between its scores."
+        "best@1 and w-best@1 score a pool's average answer under the mean of the scores and\n"
+        f"under the held-out trade-offs' mean ({average})."
     )
     return results
 

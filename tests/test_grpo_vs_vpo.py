@@ -75,12 +75,11 @@ def test_advantages_by_hand():
     )
     # a group whose rollouts all scored alike, or alike but for float noise, teaches nothing
     alike = torch.tensor([[[[0.3, 0.7]], [[0.3, 0.7]]], [[[0.5, 0.5]], [[0.5, 0.5 + 1e-7]]]])
+    tied = "a group whose rollouts all scored alike must get zero advantages (std below MIN_STD)"
     flat = one_file.advantages("grpo", alike, weights.expand(2, -1, -1))
-    assert torch.equal(flat, torch.zeros(2, 2))
-    assert torch.equal(
-        one_file.advantages("vpo", alike.expand(-1, -1, 3, -1), weights.expand(2, -1, -1)),
-        torch.zeros(2, 2),
-    )
+    assert torch.equal(flat, torch.zeros(2, 2)), f"{tied}; GRPO gave {flat.tolist()}"
+    flat = one_file.advantages("vpo", alike.expand(-1, -1, 3, -1), weights.expand(2, -1, -1))
+    assert torch.equal(flat, torch.zeros(2, 2)), f"{tied}; VPO gave {flat.tolist()}"
 
 
 def test_advantages_of_one_answer_under_balanced_trade_offs_are_grpos():
@@ -98,7 +97,13 @@ def test_best_at_k_by_hand_and_by_brute_force():
     pool = torch.tensor([4.0, 1.0, 3.0, 2.0])
     # k = 1: the mean; k = 2: pair maxima 2, 3, 4, 3, 4, 4; k = 3: 3, 4, 4, 4; k = 4: the max
     for k, want in [(1, 2.5), (2, 20 / 6), (3, 3.75), (4, 4.0)]:
-        assert abs(one_file.best_at_k(pool, k).item() - want) < 1e-12, k
+        got = one_file.best_at_k(pool, k).item()
+        # what must hold first: an average of k-subsets' maxima lies between the mean and the best
+        assert 2.5 - 1e-12 <= got <= 4.0 + 1e-12, (
+            f"best@{k} of {pool.tolist()} is {got}: impossible, it must lie between the pool's "
+            "mean (2.5, k = 1) and its best (4.0, k = n)"
+        )
+        assert abs(got - want) < 1e-12, f"best@{k} of {pool.tolist()}: want {want}, got {got}"
     generator = torch.Generator().manual_seed(0)
     pools = torch.randint(0, 4, (2, 3, 7), generator=generator).float() / 4  # ties aplenty
     for k in range(1, 8):
@@ -203,6 +208,41 @@ def test_a_tiny_run_of_the_whole_file_finishes(monkeypatch, capsys, tmp_path):
     out = capsys.readouterr().out
     assert "grpo step   2/2" in out and "vpo step   2/2" in out and "w-best@6" in out
     assert "seed 1" in out
+
+
+@pytest.mark.parametrize(
+    "answers, prompts, group, personas", [(4, 3, 3, 3), (1, 2, 2, 2), (2, 1, 4, 4)]
+)
+def test_the_file_runs_with_any_answers_prompts_group_and_personas(
+    monkeypatch, capsys, answers, prompts, group, personas
+):
+    """The predict-then-run kit invites edits of these constants: each combination runs to the end
+    (ANSWERS = 4 once crashed after training: 30 answers are not a whole number of rollouts)."""
+    tiny = dict(WARM_STEPS=2, RL_STEPS=1, WEIGHTINGS=4, EVAL_PROBLEMS=2, HELDOUT_WEIGHTINGS=4)
+    tiny.update(POOL=6, KS=(1, 6), ANSWERS=answers, PROMPTS=prompts, GROUP=group)
+    # as the file computes it from ANSWERS when a student edits that line
+    tiny.update(BLOCK_SIZE=max(64, 16 + answers * 13 + 1))
+    for name, value in tiny.items():
+        monkeypatch.setattr(one_file, name, value)
+    monkeypatch.setattr(one_file, "task", one_file.PersonaTask(num_personas=personas))
+    monkeypatch.setattr(one_file, "SEED", one_file.SEED)
+    results = one_file.main(["--seed", "0"])
+    assert list(results) == ["warm start", f"warm start m={answers}", "GRPO", "VPO"]
+    for per_problem in results.values():
+        assert all(v.shape == (2,) and ((v >= 0) & (v <= 1)).all() for v in per_problem.values())
+    assert "vpo step   1/1" in capsys.readouterr().out
+
+
+def test_a_nan_advantage_stops_training_in_one_line(monkeypatch):
+    """A student's advantages without the tied-group guard divide by a zero std: the run stops
+    there, saying so, not with a NaN crash in the next step's sampling."""
+    tiny = dict(RL_STEPS=1, PROMPTS=1, GROUP=2, WEIGHTINGS=2)
+    for name, value in tiny.items():
+        monkeypatch.setattr(one_file, name, value)
+    monkeypatch.setattr(one_file, "advantages", lambda *a: torch.full((1, 2), float("nan")))
+    model = build_model("nano", block_size=64, vocab_size=one_file.tok.vocab_size, device="cpu")
+    with pytest.raises(ValueError, match="advantage is NaN or inf"):
+        one_file.train("grpo", model)
 
 
 def test_best_at_1_is_w_best_at_1_under_the_average_trade_off():
