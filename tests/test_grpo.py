@@ -34,8 +34,12 @@ def test_grpo_two_values():
 
 def test_grpo_degenerate_group_is_zero_not_nan():
     adv = grpo_advantages(torch.tensor([[0.7, 0.7, 0.7], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
-    assert torch.isfinite(adv).all()
-    assert (adv[:2] == 0).all() and (adv[2] != 0).all()
+    expected = "a group whose scores all tie has std 0: its advantages must be 0 (guard std < eps)"
+    assert torch.isfinite(adv).all(), f"{expected}, not NaN or inf; got {adv.tolist()}"
+    assert (adv[:2] == 0).all(), f"{expected}; got {adv[:2].tolist()}"
+    assert (adv[2] != 0).all(), (
+        f"a group whose scores differ keeps its signal; got {adv[2].tolist()}"
+    )
 
 
 def test_grpo_near_equal_group_is_zero():

@@ -196,6 +196,18 @@ def test_pass_at_k_curve():
 # ---------------------------------------------------------------- max@k
 
 
+def test_max_at_k_lies_between_the_pools_mean_and_its_best():
+    """What must hold before any exact value: best of k draws is at least the mean (k = 1) and at
+    most the pool's best (k = n); a weight off by one place breaks this first."""
+    pool = [4, 1, 3, 2]
+    for k in range(1, 5):
+        got = max_at_k(pool, k)
+        assert 2.5 - 1e-12 <= got <= 4 + 1e-12, (
+            f"max_at_k({pool}, {k}) = {got}: impossible, the best of {k} of these lies between "
+            "their mean 2.5 and their best 4"
+        )
+
+
 def test_max_at_k_hand_cases():
     # pool {1,2,3,4}, k=2: pair maxima 2,3,4,3,4,4 -> 20/6
     assert max_at_k([4, 1, 3, 2], 2) == pytest.approx(20 / 6, abs=1e-15)
