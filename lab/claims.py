@@ -19,7 +19,8 @@ so the number can only fall.
 Verdict words: after each interval, up to the end of its clause, a word that states a direction
 ("yes", "above", "leads", "no", "below", "within noise", ...) must agree with the interval's sign
 (VERDICT_WORDS). One rule for every interval: above zero only when the low end is, below only when
-the high end is, otherwise within noise.
+the high end is, otherwise within noise. A word that claims an absence ("does nothing", "none",
+"stops the ...") is never supported: an interval holding 0 shows no detectable effect (ABSENCE).
 
 Deliberately left out: numbers without an interval (a point estimate is described, not judged
 here), the meaning of a quoted number's sentence (a registered claim checks that), and rerunning
@@ -71,6 +72,8 @@ VERDICT_WORDS = {
     "no": "below",
 }
 # the words, longest first, each as a whole word
+# Words that claim an absence: an interval holding 0 shows no detectable effect, never none.
+ABSENCE = re.compile(r"\b(does nothing|do nothing|no effect|stops the|none)\b")
 WORDS = sorted((w for w in VERDICT_WORDS if w != "no"), key=len, reverse=True)
 VERDICT_PATTERN = re.compile(r"\b(" + "|".join(map(re.escape, WORDS)) + r")\b|\b(no)(?=[,;.)]|$)")
 # A clause ends at a full stop, a semicolon, a table cell, a bracket or a parenthesis: a verdict
@@ -443,6 +446,9 @@ def intervals(doc, text):
         context = text[max(0, match.start() - 70) : match.end() + 50]
         word = stated_verdict(text[: match.start()].rstrip(), text[match.end() :])
         problem = None
+        absent = ABSENCE.search(CLAUSE_END.split(text[match.end() :], maxsplit=1)[0])
+        if absent:
+            problem = f"'{absent[1]}' claims an absence; the interval can show no detectable effect"
         if word is not None:
             said, holds = VERDICT_WORDS[word], supported(written)
             if said not in holds:

@@ -71,6 +71,8 @@ def test_a_changed_number_fails_naming_the_sentence():
         ("its best@1 yes (+0.004 [-0.025, +0.035])", [0]),
         ("tiny +0.003 [+0.000, +0.006] yes | -0.001 [-0.004, -0.000] below", []),
         ("narrows by 0.67 [0.07, 1.22] below GRPO's", [0]),
+        ("batch -0.16 [-0.44, +0.26] stops the narrowing", [0]),
+        ("UCB-Con -0.02 [-1.41, +0.57], no detectable effect", []),
     ],
 )
 def test_a_verdict_word_must_agree_with_its_interval(text, wrong):
