@@ -131,7 +131,8 @@ def stated_verdict(before, after):
     end = CLAUSE_END.search(after)
     clause = after[: end.start()] if end else after
     found = VERDICT_PATTERN.search(clause)
-    if found and end and end[0] == "(" and not clause[found.end() :].strip():
+    right_before_an_interval = end and INTERVAL.match(after[end.end() :])
+    if found and right_before_an_interval and not clause[found.end() :].strip():
         found = None  # "..., its best@1 within noise (+0.004 [...])": the next interval's word
     if found is None and before.endswith("("):
         # the last words before the parenthesis, back to the start of their clause
@@ -360,8 +361,19 @@ def braced_values(text):
 def check_claim(claim, documents):
     """What is wrong with one registered claim -> a list of lines (empty: text and files agree)."""
     where = f"{claim.doc}: '{unbraced(claim.text)[:90]}'"
-    if unbraced(claim.text) not in documents[claim.doc]:
-        return [f"{where}: the sentence is not in the document (changed or moved?)"]
+    text = documents[claim.doc]
+    if unbraced(claim.text) not in text:
+        # the words as registered with any numbers in the braces: a changed number is named
+        parts = re.split(r"\{[^}]*\}", claim.text)
+        pattern = "(.*?)".join(re.escape(p) for p in parts)
+        found = re.search(pattern, text)
+        if found is None:
+            return [f"{where}: the sentence is not in the document (changed or moved?)"]
+        claim = claim._replace(
+            text=re.sub(r"\{[^}]*\}", "{}", claim.text).format(
+                *(f"{{{g}}}" for g in found.groups())
+            )
+        )
     try:
         values = claim.values()
     except (LookupError, KeyError, OSError) as e:
