@@ -365,7 +365,11 @@ def check_claim(claim, documents):
     if unbraced(claim.text) not in text:
         # the words as registered with any numbers in the braces: a changed number is named
         parts = re.split(r"\{[^}]*\}", claim.text)
-        pattern = "(.*?)".join(re.escape(p) for p in parts)
+        shapes = [re.sub(NUMBER, lambda _: "@", b) for b in re.findall(r"\{([^}]*)\}", claim.text)]
+        shapes = ["(" + re.escape(shape).replace("@", NUMBER) + ")" for shape in shapes]
+        pattern = re.escape(parts[0]) + "".join(
+            shape + re.escape(part) for shape, part in zip(shapes, parts[1:])
+        )
         found = re.search(pattern, text)
         if found is None:
             return [f"{where}: the sentence is not in the document (changed or moved?)"]
