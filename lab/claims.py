@@ -378,6 +378,7 @@ def check_claim(claim, documents):
                 *(f"{{{g}}}" for g in found.groups())
             )
         )
+        where = f"{claim.doc}: '{unbraced(claim.text)[:90]}'"
     try:
         values = claim.values()
     except (LookupError, KeyError, OSError) as e:
