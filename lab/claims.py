@@ -74,6 +74,12 @@ VERDICT_WORDS = {
 # the words, longest first, each as a whole word
 # Words that claim an absence: an interval holding 0 shows no detectable effect, never none.
 ABSENCE = re.compile(r"\b(does nothing|do nothing|no effect|stops the|none)\b")
+# A cause stands only on an experiment that changed it; the README, where a reader takes a cause as
+# found, names none, so a causal connective there is refused (RESULTS keeps causes by experiments).
+CAUSAL = re.compile(
+    r"\b(because|on purpose|hurt by|due to|thanks to|which is why|caused by)\b", re.I
+)
+CAUSAL_REFUSED = ("README.md",)
 WORDS = sorted((w for w in VERDICT_WORDS if w != "no"), key=len, reverse=True)
 VERDICT_PATTERN = re.compile(r"\b(" + "|".join(map(re.escape, WORDS)) + r")\b|\b(no)(?=[,;.)]|$)")
 # A clause ends at a full stop, a semicolon, a table cell, a bracket or a parenthesis: a verdict
@@ -484,6 +490,12 @@ def check(show_untied=False):
     problems = [p for claim in CLAIMS for p in check_claim(claim, docs)]
     lines, untied = [], {}
     for doc, text in docs.items():
+        if doc in CAUSAL_REFUSED:
+            problems += [
+                f"{doc}: '...{text[max(0, m.start() - 70) : m.end() + 40]}...': '{m[1]}' states a "
+                "cause; move it to docs/RESULTS.md beside the experiment that changed that cause"
+                for m in CAUSAL.finditer(text)
+            ]
         found = intervals(doc, text)
         ties = [i.tie.split(":")[0] for i in found]
         untied[doc] = ties.count("untied")

@@ -100,3 +100,8 @@ def test_a_report_interval_is_found_as_a_person_rounds_it():
     key_up = claims.rounded(("+2.400", "+1.565", "+3.273"), 2, "half_up")
     key_float = claims.rounded(("+2.400", "+1.565", "+3.273"), 2)
     assert key_up == ("2.40", "1.57", "3.27") and key_float == ("2.40", "1.56", "3.27")
+
+
+def test_a_cause_stated_in_the_readme_fails():
+    text = "VPO votes lower. Voting takes the most common outcome, and VPO spreads them on purpose."
+    assert [m[1] for m in claims.CAUSAL.finditer(text)] == ["on purpose"]
