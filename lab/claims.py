@@ -220,6 +220,20 @@ def corner_share(folder, task, method):
     return board(folder)["tasks"][task][method]["maze"]["both_corners"]
 
 
+def entry(folder, task, method):
+    return board(folder)["tasks"][task][method]
+
+
+def at_k(folder, task, curve, methods, i=-1):
+    """Each method's mean over seeds of a curve (best_at_k, pass_at_k, ...) at its i-th k."""
+    return [entry(folder, task, m)[curve][i] for m in methods]
+
+
+def solved_searches(folder, task, methods):
+    searches = report.named_searches(board(folder)["tasks"][task])
+    return [searches[m]["solved"] for m in methods]
+
+
 # ---- The registry: sentences as written, and what recomputes them ----
 
 
@@ -353,6 +367,95 @@ CLAIMS = [
         EXPLORATION,
     ),
 ]
+
+
+# the README's headline table, a row a claim: warm start, GRPO, grpo_x3, VPO (and the optimum)
+FOUR = ("warm_start", "grpo", "grpo_x3", "vpo")
+HEADLINE_TABLE = [
+    Claim(
+        "README.md",
+        "| code, best@1 | {0.613} | {0.792} | **{0.812}** | {0.701} | {0.876} |",
+        lambda: at_k("headline", "code", "best_at_k", FOUR + ("optimum",), 0),
+        HEADLINE,
+    ),
+    Claim(
+        "README.md",
+        "| code, best@30 | {0.898} | {0.898} | {0.912} | **{0.936}** | {0.974} |",
+        lambda: at_k("headline", "code", "best_at_k", FOUR + ("optimum",)),
+        HEADLINE,
+    ),
+    Claim(
+        "README.md",
+        "| code, pass@30 | {0.075} | {0.083} | {0.083} | **{0.158}** | {0.260} |",
+        lambda: at_k("headline", "code", "pass_at_k", FOUR + ("optimum",)),
+        HEADLINE,
+    ),
+    Claim(
+        "README.md",
+        "| code, gap to the optimum closed (own objective) | | {0.68} | **{0.76}** | {0.56} | |",
+        lambda: [entry("headline", "code", m)["gap_closed"]["objective"] for m in FOUR[1:]],
+        HEADLINE,
+    ),
+    Claim(
+        "README.md",
+        "| code, reward-space diversity | {17.9} | {6.0} | {5.6} | **{16.1}** | |",
+        lambda: [entry("headline", "code", m)["diversity"] for m in FOUR],
+        HEADLINE,
+    ),
+    Claim(
+        "README.md",
+        "| code, search solved of 192 | {125} | {161} | **{167}** | {135} (3 children a call: "
+        "{159}) |",
+        lambda: solved_searches("headline", "code", FOUR + ("vpo (m per call)",)),
+        HEADLINE,
+    ),
+    Claim(
+        "README.md",
+        "| persona, best@30 under held-out weightings | {0.522} | {0.528} | {0.524} | "
+        "**{0.550}** |",
+        lambda: at_k("headline", "persona", "heldout_weight_best_at_k", FOUR),
+        HEADLINE,
+    ),
+    Claim(
+        "README.md",
+        "| persona, best@30 (fixed mean) | {0.471} | {0.492} | **{0.498}** | {0.486} |",
+        lambda: at_k("headline", "persona", "best_at_k", FOUR),
+        HEADLINE,
+    ),
+    Claim(
+        "README.md",
+        "| persona, diversity | {0.788} | {0.411} | {0.208} | **{0.815}** |",
+        lambda: [entry("headline", "persona", m)["diversity"] for m in FOUR],
+        HEADLINE,
+    ),
+    Claim(
+        "README.md",
+        "| control, best@30 under held-out weightings | {0.934} | {0.957} | **{0.963}** | "
+        "{0.962} |",
+        lambda: at_k("headline", "persona_collinear", "heldout_weight_best_at_k", FOUR),
+        HEADLINE,
+    ),
+    Claim(
+        "README.md",
+        "| {0.720} | {0.738} | {0.735} | **{0.747}** | {0.751} |",
+        lambda: at_k("headline", "maze", "best_at_k", FOUR + ("optimum",)),
+        HEADLINE,
+    ),
+    Claim(
+        "README.md",
+        "| maze, best@30 under held-out weightings | {0.788} | {0.755} | {0.734} | **{0.850}** | "
+        "{0.873} |",
+        lambda: at_k("headline", "maze", "heldout_weight_best_at_k", FOUR + ("optimum",)),
+        HEADLINE,
+    ),
+    Claim(
+        "README.md",
+        "| maze, pools covering both corners | {1.00} | {0.36} | {0.17} | {0.95} |",
+        lambda: [entry("headline", "maze", m)["corner_coverage"]["both"] for m in FOUR],
+        HEADLINE,
+    ),
+]
+CLAIMS += HEADLINE_TABLE
 
 
 def unbraced(text):
