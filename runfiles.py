@@ -346,7 +346,9 @@ class Lock:
                 self.file.truncate(0)
                 self.file.write(json.dumps(me) + "\n")
                 self.file.flush()
-        except WriteError:  # the flock goes with the file
+        except WriteError:  # let go as release() does: no lock file is left behind
+            with contextlib.suppress(OSError):
+                os.remove(path)
             self.file.close()
             raise
         _HELD[os.path.realpath(path)] = self

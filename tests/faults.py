@@ -15,7 +15,6 @@ import builtins
 import errno
 import os
 import sys
-import traceback
 from contextlib import contextmanager
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,20 +37,23 @@ class Call:
     """One write call: what it was, the file it wrote (a per-process temporary file is named as the
     file it becomes) and the project line that asked for it."""
 
-    def __init__(self, primitive, path, site):
+    def __init__(self, primitive, path, site, file):
         self.primitive, self.path, self.site = primitive, path, site
+        self.file = file  # its real path
 
     def __repr__(self):
         return f"{self.primitive} {self.path} from {self.site}"
 
 
 def project_site():
-    """file.py:function of the innermost project frame outside these helpers and runfiles' write
-    functions: the place in the code that wrote."""
-    for frame in reversed(traceback.extract_stack()[:-2]):
-        inside = frame.filename.startswith(ROOT) and not frame.filename.startswith(HERE)
-        if inside and frame.name not in HELPERS:
-            return f"{os.path.relpath(frame.filename, ROOT)}:{frame.name}"
+    """file.py:function (its qualified name: Lock.__init__) of the innermost project frame outside
+    these helpers and runfiles' write functions: the place in the code that wrote."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        file, name = frame.f_code.co_filename, frame.f_code.co_name
+        if file.startswith(ROOT) and not file.startswith(HERE) and name not in HELPERS:
+            return f"{os.path.relpath(file, ROOT)}:{frame.f_code.co_qualname}"
+        frame = frame.f_back
     return "elsewhere"
 
 
@@ -69,9 +71,10 @@ class FailingDisk:
 
     def under(self, path):
         try:
-            return os.path.realpath(os.fspath(path)).startswith(self.root + os.sep)
+            path = os.path.realpath(os.fspath(path))
         except TypeError:  # a descriptor, not a path
             return False
+        return path == self.root or path.startswith(self.root + os.sep)
 
     def next_fails(self):
         """Is the next call the one to fail? Then what is on disk now is what it must leave."""
@@ -83,9 +86,11 @@ class FailingDisk:
     def call(self, primitive, path):
         """Count one call; raise if it is the one to fail."""
         fails = self.next_fails()
-        shown = os.path.relpath(os.path.realpath(path), self.root)
-        head, _, tail = shown.rpartition(f".{os.getpid()}.tmp")
-        self.calls.append(Call(primitive, head if tail == "" and head else shown, project_site()))
+        file = os.path.realpath(path)
+        head, _, tail = file.rpartition(f".{os.getpid()}.tmp")
+        file = head if tail == "" and head else file
+        shown = os.path.relpath(file, os.path.dirname(self.root))
+        self.calls.append(Call(primitive, shown, project_site(), file))
         if fails:
             self.failed = self.calls[-1]
             raise OSError(self.err, os.strerror(self.err), os.fspath(path))

@@ -26,6 +26,9 @@ from faults import FailingDisk, files_under, one_line, write_sites
 from tiny_runs import TINY, read
 
 import train
+import warmstart
+from config import make_task
+from model import Tokenizer
 from runfiles import load_checkpoint
 
 # 2 steps, a checkpoint after each (the second replaces the first), the smallest batch
@@ -47,13 +50,11 @@ def fails_in_one_line(capsys, command, disk):
     assert stop.value.code == 2, stop.value.code
     line, alone = one_line(capsys.readouterr().err)
     assert alone, line
-    words = WORDS[disk.err]
-    where = os.path.join(disk.root, disk.failed.path)
-    made = f"cannot create directory {where}"  # a folder the run cannot make says so, as before
-    assert line in (f"error: {words}: {where}", f"error: {made}: {os.strerror(disk.err)}"), (
-        line,
-        disk.failed,
-    )
+    said = f"error: {WORDS[disk.err]}: "
+    if disk.failed.primitive == "mkdir":  # a folder the run cannot make says so, as before
+        said, line = "error: cannot create directory ", line.rsplit(": ", 1)[0]
+    assert line.startswith(said), (line, disk.failed)
+    assert os.path.realpath(line[len(said) :]) == disk.failed.file, (line, disk.failed)
     return line
 
 
@@ -145,3 +146,49 @@ def test_a_training_run_stopped_by_any_write_says_so_loses_nothing_and_resumes_e
         assert metrics == clean["metrics"], (n, disk.failed)
         assert same_weights(final["model"], clean["final"]["model"]), (n, disk.failed)
         shutil.rmtree(folder)
+
+
+def test_a_warm_start_stopped_by_any_write_caches_nothing_torn_and_the_same_command_goes_on(
+    tmp_path, capsys
+):
+    """Every n of a warm start written into its cache (its folder, its lock, the checkpoint) with
+    ENOSPC, the first of each site with EIO: train.py says so in one line, the cache holds the whole
+    warm start or none, and the warm start made again is the uninterrupted one bit for bit (the
+    same weights: the run from it is the training test's)."""
+    quick = ["sft_steps=2"]  # its own warm start, in a folder of its own
+
+    def argv(folder):
+        return ["--config", TINY, "--set", *settings(folder / "run", folder / "ws", *quick)]
+
+    def warm_start(folder):
+        cfg = train.resolve_config(TINY, argv(folder)[3:])
+        task, tok = make_task(cfg["task"]), Tokenizer(cfg["tokenizer"])
+        model, path = warmstart.warm_start(cfg, task, tok, device="cpu", log=lambda msg: None)
+        return model.state_dict(), path
+
+    disk = FailingDisk(tmp_path / "clean" / "ws")
+    with disk.installed():
+        clean, _ = warm_start(tmp_path / "clean")
+    assert set(write_sites(disk.calls)) == {
+        "warmstart.py:warm_start",  # the cache's folder
+        "runfiles.py:Lock.__init__",  # its lock, taken by warm_start
+        "warmstart.py:cached_or_trained",  # the checkpoint
+    }
+    firsts = {c.site: n for n, c in reversed(list(enumerate(disk.calls, 1)))}
+    for err, chosen in [
+        (errno.ENOSPC, range(1, len(disk.calls) + 1)),
+        (errno.EIO, sorted(firsts.values())),
+    ]:
+        for n in chosen:
+            folder = tmp_path / f"{errno.errorcode[err]}{n}"
+            (folder / "run").mkdir(parents=True)  # train.py makes the cache's folder with it
+            failing = FailingDisk(folder / "ws", fail_at=n, err=err)
+            fails_in_one_line(capsys, lambda folder=folder: train.main(argv(folder)), failing)
+            left_whole(failing)
+            assert not [p for p in (folder / "ws").glob("*") if p.suffix != ".pt"], n
+            weights, path = warm_start(folder)
+            assert same_weights(weights, clean) and os.listdir(folder / "ws") == [
+                os.path.basename(path)
+            ], n
+            assert same_weights(load_checkpoint(path)["model"], clean), n
+            shutil.rmtree(folder)
