@@ -20,20 +20,25 @@ import json
 import os
 import shutil
 
+import matplotlib.figure
 import pytest
 import torch
 from faults import FailingDisk, files_under, one_line, write_sites
-from tiny_runs import TINY, read
+from tiny_runs import ROOT, TINY, read
 
+import figures
+import runfiles
 import train
 import warmstart
-from config import make_task
+from config import WriteError, make_task
+from lab import experiment, report, tables
 from model import Tokenizer
 from runfiles import load_checkpoint
 
 # 2 steps, a checkpoint after each (the second replaces the first), the smallest batch
 RUN = ["steps=2", "ckpt_every=1", "prompts_per_step=1", "group_size=2"]
 RUN += ["algo=grpo", "eval_problems=1", "quiet=true"]
+BOARD = os.path.join(ROOT, "tests", "fixtures", "board")  # a committed board's result files
 WORDS = {errno.ENOSPC: "no space left on device", errno.EIO: "input/output error"}
 
 
@@ -192,3 +197,126 @@ def test_a_warm_start_stopped_by_any_write_caches_nothing_torn_and_the_same_comm
             ], n
             assert same_weights(load_checkpoint(path)["model"], clean), n
             shutil.rmtree(folder)
+
+
+def failing_calls(disk, command):
+    """command() on the failing disk -> the WriteError it raised (a command's main prints it as
+    the line fails_in_one_line checks)."""
+    with disk.installed(), pytest.raises(WriteError) as stop:
+        command()
+    assert os.path.realpath(stop.value.filename) == disk.failed.file, (stop.value, disk.failed)
+    assert str(stop.value) == f"{WORDS[disk.err]}: {stop.value.filename}"
+    return stop.value
+
+
+def test_every_write_of_a_file_a_line_and_a_result_file_leaves_the_old_or_the_new(tmp_path):
+    """runfiles.write_file (every whole file: checkpoints, config.yaml, the figures), append_line
+    (every jsonl line and log line) and report.update_record (the lab's result file per task,
+    method and seed): every n, ENOSPC and EIO, over an earlier version of the file."""
+
+    def whole_file(folder, old=False):
+        runfiles.write_file(str(folder / "f.bin"), b"old" if old else b"new" * 1000)
+
+    def line(folder, old=False):
+        file = runfiles.open_lines(str(folder / "m.jsonl"), "w" if old else "a")
+        runfiles.append_line(file, json.dumps({"step": 1} if old else {"step": 2, "x": "y" * 99}))
+        file.close()
+
+    def record(folder, old=False):
+        report.update_record(str(folder), "persona", "grpo", 0, training={"old": old})
+
+    for write in (whole_file, line, record):
+        (tmp_path / "clean").mkdir()
+        write(tmp_path / "clean", old=True)
+        write(tmp_path / "clean")
+        clean = files_under(tmp_path / "clean")
+        counting = FailingDisk(tmp_path / "count")
+        (tmp_path / "count").mkdir()
+        write(tmp_path / "count", old=True)
+        with counting.installed():
+            write(tmp_path / "count")
+        assert counting.calls and files_under(tmp_path / "count") == clean
+        for err in (errno.ENOSPC, errno.EIO):
+            for n in range(1, len(counting.calls) + 1):
+                folder = tmp_path / f"{write.__name__}-{errno.errorcode[err]}{n}"
+                folder.mkdir()
+                write(folder, old=True)
+                disk = FailingDisk(folder, fail_at=n, err=err)
+                failing_calls(disk, lambda folder=folder, write=write: write(folder))
+                left_whole(disk)
+                write(folder)
+                assert files_under(folder) == clean, (write.__name__, n, disk.failed)
+        shutil.rmtree(tmp_path / "clean")
+        shutil.rmtree(tmp_path / "count")
+
+
+def test_run_png_fails_in_one_line_and_keeps_the_earlier_picture(tmp_path, monkeypatch):
+    """figures.run_figure, train.py's run.png, on a full disk as it replaces an earlier one (drawn
+    without rendering: its writes are write_file's, every n of which the test above fails)."""
+    quick_figures(monkeypatch)
+    rows = [("this run", {"ks": [1, 2], "best_at_k": [0.1, 0.2]})]
+    rows[0][1]["heldout_weight_best_at_k"] = [0.1, 0.15]
+    logged = [{"kind": "train", "step": 1, "reward_scalar": 0.1, "set_score": 0.2}]
+    cfg = {"task": "persona", "algo": "grpo", "seed": 0}
+    path = str(tmp_path / "run.png")
+    runfiles.write_file(path, b"an earlier picture")
+    counting = FailingDisk(tmp_path)
+    with counting.installed():
+        figures.run_figure(path, cfg, logged, rows)
+    runfiles.write_file(path, b"an earlier picture")
+    disk = FailingDisk(tmp_path, fail_at=len(counting.calls))  # the rename over the earlier one
+    failing_calls(disk, lambda: figures.run_figure(path, cfg, logged, rows))
+    assert disk.failed.site == "figures.py:run_figure"
+    left_whole(disk)
+
+
+def quick_figures(monkeypatch):
+    """matplotlib without its rendering (seconds a figure on a busy 2-core VM): a figure's bytes are
+    its axes' titles, written through the same save_figure and write_file calls."""
+
+    def savefig(fig, file, **options):
+        file.write(repr([ax.get_title() for ax in fig.axes]).encode())
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    monkeypatch.setattr(matplotlib.figure.Figure, "tight_layout", lambda fig, **options: None)
+
+
+def test_the_lab_report_is_old_or_new_at_each_write_site(tmp_path, monkeypatch):
+    """tables.write_report over an earlier report (results.json, summary.md, the figures) fails at
+    the first write of each file and at its last write (ENOSPC; EIO at each site's first): the error
+    names the file, every file is the earlier or the new one whole, and written again the
+    report is the uninterrupted one byte for byte (its figures drawn without rendering)."""
+    quick_figures(monkeypatch)
+    records = [r for r in report.load_records([BOARD]) if r["task"] == "persona"]
+    samples = tables.figure_samples(records)
+    new = report.merge(records, experiment.TASKS)
+    old = report.merge([r for r in records if r["method"] != "vpo"], experiment.TASKS)
+
+    def write(folder, results):
+        tables.write_report(str(folder), results, samples)
+
+    write(tmp_path / "old", old)
+    shutil.copytree(tmp_path / "old", tmp_path / "count")
+    counting = FailingDisk(tmp_path / "count")
+    with counting.installed():
+        write(tmp_path / "count", new)
+    clean = files_under(tmp_path / "count")
+    calls = counting.calls
+    sites = write_sites(calls)
+    assert set(sites) == {"lab/tables.py:write_report", "lab/plots.py:_save"}, sites
+    firsts, site_firsts = {}, {}
+    for n, c in enumerate(calls, 1):
+        firsts.setdefault((c.site, os.path.basename(c.path)), n)
+        site_firsts.setdefault(c.site, n)
+    for err, chosen in [
+        (errno.ENOSPC, sorted({*firsts.values(), len(calls)})),
+        (errno.EIO, sorted(site_firsts.values())),
+    ]:
+        for n in chosen:
+            folder = tmp_path / f"{errno.errorcode[err]}{n}"
+            shutil.copytree(tmp_path / "old", folder)
+            disk = FailingDisk(folder, fail_at=n, err=err)
+            failing_calls(disk, lambda folder=folder: write(folder, new))
+            left_whole(disk)
+            write(folder, new)
+            assert files_under(folder) == clean, (n, disk.failed)
