@@ -15,6 +15,7 @@ import builtins
 import errno
 import os
 import sys
+import time
 from contextlib import contextmanager
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -61,9 +62,10 @@ class FailingDisk:
     """Counts the write calls under `root`; the `fail_at`-th (1-based; None: none) raises
     OSError(err) naming its file. calls: every Call so far; failed: the Call that raised."""
 
-    def __init__(self, root, fail_at=None, err=errno.ENOSPC):
+    def __init__(self, root, fail_at=None, err=errno.ENOSPC, fail_on=None):
         self.root = os.path.realpath(root)
         self.fail_at, self.err = fail_at, err
+        self.fail_on = fail_on  # or: the first call on a file whose path ends so fails
         self.calls, self.failed = [], None
         self.fds = set()  # descriptors of the files opened for writing under root
         self.fds_path = {}  # and the file each one writes
@@ -76,19 +78,19 @@ class FailingDisk:
             return False
         return path == self.root or path.startswith(self.root + os.sep)
 
-    def next_fails(self):
+    def next_fails(self, path=None):
         """Is the next call the one to fail? Then what is on disk now is what it must leave."""
         fails = self.fail_at is not None and len(self.calls) + 1 == self.fail_at
+        if self.fail_on and path is not None and self.failed is None:
+            fails = strip_tmp(os.path.realpath(path)).endswith(self.fail_on)
         if fails and self.before is None:
             self.before = files_under(self.root)
         return fails
 
     def call(self, primitive, path):
         """Count one call; raise if it is the one to fail."""
-        fails = self.next_fails()
-        file = os.path.realpath(path)
-        head, _, tail = file.rpartition(f".{os.getpid()}.tmp")
-        file = head if tail == "" and head else file
+        fails = self.next_fails(path)
+        file = strip_tmp(os.path.realpath(path))
         shown = os.path.relpath(file, os.path.dirname(self.root))
         self.calls.append(Call(primitive, shown, project_site(), file))
         if fails:
@@ -163,7 +165,7 @@ class FailingFile:
         disk.fds_path[file.fileno()] = path
 
     def write(self, data):
-        if self._disk.next_fails() and self._disk.err == errno.ENOSPC and len(data) > 1:
+        if self._disk.next_fails(self._path) and self._disk.err == errno.ENOSPC and len(data) > 1:
             self._file.write(data[: len(data) // 2])  # the blocks that were left
             self._file.flush()
         self._disk.call("write", self._path)
@@ -191,6 +193,12 @@ class FailingFile:
         return getattr(self._file, name)
 
 
+def strip_tmp(path):
+    """A per-process temporary file's path -> the file it becomes (runfiles.write_file)."""
+    head, _, tail = path.rpartition(f".{os.getpid()}.tmp")
+    return head if tail == "" and head else path
+
+
 def files_under(root):
     """{path relative to root: its bytes} of every file under root."""
     found = {}
@@ -216,6 +224,22 @@ def one_line(stderr):
     """The error line a command printed, and whether it printed nothing else (no traceback)."""
     lines = [line for line in stderr.splitlines() if line.strip()]
     return (lines[-1] if lines else ""), len(lines) == 1
+
+
+# ---- Jobs for the lab's workers (lab/workers.run_jobs), importable in a spawned process ----
+
+
+def job_returns(value):
+    return value
+
+
+def job_on_full_disk(folder, after_s):
+    """A job that finds its disk full `after_s` seconds in: runfiles' WriteError, from a worker."""
+    import runfiles  # in the worker: the project's write
+
+    time.sleep(after_s)
+    with FailingDisk(folder, fail_at=1).installed():
+        runfiles.write_file(os.path.join(folder, "result.json"), "{}")
 
 
 if __name__ == "__main__":  # python tests/faults.py: nothing to run; the tests use it

@@ -19,7 +19,11 @@ import errno
 import json
 import os
 import shutil
+import subprocess
+import sys
+import time
 
+import faults
 import matplotlib.figure
 import pytest
 import torch
@@ -31,7 +35,8 @@ import runfiles
 import train
 import warmstart
 from config import WriteError, make_task
-from lab import experiment, report, tables
+from lab import experiment, report, tables, workers
+from lab.workers import Job
 from model import Tokenizer
 from runfiles import load_checkpoint
 
@@ -320,3 +325,89 @@ def test_the_lab_report_is_old_or_new_at_each_write_site(tmp_path, monkeypatch):
             left_whole(disk)
             write(folder, new)
             assert files_under(folder) == clean, (n, disk.failed)
+
+
+class Quiet:
+    """lab.workers.Progress's calls, saying nothing."""
+
+    def finish(self, *args):
+        pass
+
+    def tick(self, *args):
+        pass
+
+
+def test_a_worker_whose_disk_fills_stops_the_others_and_what_finished_is_stored(tmp_path):
+    """lab.workers.run_jobs on two spawned workers: one job returns, the next finds the disk full
+    two seconds in while a third (a minute's sleep) runs on the other worker. The WriteError comes
+    back with its file, the finished job's result was handed on (stored, in the lab), and the
+    running job is stopped at once rather than waited for."""
+    handed_on = []
+    ready = [
+        Job("pools", ("persona", "grpo", 0), faults.job_returns, ("grpo",), handed_on.append),
+        Job("pools", ("persona", "vpo", 0), faults.job_on_full_disk, (str(tmp_path), 2.0), None),
+        Job("pools", ("persona", "dapo", 0), time.sleep, (60,), handed_on.append),
+    ]
+    t0 = time.time()
+    with pytest.raises(WriteError) as stop:
+        workers.run_jobs(ready, 2, Quiet())
+    assert str(stop.value) == f"no space left on device: {tmp_path / 'result.json'}"
+    assert handed_on == ["grpo"] and time.time() - t0 < 40
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_lab_command_says_a_full_disk_in_one_line(monkeypatch, capsys):
+    def full(*args, **kwargs):
+        raise WriteError(errno.ENOSPC, "No space left on device", "out/quick/results/x.json")
+
+    monkeypatch.setattr(experiment, "run_headline", full)
+    with pytest.raises(SystemExit) as stop:
+        experiment.main(["--quick", "--tasks", "persona"])
+    line, alone = one_line(capsys.readouterr().err)
+    assert stop.value.code == 2 and alone
+    assert line == "error: no space left on device: out/quick/results/x.json"
+
+
+LONG = os.environ.get("VPO_EVERY_WRITE") != "1"
+
+
+@pytest.mark.skipif(
+    LONG, reason="two lab commands, ~2 min each on a busy 2-core VM: VPO_EVERY_WRITE=1"
+)
+def test_a_lab_worker_whose_disk_fills_stops_the_command_in_one_line_and_it_goes_on(tmp_path):
+    """python lab/experiment.py with two workers: the one training VPO finds the disk full as it
+    writes final.pt (tests/fixtures/full_disk/sitecustomize.py fails that write in every process).
+    The command stops with that one line and exit 2, what finished is stored, and the same command,
+    once there is room, resumes VPO from its checkpoint and finishes."""
+    out = tmp_path / "lab"
+    command = [sys.executable, os.path.join(ROOT, "lab", "experiment.py"), "--quick"]
+    command += ["--tasks", "persona", "--algos", "grpo", "vpo", "--workers", "2", "--set"]
+    command += [f"out_dir={out}", f"warmstart_dir={tmp_path / 'ws'}", "steps=2", "eval_every=0"]
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    env["PYTHONPATH"] = os.path.join(ROOT, "tests", "fixtures", "full_disk")
+    vpo = out / "runs" / "persona-vpo-s0"
+    env["VPO_FULL_DISK"] = f"{out}:{os.path.join('runs', 'persona-vpo-s0', 'final.pt')}"
+    full = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    line, alone = one_line(full.stderr)
+    assert full.returncode == 2 and alone, full.stdout + full.stderr
+    assert line == f"error: no space left on device: {vpo / 'final.pt'}"
+    assert (vpo / "ckpt.pt").exists() and not (vpo / "final.pt").exists()
+    for path in out.rglob("*"):
+        assert not path.name.endswith(".tmp"), path
+        if path.suffix == ".jsonl":
+            [json.loads(line) for line in path.read_text().splitlines()]
+        if path.suffix == ".json":
+            json.loads(path.read_text())
+    stored = {p.name for p in (out / "results").glob("*.json")}
+    finished = [p.parent.name for p in (out / "runs").glob("*/final.pt")]
+
+    del env["VPO_FULL_DISK"]
+    again = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"resuming unfinished run {vpo}" in again.stdout
+    for name in finished:  # a run that finished before the disk filled is not trained again
+        assert f"reusing finished run {out / 'runs' / name}" in again.stdout
+    steps = [json.loads(line)["step"] for line in (vpo / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [0, 1, 2, 2]  # each step once: eval 0, train 1 and 2, the final eval
+    assert stored <= {p.name for p in (out / "results").glob("*.json")}
+    assert (out / "results" / "persona-vpo-s0.json").exists() and (out / "summary.md").exists()
