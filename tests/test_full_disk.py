@@ -147,6 +147,7 @@ def test_a_training_run_stopped_by_any_write_says_so_loses_nothing_and_resumes_e
     }
     for n in training_n(calls, err):
         folder = tmp_path / f"n{n}"
+        folder.mkdir()
         argv = ["--config", TINY, "--set", *settings(folder / "run", baseline["ws"])]
         disk = FailingDisk(folder, fail_at=n, err=err)
         fails_in_one_line(capsys, lambda argv=argv: train.main(argv), disk)
@@ -156,6 +157,38 @@ def test_a_training_run_stopped_by_any_write_says_so_loses_nothing_and_resumes_e
         assert metrics == clean["metrics"], (n, disk.failed)
         assert same_weights(final["model"], clean["final"]["model"]), (n, disk.failed)
         shutil.rmtree(folder)
+
+
+def test_a_resume_stopped_by_a_full_disk_as_it_cuts_metrics_back_says_so_and_resumes_again(
+    baseline, clean, tmp_path, capsys
+):
+    """The resume's own writes: a run stopped before final.pt resumes on a disk that fails as the
+    resume cuts metrics.jsonl back to its checkpoint, and at its first write after that."""
+    stopped = tmp_path / "stopped"
+    stopped.mkdir()
+    argv = ["--config", TINY, "--set", *settings(stopped / "run", baseline["ws"])]
+    final_open = max(n for n, c in enumerate(clean["calls"], 1) if c.path.endswith("final.pt"))
+    disk = FailingDisk(stopped, fail_at=final_open - 4)  # final.pt's first call
+    fails_in_one_line(capsys, lambda: train.main(argv), disk)
+    counting = FailingDisk(tmp_path / "count")
+    shutil.copytree(stopped, tmp_path / "count")
+    with counting.installed():
+        train.train(
+            train.resolve_config(
+                TINY, [*settings(tmp_path / "count" / "run", baseline["ws"], "resume=true")]
+            )
+        )
+    cut = next(n for n, c in enumerate(counting.calls, 1) if c.primitive == "truncate")
+    for n in (cut, cut + 1):
+        folder = tmp_path / f"resume{n}"
+        shutil.copytree(stopped, folder)
+        argv = ["--config", TINY, "--set", *settings(folder / "run", baseline["ws"], "resume=true")]
+        disk = FailingDisk(folder, fail_at=n)
+        fails_in_one_line(capsys, lambda argv=argv: train.main(argv), disk)
+        left_whole(disk)
+        metrics, final = continued(train.resolve_config(TINY, argv[3:]))
+        assert metrics == clean["metrics"], (n, disk.failed)
+        assert same_weights(final["model"], clean["final"]["model"]), (n, disk.failed)
 
 
 def test_a_warm_start_stopped_by_any_write_caches_nothing_torn_and_the_same_command_goes_on(
