@@ -2,17 +2,22 @@
 a counting run learns every write call a command makes and where, then each chosen n fails in turn
 (ENOSPC, as a full disk; EIO, a failing one, over fewer n). For each n: the command ends with one
 line, "error: <the OS's words>: <the file>", and exit status 2; every file that was on disk as the
-write failed is byte for byte what it was, no temporary file is left, every jsonl line parses and
-every checkpoint loads; and once there is room the same command (with resume=true where the run's
-folder holds a run: train.py asks for it) ends with metrics.jsonl and final.pt byte for byte an
-uninterrupted run's.
+write failed is byte for byte what it was, no temporary file or lock is left, every jsonl line
+parses and every checkpoint loads; and once there is room the same command (with resume=true where
+the run's folder holds a run: train.py's own message asks for it) ends with metrics.jsonl and
+final.pt byte for byte an uninterrupted run's (metrics.jsonl holds no timing: it is exact).
 
-Covered: a tiny training run (configs/tiny.yaml, 2 steps, a checkpoint each), a warm start written
-into its cache, run.png, the lab's result files and its report (results.json, summary.md, the
-figures), and a lab command whose worker's disk fills. The n tried are the first and the last call
-of each write site and file (faults.first_and_last; a site: the project's function that asked for
-the write), every n of the warm start and of a result file; VPO_EVERY_WRITE=1 tries every n of the
-training run too.
+The write calls (faults.py): open for writing, write, flush, fsync, rename/replace, truncate, mkdir.
+The write sites covered, 14 (a site: the project function that asked for the write): a training
+run's 8 (runfiles: prepare_out_dir, Lock.__init__, write_config, RunFiles.__init__ (source.json and
+the resume's cut of metrics.jsonl), RunFiles._open, .log, .write, .save: the folder, its lock,
+config.yaml, source.json, log.txt, metrics.jsonl, timing.jsonl, samples.jsonl, ckpt.pt, final.pt),
+the warm start's 2 (warm_start's folder, cached_or_trained's checkpoint), figures.run_figure
+(run.png), the lab's report.update_record (a result file), tables.write_report (results.json,
+summary.md) and plots._save (every figure of the report), and a lab worker's run. Every n of
+runfiles.write_file, append_line, update_record and a warm start; of a training run (54 calls), the
+first call of each site and file and the last write of ckpt.pt and metrics.jsonl (18 n; EIO: 6);
+VPO_EVERY_WRITE=1 tries all 54 with both errors, and runs the lab end to end (two commands).
 """
 
 import errno
