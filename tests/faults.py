@@ -29,8 +29,6 @@ HELPERS = {
     "save_figure",
     "open_lines",
     "append_line",
-    "__exit__",
-    "__enter__",
 }
 
 
