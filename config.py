@@ -10,6 +10,7 @@ import contextlib
 import difflib
 import importlib.util
 import math
+import os
 import sys
 import tokenize
 
@@ -46,10 +47,20 @@ class ConfigError(ValueError):
     """A setting, or a file a setting names (a checkpoint), that cannot be used."""
 
 
+class WriteError(OSError):
+    """A write the disk refused (full, read-only, failing), raised by runfiles' writes once every
+    file they touched is as it was: the OS's words for its errno and the file, in one line."""
+
+    def __str__(self):
+        words = os.strerror(self.errno) if self.errno else (self.strerror or "write failed")
+        return f"{words[0].lower()}{words[1:]}: {self.filename}"
+
+
 # What a command reports in one line (exit 2) instead of a traceback: a bad setting, a missing file,
-# a run whose numbers went non-finite (its checkpoints stay), a sequence longer than block_size. Any
-# other exception is a bug in the code, and its traceback shows where it is.
-ONE_LINE_ERRORS = (ConfigError, FileNotFoundError, FloatingPointError, SequenceTooLong)
+# a run whose numbers went non-finite (its checkpoints stay), a sequence longer than block_size, a
+# write the disk refused (what was written before stays whole). Any other exception is a bug in the
+# code, and its traceback shows where it is.
+ONE_LINE_ERRORS = (ConfigError, FileNotFoundError, FloatingPointError, SequenceTooLong, WriteError)
 
 
 # How a finished run is measured (evaluate.py, evolve.py, the lab): part of train.DEFAULTS, never

@@ -8,6 +8,7 @@ Deliberately left out: interactive plots, dashboards, figures across runs (lab/p
 those).
 """
 
+import io
 import json
 import os
 import random
@@ -18,7 +19,7 @@ from matplotlib.ticker import MaxNLocator
 import maze
 from config import make_task
 from evaluate import LOOK_SEED, evaluate_policy, load_policy, policy_from_saved
-from runfiles import load_checkpoint
+from runfiles import load_checkpoint, save_figure, write_file
 
 
 def warm_label(m):
@@ -51,7 +52,9 @@ def report_run(run_dir, seed=LOOK_SEED):
     print_pools(rows, len(problems), seed)
     if cfg["task"] == "maze":  # the routes themselves: where a policy's answers go on the grid
         drawn = {name: answers for name, (_, _, answers) in pools.items()}
-        maze.conflict_figure(os.path.join(run_dir, "routes.png"), drawn, problems)
+        picture = io.BytesIO()  # a PNG, written whole or not at all
+        maze.conflict_figure(picture, drawn, problems)
+        write_file(os.path.join(run_dir, "routes.png"), picture.getvalue())
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         logged = [json.loads(line) for line in f]
     return run_figure(os.path.join(run_dir, "run.png"), cfg, logged, rows=rows)
@@ -85,7 +88,7 @@ def run_figure(path, cfg, logged, rows):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     return path
 
 

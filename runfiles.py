@@ -4,14 +4,20 @@ a result), one writer per folder (Lock: a second process on a running run is ref
 first), config.yaml, the log and the jsonl files, atomic checkpoint saves, safe loads
 (weights_only: a shared checkpoint runs no code), the checks a resume needs, and the fingerprint of
 the code behind a result (source.json: a hash per reference file; the lab reuses a result only while
-the working tree's is the same). What goes into the files is train.py's business. A student can
-skip this file. Left out: sharded or asynchronous checkpoints, keeping more than the last one,
-locks on Windows (no fcntl: a line says the folder is not locked).
+the working tree's is the same). Every write of the project goes through the few functions under
+"Writes that leave every file whole": a full or failing disk stops a command with one line (config.
+WriteError), and each file stays as it was or becomes the new one whole. What goes into the files
+is train.py's business. A student can skip this file. Left out: sharded or asynchronous
+checkpoints, keeping more than the last one, locks on Windows (no fcntl: a line says the folder is
+not locked), an fsync of the folder after a rename (a power cut may undo the rename, never tear a
+file).
 """
 
 import ast
 import atexit
+import contextlib
 import hashlib
+import io
 import json
 import os
 import socket
@@ -22,7 +28,7 @@ import torch
 import yaml
 
 import tracking
-from config import EVALUATION, ConfigError, trackers
+from config import EVALUATION, ConfigError, WriteError, trackers
 from model import GPT, GPTConfig, Tokenizer
 from rollouts import rollout_prompt
 
@@ -126,20 +132,82 @@ def read_source(run_dir):
         return None
 
 
-def atomic_save(obj, path):
-    """torch.save via a per-process temporary file: two runs sharing a warm-start cache never mix
-    writes."""
+# ---- Writes that leave every file whole: a full disk (or a failing one) stops a command in one
+# line, and what was on disk before stays as it was ----
+
+
+@contextlib.contextmanager
+def writing(path):
+    """Any OSError of the block -> WriteError naming `path`: the one line a command prints."""
+    try:
+        yield
+    except WriteError:
+        raise
+    except OSError as e:
+        raise WriteError(e.errno, e.strerror, path) from e
+
+
+def write_file(path, data):
+    """`data` (bytes or str) becomes the whole file at `path`, or nothing changes there: it goes to
+    a per-process temporary file beside it (two processes never mix writes), onto the disk (fsync),
+    then is renamed over it. A failure removes the temporary file and raises WriteError."""
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        with open(tmp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            # the bytes are on disk before the rename makes them the checkpoint
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with writing(path):
+            with open(tmp, "wb") as f:
+                f.write(data.encode() if isinstance(data, str) else data)
+                f.flush()
+                # the bytes are on disk before the rename makes them the file
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
-            os.remove(tmp)
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+
+
+def write_json(path, obj, **dump_options):
+    """json.dump's text as the whole file at `path` (write_file)."""
+    write_file(path, json.dumps(obj, **dump_options))
+
+
+def atomic_save(obj, path):
+    """torch.save, whole or not at all (write_file). torch serializes into memory first: on a full
+    disk its own writer fails with a RuntimeError ("unexpected pos") that names no cause, while a
+    plain write says ENOSPC and the file."""
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    write_file(path, buffer.getbuffer())
+
+
+def save_figure(fig, path, **savefig_options):
+    """A matplotlib figure as the whole file at `path` (write_file), its format from the suffix."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=os.path.splitext(path)[1][1:], **savefig_options)
+    write_file(path, buffer.getvalue())
+
+
+def open_lines(path, mode):
+    """A file that append_line writes lines to: unbuffered ("w" starts it empty, "a" goes on)."""
+    with writing(path):
+        return open(path, mode + "b", buffering=0)  # noqa: SIM115 (its owner closes it)
+
+
+def append_line(file, text):
+    """`text` and a newline at the end of `file` (open_lines), whole or not at all: a failed write
+    cuts the file back to where it was, so a reader never meets half a line."""
+    data = (text + "\n").encode()
+    start = file.tell()
+    with writing(file.name):
+        try:
+            done = 0
+            while done < len(data):  # a write may take part of the line (a disk nearly full)
+                done += file.write(data[done:])
+        except OSError:
+            with contextlib.suppress(OSError):  # a disk that fails this too keeps the torn line
+                file.truncate(start)
+                file.seek(start)
+            raise
 
 
 def load_checkpoint(path):
@@ -244,10 +312,8 @@ class Lock:
         if earlier:  # taken by an earlier run in this process that stopped on an exception
             earlier.release()
         while self.file is None:
-            try:
+            with writing(path):
                 file = open(path, "a+")  # noqa: SIM115 (held until release)
-            except OSError as e:
-                raise ConfigError(f"cannot lock {what} ({path}): {e.strerror}") from None
             try:
                 fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -275,9 +341,16 @@ class Lock:
         command = command if len(command) <= 80 else command[:77] + "..."
         since = time.strftime("%Y-%m-%d %H:%M")
         me = {"pid": self.pid, "host": socket.gethostname(), "since": since, "command": command}
-        self.file.truncate(0)
-        self.file.write(json.dumps(me) + "\n")
-        self.file.flush()
+        try:
+            with writing(path):
+                self.file.truncate(0)
+                self.file.write(json.dumps(me) + "\n")
+                self.file.flush()
+        except WriteError:  # let go as release() does: no lock file is left behind
+            with contextlib.suppress(OSError):
+                os.remove(path)
+            self.file.close()
+            raise
         _HELD[os.path.realpath(path)] = self
 
     def release(self):
@@ -342,11 +415,8 @@ def prepare_out_dir(cfg):
 def write_config(cfg, out_dir):
     """config.yaml, written whole or not at all: a resume before the first ckpt.pt reads it back.
     -> the settings written."""
-    tmp = os.path.join(out_dir, f"config.yaml.{os.getpid()}.tmp")
     written = {**{k: v for k, v in cfg.items() if k not in EVAL_KEYS}, "out_dir": out_dir}
-    with open(tmp, "w") as f:
-        yaml.safe_dump(written, f, sort_keys=False)
-    os.replace(tmp, os.path.join(out_dir, "config.yaml"))
+    write_file(os.path.join(out_dir, "config.yaml"), yaml.safe_dump(written, sort_keys=False))
     return written
 
 
@@ -428,12 +498,11 @@ class RunFiles:
         self.mode = "a" if self.resume else "w"
         if lead:
             written = write_config(cfg, self.out_dir)
-            with open(os.path.join(self.out_dir, SOURCE_FILE), "w") as f:
-                json.dump(source, f, indent=0, sort_keys=True)
+            write_json(os.path.join(self.out_dir, SOURCE_FILE), source, indent=0, sort_keys=True)
         metrics = os.path.join(self.out_dir, "metrics.jsonl")
         if lead and self.resume:
-            with open(metrics, "r+") as f:
-                f.truncate(self.resume["metrics_offset"])
+            with writing(metrics):
+                os.truncate(metrics, self.resume["metrics_offset"])
         self.files = {}
         self.log_file = self._open("log.txt")
         self.t_start, self.first_step = time.time(), 1
@@ -452,9 +521,9 @@ class RunFiles:
 
     def _open(self, name):  # on first use: a run killed in its warm start leaves no metrics.jsonl
         if name not in self.files:
-            # held open for the run, closed by close(): a step's lines are flushed as it ends
+            # held open for the run, closed by close(): each line is on disk as it is written
             path = os.path.join(self.out_dir, name) if self.lead else os.devnull
-            self.files[name] = open(path, self.mode)  # noqa: SIM115
+            self.files[name] = open_lines(path, self.mode)
         return self.files[name]
 
     def start_steps(self, first):
@@ -467,23 +536,24 @@ class RunFiles:
         return (time.time() - self.t_start) / (step - self.first_step + 1) * (steps - step)
 
     def log(self, msg):
-        print(msg, file=self.log_file, flush=True)
+        append_line(self.log_file, msg)
         if self.lead and not self.quiet:
             print(msg, flush=True)
 
     def write(self, name, record):
-        f = self._open(name)
-        f.write(json.dumps(record) + "\n")
-        f.flush()
+        append_line(self._open(name), json.dumps(record))
         if self.tracking and name == "metrics.jsonl":
             self.tracking.log(record)
 
     def save(self, name, state):
         """A checkpoint that remembers how much of metrics.jsonl it accounts for."""
         if self.lead:
+            metrics = self._open("metrics.jsonl")
+            # the lines it accounts for are on disk before it is
+            with writing(metrics.name):
+                os.fsync(metrics.fileno())
             atomic_save(
-                {**state, "metrics_offset": self._open("metrics.jsonl").tell()},
-                os.path.join(self.out_dir, name),
+                {**state, "metrics_offset": metrics.tell()}, os.path.join(self.out_dir, name)
             )
 
     def close(self):

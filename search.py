@@ -9,14 +9,21 @@ mutation operator (evolve.py). Settings: config.EVALUATION, part of train.DEFAUL
 Deliberately left out: anything the lab does (many runs, intervals across seeds: lab/).
 """
 
-import json
 import random
 import sys
 
-from config import EVALUATION, ONE_LINE_ERRORS, make_task, resolve_evaluation, settings_parser
+from config import (
+    EVALUATION,
+    ONE_LINE_ERRORS,
+    WriteError,
+    make_task,
+    resolve_evaluation,
+    settings_parser,
+)
 from evaluate import evaluate_policy, load_policy
 from evolve import run_searches, search_problems
 from figures import print_pools
+from runfiles import write_json
 
 
 def main(argv=None):
@@ -49,10 +56,12 @@ def main(argv=None):
     print_pools(rows, args.problems, args.seed, split=args.split)
     print_searches(searches)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(
-                {"pools": dict(rows), "searches": searches} if searches else dict(rows), f, indent=1
-            )
+        saved = {"pools": dict(rows), "searches": searches} if searches else dict(rows)
+        try:
+            write_json(args.json, saved, indent=1)
+        except WriteError as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
 
 
 def evaluate_all(args, settings):

@@ -230,7 +230,8 @@ def warm_start(cfg, task, tok, device, log):
     path = cfg["warmstart_from"] or warmstart_path(cfg)
     lock = None
     if not cfg["warmstart_from"] and not os.path.exists(path):
-        os.makedirs(cfg["warmstart_dir"], exist_ok=True)
+        with runfiles.writing(cfg["warmstart_dir"]):
+            os.makedirs(cfg["warmstart_dir"], exist_ok=True)
         lock = runfiles.Lock(f"{path}.lock", path, wait=log)
         if lock.note:
             log(f"warm start: {lock.note}")
@@ -260,7 +261,8 @@ def cached_or_trained(cfg, task, tok, device, log, path):
         return model, path
     t0 = time.time()
     supervised_steps(model, cfg, task, tok=tok, log=log)
-    os.makedirs(cfg["warmstart_dir"], exist_ok=True)
+    with runfiles.writing(cfg["warmstart_dir"]):
+        os.makedirs(cfg["warmstart_dir"], exist_ok=True)
     state = {"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg}
     runfiles.atomic_save({**state, "source": warmstart_source()}, path)
     log(

@@ -90,7 +90,7 @@ from lab.workers import (
     steps_logged,
     warm_start_job,
 )
-from runfiles import EVAL_KEYS, lock_folder, read_source
+from runfiles import EVAL_KEYS, lock_folder, read_source, writing
 from warmstart import warmstart_path
 
 TASKS = ["persona", "code", "maze", "persona_collinear"]  # each trains with configs/<task>.yaml
@@ -640,7 +640,8 @@ def run_headline(
     seeds = list(seeds) if seeds else [overrides.pop("seed")] if "seed" in overrides else [0]
     overrides.pop("seed", None)
     out_dir = overrides.pop("out_dir", "") or ("out/quick" if quick else "out/headline")
-    os.makedirs(out_dir, exist_ok=True)
+    with writing(out_dir):
+        os.makedirs(out_dir, exist_ok=True)
     # one lab command per out_dir: a second is refused at once (each run's folder has its own lock,
     # taken by the worker that trains it); an error lets go of it as the command exits
     lock = lock_folder(out_dir)

@@ -52,7 +52,8 @@ sys.path.insert(0, HERE)  # so that `python lab/exploration.py` finds the refere
 import numpy as np
 import torch
 
-from config import ConfigError, make_task
+import runfiles
+from config import ConfigError, WriteError, make_task
 from evaluate import load_policy
 from exploration import candidates
 from lab import experiment, report, tables
@@ -278,10 +279,9 @@ def run_measurements(
         futures = [(path, pool.submit(fn, *args)) for path, fn, args in jobs]
         for path, future in futures:
             result = future.result()
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path + ".tmp", "w") as f:
-                json.dump(result, f)
-            os.replace(path + ".tmp", path)  # a file is whole or absent
+            with runfiles.writing(os.path.dirname(path)):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+            runfiles.write_json(path, result)  # a file is whole or absent
             print(f"[{time.time() - t0:5.0f}s] {os.path.relpath(path, out_dir)}", flush=True)
 
 
@@ -701,7 +701,7 @@ def draw(found, tasks, seeds, path, borrowed=()):
         )
         row[0].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    runfiles.save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -731,8 +731,7 @@ def write_report(out_dir, tasks, seeds, against=None):
         lines += ["### Held out: each board ranked, against VPO and GRPO"]
         lines += tables.leaderboard_table(results)
     text = "\n".join(lines)
-    with open(os.path.join(out_dir, "exploration.md"), "w") as f:
-        f.write(text + "\n")
+    runfiles.write_file(os.path.join(out_dir, "exploration.md"), text + "\n")
     draw(found, tasks, seeds, os.path.join(out_dir, "exploration.png"), borrowed)
     print(text)
     print(f"wrote {out_dir}/exploration.md, {out_dir}/exploration.png")
@@ -800,7 +799,7 @@ def main(argv=None):
         write_report(out_dir, args.tasks, args.seeds, args.against)
     except KeyboardInterrupt:
         sys.exit(130)
-    except (ConfigError, FileNotFoundError) as e:
+    except (ConfigError, FileNotFoundError, WriteError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
 

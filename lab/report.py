@@ -20,6 +20,7 @@ import numpy as np
 
 from lab import oracle
 from metrics import paired_bootstrap_interval, rank_correlation_interval
+from runfiles import write_json, writing
 
 # maj@k's two curves only in result files written since evaluate.py reported them (merge keeps a
 # curve that every seed's file holds)
@@ -66,10 +67,9 @@ def update_record(out_dir, task, method, seed, **fields):
     path = record_path(out_dir, task, method, seed)
     record = read_record(out_dir, task, method, seed) or dict(task=task, method=method, seed=seed)
     record.update(fields)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        json.dump(record, f)
-    os.replace(path + ".tmp", path)
+    with writing(os.path.dirname(path)):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_json(path, record)
 
 
 def load_records(dirs):

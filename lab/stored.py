@@ -36,6 +36,7 @@ from runfiles import (
     RESULT_NEUTRAL_KEYS,
     changed_files,
     source_fingerprint,
+    writing,
 )
 from warmstart import warmstart_source
 
@@ -123,12 +124,14 @@ def keep_by_source(path, made_by, now):
         if made_by == now:
             return [], False
         changed = changed_files(made_by, now) if made_by else None
-        os.makedirs(earlier, exist_ok=True)
-        if os.path.isdir(kept(made_by)):  # kept twice (only an unrecorded one can be): the latest
-            shutil.rmtree(kept(made_by))
-        os.replace(path, kept(made_by))
+        with writing(kept(made_by)):
+            os.makedirs(earlier, exist_ok=True)
+            if os.path.isdir(kept(made_by)):  # kept twice (only an unrecorded one can be): latest
+                shutil.rmtree(kept(made_by))
+            os.replace(path, kept(made_by))
     if os.path.exists(kept(now)):
-        os.replace(kept(now), path)
+        with writing(path):
+            os.replace(kept(now), path)
         return changed, True
     return changed, False
 

@@ -4,12 +4,12 @@ search's mutations and drivers, the training dynamics) and the figures.
 Deliberately left out: deciding anything (report.py's intervals and verdicts), drawing (plots.py).
 """
 
-import json
 import os
 
 import numpy as np
 
 import metrics
+import runfiles
 from lab import plots
 from lab.report import (
     UNTRAINED,
@@ -381,12 +381,11 @@ def figure_samples(records):
 
 
 def write_report(out_dir, results, samples=None):
-    os.makedirs(out_dir, exist_ok=True)
+    with runfiles.writing(out_dir):
+        os.makedirs(out_dir, exist_ok=True)
     paths = [os.path.join(out_dir, "results.json"), os.path.join(out_dir, "summary.md")]
-    with open(paths[0], "w") as f:
-        json.dump(results, f, indent=1)
-    with open(paths[1], "w") as f:
-        f.write(summary_markdown(results))
+    runfiles.write_json(paths[0], results, indent=1)
+    runfiles.write_file(paths[1], summary_markdown(results))
     paths += plots.make_all(out_dir, results, samples or {})
     rows = leaderboard_rows(results)
     if rows:

@@ -193,8 +193,10 @@ def _exit_with(parent):
 
 def run_jobs(ready, workers, progress):
     """Run the Jobs in `ready` on `workers` processes until none is left or running (a finished
-    job's `done` may queue more). Ctrl-C stops every worker at once, mid-job, and is raised
-    again."""
+    job's `done` may queue more). Ctrl-C, or a job's error (a full disk: config.WriteError), stops
+    every worker at once, mid-job, and is raised again once the jobs that ended with it are done
+    (their results stored): a stopped run keeps its last checkpoint, and the same command goes on
+    from there."""
     pool = ProcessPoolExecutor(
         max_workers=workers, mp_context=get_context("spawn"), initializer=_worker_init
     )
@@ -206,13 +208,18 @@ def run_jobs(ready, workers, progress):
                 job = ready.pop(0)
                 running[pool.submit(job.fn, *job.args)] = job, time.time()
             finished, _ = wait(running, timeout=2.0, return_when=FIRST_COMPLETED)
+            failed = []
             for future in finished:
                 job, t0 = running.pop(future)
-                result = future.result()
+                if future.exception() is not None:
+                    failed.append(future.exception())
+                    continue
                 progress.finish(job.kind, job.key, time.time() - t0)
-                job.done(result)
+                job.done(future.result())
+            if failed:
+                raise failed[0]
             progress.tick([(job.kind, job.key, job.cfg, t0) for job, t0 in running.values()])
-    except KeyboardInterrupt:
+    except BaseException:
         # stop the workers now, mid-job
         for process in list(getattr(pool, "_processes", {}).values()):
             process.terminate()

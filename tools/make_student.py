@@ -263,34 +263,46 @@ def build(out_dir, names=None, root=ROOT):
         raise SystemExit(f"error: graded file(s) {missing} are not tracked in {root}")
     changed = {}
     for rel in files:
-        src, dst = os.path.join(root, rel), os.path.join(out_dir, rel)
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        if rel.endswith(".md"):
-            with open(src, "rb") as f:
-                text = f.read().decode("utf-8")
-            try:
-                new, stripped = strip_answers(text, names)
-            except LookupError as e:
-                raise SystemExit(f"error: {rel}: {e}") from None
-            if stripped:
-                with open(dst, "wb") as f:
-                    f.write(new.encode("utf-8"))
-                changed[rel] = [("answer", name) for name in stripped]
-                continue
-        if rel not in todo:
-            shutil.copy2(src, dst)
-            continue
+        try:
+            copy_file(root, out_dir, rel, names, todo, changed)
+        except OSError as e:  # a full disk: one line, as for any other error here
+            words = os.strerror(e.errno) if e.errno else str(e)
+            raise SystemExit(
+                f"error: {words[0].lower()}{words[1:]}: {os.path.join(out_dir, rel)} (the student "
+                f"tree is incomplete: remove {out_dir}, make room and run again)"
+            ) from None
+    return changed
+
+
+def copy_file(root, out_dir, rel, names, todo, changed):
+    """One tracked file into the student tree: copied, or with its answers blanked (`changed`)."""
+    src, dst = os.path.join(root, rel), os.path.join(out_dir, rel)
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    if rel.endswith(".md"):
         with open(src, "rb") as f:
             text = f.read().decode("utf-8")
         try:
-            new, spans = blank_source(text, todo[rel])
+            new, stripped = strip_answers(text, names)
         except LookupError as e:
             raise SystemExit(f"error: {rel}: {e}") from None
-        with open(dst, "wb") as f:
-            f.write(new.encode("utf-8"))
-        shutil.copymode(src, dst)
-        changed[rel] = spans
-    return changed
+        if stripped:
+            with open(dst, "wb") as f:
+                f.write(new.encode("utf-8"))
+            changed[rel] = [("answer", name) for name in stripped]
+            return
+    if rel not in todo:
+        shutil.copy2(src, dst)
+        return
+    with open(src, "rb") as f:
+        text = f.read().decode("utf-8")
+    try:
+        new, spans = blank_source(text, todo[rel])
+    except LookupError as e:
+        raise SystemExit(f"error: {rel}: {e}") from None
+    with open(dst, "wb") as f:
+        f.write(new.encode("utf-8"))
+    shutil.copymode(src, dst)
+    changed[rel] = spans
 
 
 def main(argv=None):

@@ -10,6 +10,7 @@ project itself. Deliberately left out: papermill's injected cells, other kernels
 """
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -35,8 +36,28 @@ def run(path, out=None, values=None, timeout=1200):
     t0 = time.time()
     NotebookClient(nb, timeout=timeout, kernel_name="python3").execute()
     nb.metadata["executed_in_seconds"] = round(time.time() - t0)
-    nbformat.write(nb, out or path)
+    text = nbformat.writes(nb)
+    write_whole(out or path, text if text.endswith("\n") else text + "\n")  # as nbformat.write
     return nb
+
+
+def write_whole(path, text):
+    """The notebook written beside `path`, then renamed over it: a full disk leaves the old one
+    whole and stops in one line (the project's runfiles.write_file, which this tool does not
+    import)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        words = os.strerror(e.errno) if e.errno else str(e)
+        raise SystemExit(f"error: {words[0].lower()}{words[1:]}: {path}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def main(argv=None):
