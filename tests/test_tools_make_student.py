@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import types
+import warnings
 from pathlib import Path
 
 import pytest
@@ -256,6 +257,55 @@ def test_blanked_functions_keep_signature_and_docstring(student_tree):
 
 
 # ----------------------------------------------------------------------------------------------
+# Predict, then run: the experiments train the tree's own grpo_vs_vpo.py
+
+# the one file at a size that runs in seconds: its numbers mean nothing, its text is what counts
+TINY = ["WARM_STEPS=1", "WARM_BATCH=2", "RL_STEPS=1", "PROMPTS=1", "GROUP=2", "WEIGHTINGS=2"]
+TINY += ["EVAL_PROBLEMS=1", "POOL=3", "KS=(1, 3)", "HELDOUT_WEIGHTINGS=2"]
+
+
+@needs_git
+def test_predict_then_run_trains_the_trees_own_file(student_tree, tmp_path):
+    """In the student tree, which carries the committed runs, `lab/one_file_seeds.py --experiment`
+    trains the tree's grpo_vs_vpo.py: blank, it fails in the student's function; answered, each
+    run records the sha256 of the text it trained (the tree's file, the experiment's line changed)
+    and a changed line changes the run; the committed runs are neither read nor written."""
+    sys.path.insert(0, os.path.join(ROOT, "lab"))
+    from one_file_seeds import changed_source, sha256, with_settings
+
+    tree = Path(student_tree)
+    one_file = tree / "grpo_vs_vpo.py"
+    blank = one_file.read_text()
+    committed = {p: p.read_bytes() for p in (tree / "docs/figures/one_file").rglob("*.*")}
+    out = tmp_path / "runs"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+
+    def one_file_seeds(*args):
+        command = [sys.executable, "lab/one_file_seeds.py", "--seeds", "0", "--out", str(out)]
+        command += [*args, "--set", *TINY]
+        return subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
+
+    try:
+        done = one_file_seeds("--experiment", "m1")
+        assert done.returncode != 0 and "the run failed" in done.stderr, done.stderr[-2000:]
+        assert "NotImplementedError: exercise one_file" in (out / "s0.log").read_text()
+
+        one_file.write_text(Path(ROOT, "grpo_vs_vpo.py").read_text())  # the student's answer
+        done = one_file_seeds("--experiment", "m1")
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "This tree's grpo_vs_vpo.py" in done.stdout and "COMMITTED" not in done.stdout
+        text = one_file.read_text()
+        base, m1 = (json.loads((out / sub / "s0.json").read_text()) for sub in (".", "m1"))
+        assert base["source_sha256"] == sha256(with_settings(text, TINY))
+        assert m1["source_sha256"] == sha256(with_settings(changed_source("m1", text), TINY))
+        # the changed line (ANSWERS = 1) is what trained: the warm start is asked for 1, not 3
+        assert "warm start m=1" in m1["per_problem"] and "warm start m=3" in base["per_problem"]
+        assert committed == {p: p.read_bytes() for p in (tree / "docs/figures/one_file").rglob("*.*")}
+    finally:
+        one_file.write_text(blank)
+
+
+# ----------------------------------------------------------------------------------------------
 # Running the grading commands in the tree with every exercise blanked, one answer back at a time
 
 
@@ -401,6 +451,169 @@ KEY_LINES = {
 }
 
 
+# Each answer by what it computes: other spellings of the same computation, as regular expressions
+# over whitespace-squeezed text (any names, any library). A match anywhere in the student tree is a
+# leak unless NOT_ANSWERS says why that text computes something else.
+SET_SCORE = [  # the max over a set's answers under each weighting, then the mean over weightings
+    r"\.(?:max|amax)\((?:(?:dim|axis)=)?-?\d\)(?:\.values|\[0\])?\.mean\(",
+    r"(?:np|numpy|torch)\.(?:max|amax)\([^;]{1,80}?,(?:(?:dim|axis)=)?-?\d\)(?:\.values|\[0\])?"
+    r"\.mean\(",
+    r"[\"'](\w)(\w)(\w)(\w),\1(\w)\4(?:->|[\"'])",  # einsum "pgmd,pnd": answers under weightings
+    r"@\w+(?:\[[^\]]*\])?\.(?:T|mT)\)\.(?:max|amax)\(",  # (w @ r.T).max(...)
+    r"scalari[sz]ed\w*\.(?:max|amax)\(",  # the reduction that comes first, by the one file's name
+]
+Z_SCORE = [  # the group's population std, the z-score, the zeros of a flat group
+    r"\.std\((?:dim=)?1,keepdim=True,(?:unbiased=False|correction=0)\)",
+    r"\.std\(axis=1,keepdims=True\)",  # numpy's default std is the population's
+    r"(?i)\((\w+)-\w*mean\w*\)/\((?!\w*mean)\w+\+\w*eps\w*\)",  # not MaxRL's (r - mean) / mean
+    r"(?i)where\(\w*std\w*<\w*(?:eps|min_std)",
+]
+BEST_OF_K = [  # the chance that the i-th smallest is the best of k: C(i, k-1) / C(n, k)
+    r"comb\(\w+,(\w+)-1\)/(?:math\.)?comb\(\w+,\1\)",
+    r"C\(\w+(?:-1)?,\w+-[12]\)",  # in prose or a docstring: C(j, k-1), C(j-1, k-2) ...
+    r"\w+\*\(\w+\+1\)//\(\w+\+2-\w+\)",  # the exact recurrence of C(j, k-1) in j
+]
+SPELLINGS = {
+    "one_file": SET_SCORE + Z_SCORE + BEST_OF_K,
+    "grpo": Z_SCORE,
+    "vpo": SET_SCORE + [r"grpo_advantages\((?:vpo\.)?set_scores\("],
+    "weights": [r"SobolEngine\(", r"(\w+)\[\.\.\.,1:\]-\1\[\.\.\.,:-1\]", r"dirichlet\(np\.full\("],
+    "sobol": [r"SobolEngine\(", r"(\w+)\[\.\.\.,1:\]-\1\[\.\.\.,:-1\]"],
+    "at_k": BEST_OF_K + [r"prod\(1(?:\.0?)?-\w+/(?:np\.)?arange\("],
+    "pool": [
+        r"\((\w+)\*\((\w+)-\1\)\)@",  # each gap's pairs, g (n - g), times the gaps
+        r"(\w+)\[None(?:,:)*\]>=\1\[:,None(?:,:)?\]",  # every row against every row
+        r"(\w+)\[:,None(?:,:)?\]>=\1\[None(?:,:)*\]",
+    ],
+    "loo": [r"\((\w+)\.sum\([^)]*\)-\1\)/\(\w+-1\)"],  # (sum - x) / (G - 1), any names
+}
+# (file, squeezed text holding the match, why it computes something else than an answer)
+NOT_ANSWERS = [
+    (
+        "evaluate.py",
+        "float(scalar.max(-1).values.mean())",
+        "the best answer of a rollout under the fixed mean, averaged: no weightings",
+    ),
+    (
+        "tests/test_vpo.py",
+        "generator=gen).max(-1).values.mean()",
+        "the mean of a weighting's largest coordinate: how peaked Dirichlet(alpha) is",
+    ),
+    (
+        "tests/test_vpo.py",
+        "[...,:3].max(-1).values.mean().item()",
+        "E_w[max(w1, w2, w3)], the Sobol test's integrand: weightings alone, no reward vectors",
+    ),
+    (
+        "baselines.py",
+        "std=rewards.std(dim=1,keepdim=True,unbiased=False)#(P,1,D)z=torch.where(std<eps",
+        "GDPO's z-score of each reward component, its std clamped: another function, and (a)'s "
+        "text names the population std itself",
+    ),
+    (
+        "tests/test_baselines.py",
+        "A_neg=(1-rho-C(n-c-1,k-1)/C(n-1,k-1))/sigma",
+        "pass@k training's advantage of a failed sample (arXiv 2508.10751), not a best-of-k chance",
+    ),
+]
+# Text that computes an exercise's answer in a file this kit does not own: the test warns while it
+# is there and names an entry that no longer matches. (file, exercise, text, what to do)
+TO_MEND = [
+    (
+        "grpo_vs_vpo.py",
+        "vpo",
+        '#"a"forapool\'sanswerand"n"foratrade-off,as"pgmd,pnd"readsin`advantages`',
+        "the einsum of exercise one_file's answer in a comment: #74 removes it",
+    ),
+    (
+        "grpo_vs_vpo.py",
+        "at_k",
+        "asC(i,k-1)oftheC(n,k)subsetsdo",
+        "best_at_k's docstring gives its formula: #74 removes it",
+    ),
+    (
+        "evaluate.py",
+        "vpo",
+        '"w_best":(rewards@heldout_weights.T).max(1).mean(1)',
+        "w-best@n is the set score of the whole pool: scalarized_best_at_k(r, w, [n]) computes it",
+    ),
+    (
+        "tests/test_lab_oracle.py",
+        "vpo",
+        ".max(axis=1).mean()",
+        "the oracle's brute force scores a set as (b) does, from scores already weighted",
+    ),
+    (
+        "tests/test_lab_oracle.py",
+        "vpo",
+        "(weights@demos[list(c)].T).max(1).mean()",
+        "the oracle's brute force scores a set as (b) does",
+    ),
+    (
+        "tests/test_lab_oracle.py",
+        "vpo",
+        "(weights@maze.pareto_front(problem).T).max(1).mean()",
+        "the oracle's bound scores the Pareto front as a set, as (b) does",
+    ),
+]
+
+
+def spelled_answers(root):
+    """[(file, exercise, the squeezed text around the match)] for every match of SPELLINGS or
+    KEY_LINES in the files under root (a notebook's cells and outputs as a reader sees them)."""
+    found = []
+    for folder, _, files in os.walk(root):
+        for file in files:
+            text = _text_of(os.path.join(folder, file))
+            if text is None:
+                continue
+            rel, squeezed = os.path.relpath(os.path.join(folder, file), root), _squeezed(text)
+            for name in EXERCISES:
+                spans = [
+                    m.span() for pattern in SPELLINGS[name] for m in re.finditer(pattern, squeezed)
+                ]
+                for key in KEY_LINES[name]:
+                    spans += [(m.start(), m.end()) for m in re.finditer(re.escape(key), squeezed)]
+                for start, end in spans:
+                    found.append((rel, name, squeezed, start, end))
+    return found
+
+
+def _within(squeezed, start, end, text):
+    """Whether an occurrence of `text` in `squeezed` covers the span start:end."""
+    at = squeezed.find(text)
+    while at >= 0:
+        if at <= start and end <= at + len(text):
+            return True
+        at = squeezed.find(text, at + 1)
+    return False
+
+
+def leaks(root):
+    """-> (leaks, to mend, unused NOT_ANSWERS, mended TO_MEND): each a list of (file, exercise,
+    the text around the match or the entry)."""
+    found, used, mending = [], set(), set()
+    for rel, name, squeezed, start, end in spelled_answers(root):
+        why = [
+            i
+            for i, (f, text, _) in enumerate(NOT_ANSWERS)
+            if f == rel and _within(squeezed, start, end, text)
+        ]
+        mend = [
+            i
+            for i, (f, n, text, _) in enumerate(TO_MEND)
+            if f == rel and _within(squeezed, start, end, text)
+        ]
+        used |= set(why)
+        mending |= set(mend)
+        if not why and not mend:
+            found.append((rel, name, squeezed[max(0, start - 40) : end + 20]))
+    unused = [NOT_ANSWERS[i][:2] for i in range(len(NOT_ANSWERS)) if i not in used]
+    to_mend = [TO_MEND[i] for i in sorted(mending)]
+    mended = [TO_MEND[i][:3] for i in range(len(TO_MEND)) if i not in mending]
+    return sorted(set(found)), to_mend, unused, mended
+
+
 def _squeezed(text):
     return "".join(text.split())
 
@@ -438,20 +651,52 @@ def test_key_lines_are_the_answers():
 
 @needs_git
 def test_no_answer_sits_anywhere_in_the_student_tree(student_tree):
-    keys = {key: name for name, ks in KEY_LINES.items() for key in ks}
-    found = []
-    for folder, _, files in os.walk(student_tree):
-        for file in files:
-            text = _text_of(os.path.join(folder, file))
-            if text is None:
-                continue
+    """No file of the student tree (docs, notebooks' cells and outputs, lab/, tools/, tests,
+    docstrings and comments) spells out an answer: its key lines or another spelling of what it
+    computes (SPELLINGS). Each exception says why it computes something else (NOT_ANSWERS) or
+    waits for a change outside the kit (TO_MEND, a warning while it is there)."""
+    found, to_mend, unused, mended = leaks(student_tree)
+    assert not found, "answers in the student tree:\n" + "\n".join(map(str, found))
+    assert not unused, f"NOT_ANSWERS entries that match nothing any more: {unused}"
+    for rel, name, _, what in to_mend:
+        warnings.warn(f"{rel} holds exercise {name}'s answer: {what}", stacklevel=1)
+    if mended:
+        warnings.warn(f"TO_MEND entries mended (remove them): {mended}", stacklevel=1)
+
+
+def test_the_leak_check_finds_each_spelling_it_knows():
+    """Each known spelling of an answer, written as the issue found it or as a student might, is
+    found: the max then the mean in any library, an einsum of the same contraction, the chance of
+    the i-th smallest, leave-one-out with any names, the population std's z-score."""
+    cases = {
+        "vpo": [
+            "by_hand = (w @ r.T).max(axis=1).mean()",
+            "R = torch.einsum('bkad,bwd->bkwa', rw, ws).amax(-1).mean(-1)",
+            "x = np.max(q, axis=-1).mean()",
+            "s = scalarized.max(dim=-1).values",
+            "R = q.max(-1)[0].mean(-1)",
+        ],
+        "at_k": ["p = [math.comb(j, k - 1) / math.comb(G, k) for j in range(G)]", "C(j, k-1)"],
+        "loo": ["others = (bonus.sum(dim=1, keepdim=True) - bonus) / (G - 1)"],
+        "grpo": [
+            "z = (r - group_mean) / (sd + EPS)",
+            "s = x.std(1, keepdim=True, correction=0)",
+            "torch.where(std < MIN_STD, 0.0, a)",
+        ],
+        "pool": ["n = (g * (n - g)) @ gaps.sum(axis=1)", "(rows[:, None] >= rows[None]).all(-1)"],
+    }
+    for name, texts in cases.items():
+        for text in texts:
             squeezed = _squeezed(text)
-            found += [
-                (os.path.relpath(os.path.join(folder, file), student_tree), name, key)
-                for key, name in keys.items()
-                if key in squeezed
-            ]
-    assert not found, found
+            assert any(re.search(p, squeezed) for p in SPELLINGS[name]), (name, text)
+    # and prose that states a method without its code is not flagged
+    for text in [
+        "R_g = (1/N) sum_n max_m w_n . r_gm",
+        "a - b, its 95% interval",
+        "the mean over the N weightings of the best answer under each",
+    ]:
+        squeezed = _squeezed(text)
+        assert not [n for n, ps in SPELLINGS.items() for p in ps if re.search(p, squeezed)], text
 
 
 # ----------------------------------------------------------------------------------------------
