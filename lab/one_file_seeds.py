@@ -70,6 +70,11 @@ EXPERIMENTS = {
     "m1": ("ANSWERS = 3", "ANSWERS = 1"),
     "four_personas": ("PersonaTask(num_personas=2)", "PersonaTask(num_personas=4)"),
 }
+# How a committed experiment's runs were made, where the line changed then was another
+COMMITTED_AS = {
+    "max_to_mean": "the committed runs changed the set score's max over answers into a mean inside "
+    "`advantages`: the same scores up to rounding",
+}
 # The intervals every table gives: (a, b, metric), for the claim a - b > 0; {top} is the largest k
 # of the runs (the file's POOL: 30 unless --set changes it).
 GAPS = (
@@ -243,9 +248,10 @@ def table(runs, baseline=None):
     return lines
 
 
-def tables(folder, names, seeds=SEEDS):
+def tables(folder, names, seeds=SEEDS, notes=None):
     """Markdown lines: the unchanged file's table from `folder`, then each experiment's from
-    folder/NAME/, paired with the unchanged file's runs of the same seeds."""
+    folder/NAME/, paired with the unchanged file's runs of the same seeds (notes: {name: a line
+    under its heading})."""
     baseline = load(folder, seeds)
     if not baseline:
         return [f"no runs of grpo_vs_vpo.py in {folder}"]
@@ -260,7 +266,9 @@ def tables(folder, names, seeds=SEEDS):
         # four personas change the problems themselves, so no pairing with the baseline
         paired = baseline if name != "four_personas" else None
         old, new = EXPERIMENTS[name]
-        lines += ["", f"## {name}: `{old}` -> `{new}`", ""] + table(runs, paired)
+        lines += ["", f"## {name}: `{old}` -> `{new}`", ""]
+        lines += [f"({notes[name]})", ""] if name in (notes or {}) else []
+        lines += table(runs, paired)
     return lines
 
 
@@ -299,7 +307,7 @@ def main(argv=None):
             "the tables by `python lab/one_file_seeds.py --experiment all --report`.",
             "",
         ]
-        lines += tables(RUNS, names)
+        lines += tables(RUNS, names, notes=COMMITTED_AS)
         trainer = load(os.path.join(RUNS, "trainer"))
         if args.report and trainer:
             lines += ["", "## train.py --config configs/persona_one_file.yaml", ""] + table(trainer)
