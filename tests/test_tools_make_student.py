@@ -300,7 +300,9 @@ def test_predict_then_run_trains_the_trees_own_file(student_tree, tmp_path):
         assert m1["source_sha256"] == sha256(with_settings(changed_source("m1", text), TINY))
         # the changed line (ANSWERS = 1) is what trained: the warm start is asked for 1, not 3
         assert "warm start m=1" in m1["per_problem"] and "warm start m=3" in base["per_problem"]
-        assert committed == {p: p.read_bytes() for p in (tree / "docs/figures/one_file").rglob("*.*")}
+        assert committed == {
+            p: p.read_bytes() for p in (tree / "docs/figures/one_file").rglob("*.*")
+        }
     finally:
         one_file.write_text(blank)
 
@@ -370,6 +372,7 @@ def runs(student_tree, tmp_path_factory):
                 probes=probes,
                 sources=sources,
                 full=full,
+                behaviour=behaviour_probes(),
             ),
             f,
         )
@@ -409,6 +412,90 @@ def test_each_blanked_function_raises_not_implemented(runs):
     assert runs["probes"] and all(v == "NotImplementedError" for v in runs["probes"].values()), (
         runs["probes"]
     )
+
+
+def _encoded(value):
+    """A probe's argument or answer as JSON: tensors and arrays as nested lists with their kind."""
+    import numpy as np
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return {"tensor": value.tolist(), "dtype": str(value.dtype).removeprefix("torch.")}
+    if isinstance(value, np.ndarray):
+        return {"array": value.tolist()}
+    return value
+
+
+def behaviour_probes():
+    """[(exercise, graded function, arguments, its answer)]: each graded function called by the
+    reference on inputs like its tests' (random, so no other function matches by accident). The
+    samplers (weights, sobol) are left out: their answers are random draws."""
+    import numpy as np
+    import torch
+
+    import baselines
+    import grpo
+    import grpo_vs_vpo
+    import metrics
+    import vpo
+
+    gen = torch.Generator().manual_seed(0)
+    scores = torch.rand(3, 5, generator=gen, dtype=torch.float64)
+    scores[1] = 0.5  # a group with nothing to learn
+    rewards = torch.rand(2, 4, 3, 2, generator=gen, dtype=torch.float64)  # (P, G, m, D)
+    weights = torch.rand(2, 7, 2, generator=gen, dtype=torch.float64)
+    weights = weights / weights.sum(-1, keepdim=True)  # (P, N, D) on the simplex
+    pool = np.random.default_rng(0).random((6, 3)).round(1)
+    one = rewards[:, :, :1]
+    calls = [
+        ("grpo", "grpo.grpo_advantages", [scores], grpo.grpo_advantages(scores)),
+        ("loo", "vpo.leave_one_out_advantages", [scores], vpo.leave_one_out_advantages(scores)),
+        ("vpo", "vpo.set_scores", [rewards, weights], vpo.set_scores(rewards, weights)),
+        ("vpo", "vpo.vpo_advantages", [rewards, weights], vpo.vpo_advantages(rewards, weights)),
+        (
+            "one_file",
+            "grpo_vs_vpo.advantages",
+            ["vpo", rewards, weights],
+            grpo_vs_vpo.advantages("vpo", rewards, weights),
+        ),
+        (
+            "one_file",
+            "grpo_vs_vpo.advantages",
+            ["grpo", one, weights],
+            grpo_vs_vpo.advantages("grpo", one, weights),
+        ),
+        ("one_file", "grpo_vs_vpo.best_at_k", [scores, 2], grpo_vs_vpo.best_at_k(scores, 2)),
+        ("at_k", "metrics.pass_at_k", [10, 3, 4], metrics.pass_at_k(10, 3, 4)),
+        ("at_k", "metrics.max_at_k", [pool[:, 0].tolist(), 3], metrics.max_at_k(pool[:, 0], 3)),
+        ("at_k", "baselines.best_rank_chances", [6, 3], baselines.best_rank_chances(6, 3)),
+        ("pool", "metrics.reward_space_diversity", [pool], metrics.reward_space_diversity(pool)),
+        ("pool", "metrics.pareto_fraction", [pool], metrics.pareto_fraction(pool)),
+    ]
+    return [(e, f, [_encoded(a) for a in args], _encoded(out)) for e, f, args, out in calls]
+
+
+# The grading tests' own oracles, which compute an answer the slow way: {candidate: why it stays}
+ORACLES = {
+    "tests/test_metrics.py:brute_max_at_k": "every k-subset enumerated, exponential in n: the "
+    "test of a large pool needs the exact formula",
+    "tests/test_metrics.py:brute_best_at_k_by_order": "every ordering enumerated: exponential",
+    "tests/test_metrics.py:comb_pass_at_k": "the closed form (d)'s text states, in exact "
+    "fractions: the exercise asks for the product form, which the test of n = 1000 times",
+}
+
+
+def test_no_other_function_of_the_student_tree_returns_an_answer(runs):
+    """Every top-level function of every .py file of the student tree (lab/, tools/, tests/ too)
+    whose signature takes a graded function's arguments is called on them (a time limit each,
+    with no process started or file removed) and none returns that function's answer; the graded
+    functions themselves raise NotImplementedError there. The tests' brute-force oracles are the
+    known exceptions (ORACLES)."""
+    behaviour = runs["behaviour"]
+    counts = {k: behaviour[k] for k in ("modules", "calls", "not_imported")}
+    assert behaviour["modules"] >= 40 and behaviour["calls"] >= 100, counts
+    found = {candidate for _, _, candidate in behaviour["matches"]}
+    assert found <= set(ORACLES), sorted(m for m in behaviour["matches"] if m[2] not in ORACLES)
+    assert found == set(ORACLES), f"ORACLES that return no answer any more: {set(ORACLES) - found}"
 
 
 def test_the_enclosing_exercise_of_a_branch_is_the_whole_functions():
@@ -771,6 +858,134 @@ def _call_with_nones(module, target):
         return type(e).__name__
 
 
+def _decoded(value):
+    import numpy as np
+    import torch
+
+    if isinstance(value, dict) and "tensor" in value:
+        return torch.tensor(value["tensor"], dtype=getattr(torch, value["dtype"]))
+    if isinstance(value, dict) and "array" in value:
+        return np.array(value["array"])
+    return value
+
+
+def _same(got, expected):
+    """Whether a candidate's result is the graded function's answer, to float precision."""
+    import numpy as np
+    import torch
+
+    try:
+        if isinstance(got, torch.Tensor):
+            got = got.detach().double().numpy()
+        got = np.asarray(got, dtype=float)
+    except (TypeError, ValueError, RuntimeError):
+        return False
+    expected = np.asarray(_decoded(expected) if isinstance(expected, dict) else expected, float)
+    return got.shape == expected.shape and bool(np.allclose(got, expected, rtol=1e-6, atol=1e-9))
+
+
+def _probe_behaviour(tree, sources, probes, seconds=2.0):
+    """Import every .py file of the tree and call each top-level function whose signature takes a
+    probe's arguments -> {"modules", "calls", "matches": [(exercise, graded, candidate)]}.
+
+    Only the project's own files are imported. Each call runs under a timer, in a scratch folder,
+    with starting a process and removing a file refused; `main` and pytest's test functions are
+    not called."""
+    import copy
+    import importlib
+    import importlib.util
+    import inspect
+    import shutil
+    import signal
+    import tempfile
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("the probe starts no process and removes no file")
+
+    def timeout(signum, frame):
+        raise TimeoutError
+
+    saved = [
+        (module, name, getattr(module, name))
+        for module, name in [
+            (subprocess, "Popen"),
+            (os, "system"),
+            (os, "remove"),
+            (os, "unlink"),
+            (os, "rmdir"),
+            (shutil, "rmtree"),
+        ]
+    ]
+    for module, name, _ in saved:
+        setattr(module, name, refuse)
+    previous = signal.signal(signal.SIGALRM, timeout)
+    home = os.getcwd()
+    found = {"modules": 0, "calls": 0, "matches": [], "not_imported": []}
+    scratch = tempfile.mkdtemp()
+    try:
+        os.chdir(scratch)
+        for rel in sorted(sources):
+            name = rel[:-3].replace("/", ".")
+            signal.setitimer(signal.ITIMER_REAL, 10 * seconds)
+            try:
+                if "/" not in rel or rel.startswith("lab/"):
+                    module = importlib.import_module(name)
+                else:  # tests/, tools/: no packages
+                    spec = importlib.util.spec_from_file_location(
+                        "probed_" + name.replace(".", "_"), os.path.join(tree, rel)
+                    )
+                    module = importlib.util.module_from_spec(spec)
+                    spec.loader.exec_module(module)
+            except BaseException as e:  # noqa: BLE001  a file that does not import is no candidate
+                found["not_imported"].append(f"{rel}: {type(e).__name__}")
+                continue
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            found["modules"] += 1
+            for fname, fn in list(vars(module).items()):
+                if (
+                    not inspect.isfunction(fn)
+                    or fn.__module__ != module.__name__
+                    or fname == "main"
+                    or fname.startswith("test_")
+                ):
+                    continue
+                try:
+                    params = list(inspect.signature(fn).parameters.values())
+                except (TypeError, ValueError):
+                    continue
+                positional = [
+                    p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                ]
+                required = [p for p in positional if p.default is p.empty]
+                varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
+                if any(p.kind == p.KEYWORD_ONLY and p.default is p.empty for p in params):
+                    continue
+                for exercise, graded, args, expected in probes:
+                    fits = len(required) <= len(args) <= len(positional)
+                    if not fits and not (varargs and len(required) <= len(args)):
+                        continue
+                    found["calls"] += 1
+                    signal.setitimer(signal.ITIMER_REAL, seconds)
+                    try:
+                        got = fn(*copy.deepcopy([_decoded(a) for a in args]))
+                        same = _same(got, expected)
+                    except BaseException:  # noqa: BLE001  any failure is not the answer
+                        same = False
+                    finally:
+                        signal.setitimer(signal.ITIMER_REAL, 0)
+                    if same:
+                        found["matches"].append([exercise, graded, f"{rel}:{fname}"])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        for module, name, original in saved:
+            setattr(module, name, original)
+        os.chdir(home)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return found
+
+
 def _run_all(jobs_path, out_path):
     """Run each job with pytest.main in this one process, then call each probe with None arguments.
 
@@ -823,6 +1038,7 @@ def _run_all(jobs_path, out_path):
             out["probes"][f"{probe['module']}.{probe['target']}"] = _call_with_nones(
                 probe["module"], probe["target"]
             )
+        out["behaviour"] = _probe_behaviour(tree, jobs["sources"], jobs["behaviour"])
     finally:
         os.chdir(home)
         enter(jobs["full"])
