@@ -553,24 +553,28 @@ Z_SCORE = [  # the group's population std, the z-score, the zeros of a flat grou
     r"\.std\((?:dim=)?1,keepdim=True,(?:unbiased=False|correction=0)\)",
     r"\.std\(axis=1,keepdims=True\)",  # numpy's default std is the population's
     r"(?i)\((\w+)-\w*mean\w*\)/\((?!\w*mean)\w+\+\w*eps\w*\)",  # not MaxRL's (r - mean) / mean
-    r"(?i)where\(\w*std\w*<\w*(?:eps|min_std)",
+    r"(?i)where\((?<!\w)\w*std\w*<\w*(?:eps|min_std)",
 ]
 BEST_OF_K = [  # the chance that the i-th smallest is the best of k: C(i, k-1) / C(n, k)
     r"comb\(\w+,(\w+)-1\)/(?:math\.)?comb\(\w+,\1\)",
     r"C\(\w+(?:-1)?,\w+-[12]\)",  # in prose or a docstring: C(j, k-1), C(j-1, k-2) ...
-    r"\w+\*\(\w+\+1\)//\(\w+\+2-\w+\)",  # the exact recurrence of C(j, k-1) in j
+    r"(?<!\w)\w++\*\(\w++\+1\)//\(\w++\+2-\w++\)",  # the exact recurrence of C(j, k-1) in j
 ]
 SPELLINGS = {
     "one_file": SET_SCORE + Z_SCORE + BEST_OF_K,
     "grpo": Z_SCORE,
     "vpo": SET_SCORE + [r"grpo_advantages\((?:vpo\.)?set_scores\("],
-    "weights": [r"SobolEngine\(", r"(\w+)\[\.\.\.,1:\]-\1\[\.\.\.,:-1\]", r"dirichlet\(np\.full\("],
-    "sobol": [r"SobolEngine\(", r"(\w+)\[\.\.\.,1:\]-\1\[\.\.\.,:-1\]"],
+    "weights": [
+        r"SobolEngine\(",
+        r"(?<!\w)(\w++)\[\.\.\.,1:\]-\1\[\.\.\.,:-1\]",
+        r"dirichlet\(np\.full\(",
+    ],
+    "sobol": [r"SobolEngine\(", r"(?<!\w)(\w++)\[\.\.\.,1:\]-\1\[\.\.\.,:-1\]"],
     "at_k": BEST_OF_K + [r"prod\(1(?:\.0?)?-\w+/(?:np\.)?arange\("],
     "pool": [
         r"\((\w+)\*\((\w+)-\1\)\)@",  # each gap's pairs, g (n - g), times the gaps
-        r"(\w+)\[None(?:,:)*\]>=\1\[:,None(?:,:)?\]",  # every row against every row
-        r"(\w+)\[:,None(?:,:)?\]>=\1\[None(?:,:)*\]",
+        r"(?<!\w)(\w++)\[None(?:,:)*\]>=\1\[:,None(?:,:)?\]",  # every row against every row
+        r"(?<!\w)(\w++)\[:,None(?:,:)?\]>=\1\[None(?:,:)*\]",
     ],
     "loo": [r"\((\w+)\.sum\([^)]*\)-\1\)/\(\w+-1\)"],  # (sum - x) / (G - 1), any names
 }
@@ -645,8 +649,15 @@ TO_MEND = [
 ]
 
 
+def _needle(pattern):
+    """Text every match of `pattern` holds, for a plain search first ("" if none is listed): a
+    pattern that starts with a name is slow on 30 MB of text."""
+    plain = pattern.replace("\\", "")
+    return next((n for n in ("[:,None", "[...,1:]-", "+1)//(", ".mean(") if n in plain), "")
+
+
 def spelled_answers(root):
-    """[(file, exercise, the squeezed text around the match)] for every match of SPELLINGS or
+    """[(file, exercise, its squeezed text, start, end)] for every match of SPELLINGS or
     KEY_LINES in the files under root (a notebook's cells and outputs as a reader sees them)."""
     found = []
     for folder, _, files in os.walk(root):
@@ -655,14 +666,21 @@ def spelled_answers(root):
             if text is None:
                 continue
             rel, squeezed = os.path.relpath(os.path.join(folder, file), root), _squeezed(text)
+            spans = {}  # each pattern searched once, though several exercises share it
+            for pattern in {p for ps in SPELLINGS.values() for p in ps}:
+                if _needle(pattern) in squeezed:  # a plain search first: 30 MB of text
+                    spans[pattern] = [m.span() for m in re.finditer(pattern, squeezed)]
             for name in EXERCISES:
-                spans = [
-                    m.span() for pattern in SPELLINGS[name] for m in re.finditer(pattern, squeezed)
+                found += [
+                    (rel, name, squeezed, start, end)
+                    for pattern in SPELLINGS[name]
+                    for start, end in spans.get(pattern, [])
                 ]
                 for key in KEY_LINES[name]:
-                    spans += [(m.start(), m.end()) for m in re.finditer(re.escape(key), squeezed)]
-                for start, end in spans:
-                    found.append((rel, name, squeezed, start, end))
+                    found += [
+                        (rel, name, squeezed, m.start(), m.end())
+                        for m in re.finditer(re.escape(key), squeezed)
+                    ]
     return found
 
 
@@ -916,12 +934,12 @@ def _probe_behaviour(tree, sources, probes, seconds=2.0):
             (shutil, "rmtree"),
         ]
     ]
+    scratch = tempfile.mkdtemp()  # before the patch: a first mkdtemp removes a probe file
     for module, name, _ in saved:
         setattr(module, name, refuse)
     previous = signal.signal(signal.SIGALRM, timeout)
     home = os.getcwd()
     found = {"modules": 0, "calls": 0, "matches": [], "not_imported": []}
-    scratch = tempfile.mkdtemp()
     try:
         os.chdir(scratch)
         for rel in sorted(sources):
