@@ -257,57 +257,6 @@ def test_blanked_functions_keep_signature_and_docstring(student_tree):
 
 
 # ----------------------------------------------------------------------------------------------
-# Predict, then run: the experiments train the tree's own grpo_vs_vpo.py
-
-# the one file at a size that runs in seconds: its numbers mean nothing, its text is what counts
-TINY = ["WARM_STEPS=1", "WARM_BATCH=2", "RL_STEPS=1", "PROMPTS=1", "GROUP=2", "WEIGHTINGS=2"]
-TINY += ["EVAL_PROBLEMS=1", "POOL=3", "KS=(1, 3)", "HELDOUT_WEIGHTINGS=2"]
-
-
-@needs_git
-def test_predict_then_run_trains_the_trees_own_file(student_tree, tmp_path):
-    """In the student tree, which carries the committed runs, `lab/one_file_seeds.py --experiment`
-    trains the tree's grpo_vs_vpo.py: blank, it fails in the student's function; answered, each
-    run records the sha256 of the text it trained (the tree's file, the experiment's line changed)
-    and a changed line changes the run; the committed runs are neither read nor written."""
-    sys.path.insert(0, os.path.join(ROOT, "lab"))
-    from one_file_seeds import changed_source, sha256, with_settings
-
-    tree = Path(student_tree)
-    one_file = tree / "grpo_vs_vpo.py"
-    blank = one_file.read_text()
-    committed = {p: p.read_bytes() for p in (tree / "docs/figures/one_file").rglob("*.*")}
-    out = tmp_path / "runs"
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OMP_WAIT_POLICY": "PASSIVE"}
-
-    def one_file_seeds(*args):
-        command = [sys.executable, "lab/one_file_seeds.py", "--seeds", "0", "--out", str(out)]
-        command += [*args, "--set", *TINY]
-        return subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
-
-    try:
-        done = one_file_seeds("--experiment", "m1")
-        assert done.returncode != 0 and "the run failed" in done.stderr, done.stderr[-2000:]
-        assert "NotImplementedError: exercise one_file" in (out / "s0.log").read_text()
-
-        one_file.write_text(Path(ROOT, "grpo_vs_vpo.py").read_text())  # the student's answer
-        done = one_file_seeds("--experiment", "m1")
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert "This tree's grpo_vs_vpo.py" in done.stdout and "COMMITTED" not in done.stdout
-        text = one_file.read_text()
-        base, m1 = (json.loads((out / sub / "s0.json").read_text()) for sub in (".", "m1"))
-        assert base["source_sha256"] == sha256(with_settings(text, TINY))
-        assert m1["source_sha256"] == sha256(with_settings(changed_source("m1", text), TINY))
-        # the changed line (ANSWERS = 1) is what trained: the warm start is asked for 1, not 3
-        assert "warm start m=1" in m1["per_problem"] and "warm start m=3" in base["per_problem"]
-        assert committed == {
-            p: p.read_bytes() for p in (tree / "docs/figures/one_file").rglob("*.*")
-        }
-    finally:
-        one_file.write_text(blank)
-
-
-# ----------------------------------------------------------------------------------------------
 # Running the grading commands in the tree with every exercise blanked, one answer back at a time
 
 
