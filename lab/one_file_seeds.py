@@ -44,8 +44,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np
 
+import train
+from config import make_task
+from evaluate import evaluate_checkpoint, heldout_weights
 from lab.report import fmt_interval, verdict
 from metrics import max_at_k, paired_bootstrap_interval, scalarized_best_at_k
+from runfiles import load_checkpoint
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ONE_FILE = os.path.join(HERE, "grpo_vs_vpo.py")
@@ -151,11 +155,6 @@ def run_seed(folder, seed, source, label=""):
 def train_and_measure(seed):
     """GRPO and VPO of train.py on the one file's config at `seed`, and their pools and the warm
     start's measured as the one file measures them, unless saved -> the JSON's path."""
-    import train
-    from config import make_task
-    from evaluate import evaluate_checkpoint, heldout_weights
-    from runfiles import load_checkpoint
-
     folder = os.path.join(RUNS, "trainer")
     out = os.path.join(folder, f"s{seed}.json")
     if os.path.exists(out):
@@ -272,6 +271,28 @@ def tables(folder, names, seeds=SEEDS, notes=None):
     return lines
 
 
+def committed_tables(names, write=False):
+    """Print the committed runs' tables, labelled so (with the trainer's, written to
+    docs/figures/one_file/tables.md, when `write`)."""
+    lines = [
+        "# COMMITTED runs of grpo_vs_vpo.py, made from the reference answers",
+        "",
+        "Not your tree's runs (`python lab/one_file_seeds.py --experiment NAME` trains those):",
+        "made by `python lab/one_file_seeds.py --experiment all --out docs/figures/one_file`,",
+        "the tables by `python lab/one_file_seeds.py --experiment all --report`.",
+        "",
+    ]
+    lines += tables(RUNS, names, notes=COMMITTED_AS)
+    trainer = load(os.path.join(RUNS, "trainer"))
+    if write and trainer:
+        lines += ["", "## train.py --config configs/persona_one_file.yaml", ""] + table(trainer)
+    print("\n".join(lines))
+    if write:
+        with open(os.path.join(RUNS, "tables.md"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        print(f"\nwrote {os.path.relpath(os.path.join(RUNS, 'tables.md'), HERE)}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
     parser.add_argument("--experiment", choices=[*EXPERIMENTS, "all"])
@@ -299,23 +320,7 @@ def main(argv=None):
         return
     names = {None: [], "all": list(EXPERIMENTS)}.get(args.experiment, [args.experiment])
     if committed:
-        lines = [
-            "# COMMITTED runs of grpo_vs_vpo.py, made from the reference answers",
-            "",
-            "Not your tree's runs (`python lab/one_file_seeds.py --experiment NAME` trains those):",
-            "made by `python lab/one_file_seeds.py --experiment all --out docs/figures/one_file`,",
-            "the tables by `python lab/one_file_seeds.py --experiment all --report`.",
-            "",
-        ]
-        lines += tables(RUNS, names, notes=COMMITTED_AS)
-        trainer = load(os.path.join(RUNS, "trainer"))
-        if args.report and trainer:
-            lines += ["", "## train.py --config configs/persona_one_file.yaml", ""] + table(trainer)
-        print("\n".join(lines))
-        if args.report:
-            with open(os.path.join(RUNS, "tables.md"), "w") as f:
-                f.write("\n".join(lines) + "\n")
-            print(f"\nwrote {os.path.relpath(os.path.join(RUNS, 'tables.md'), HERE)}")
+        committed_tables(names, write=args.report)
         return
     with open(ONE_FILE) as f:
         source = f.read()  # this tree's file, your answers in it

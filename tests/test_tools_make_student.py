@@ -851,6 +851,47 @@ def _same(got, expected):
     return got.shape == expected.shape and bool(np.allclose(got, expected, rtol=1e-6, atol=1e-9))
 
 
+def _imported(tree, rel):
+    """The module of the tree's file `rel` (tests/ and tools/ are no packages: loaded by path)."""
+    import importlib
+    import importlib.util
+
+    name = rel[:-3].replace("/", ".")
+    if "/" not in rel or rel.startswith("lab/"):
+        return importlib.import_module(name)
+    spec = importlib.util.spec_from_file_location(
+        "probed_" + name.replace(".", "_"), os.path.join(tree, rel)
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _candidates(module):
+    """[(name, function, whether it takes n positional arguments)] for the module's own top-level
+    functions but `main` and pytest's tests; one of no required argument (a report, `check()`) is
+    no answer."""
+    import inspect
+
+    out = []
+    for fname, fn in list(vars(module).items()):
+        if not inspect.isfunction(fn) or fn.__module__ != module.__name__:
+            continue
+        if fname == "main" or fname.startswith("test_"):
+            continue
+        try:
+            params = list(inspect.signature(fn).parameters.values())
+        except (TypeError, ValueError):
+            continue
+        if any(p.kind == p.KEYWORD_ONLY and p.default is p.empty for p in params):
+            continue
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        least = len([p for p in positional if p.default is p.empty])
+        most = 10**6 if any(p.kind == p.VAR_POSITIONAL for p in params) else len(positional)
+        out.append((fname, fn, lambda n, least=least, most=most: 1 <= least <= n <= most))
+    return out
+
+
 def _probe_behaviour(tree, sources, probes, seconds=0.25):
     """Import every .py file of the tree and call each top-level function whose signature takes a
     probe's arguments -> {"modules", "calls", "matches": [(exercise, graded, candidate)]}.
@@ -859,9 +900,6 @@ def _probe_behaviour(tree, sources, probes, seconds=0.25):
     with starting a process and removing a file refused; `main` and pytest's test functions are
     not called."""
     import copy
-    import importlib
-    import importlib.util
-    import inspect
     import shutil
     import signal
     import tempfile
@@ -892,46 +930,18 @@ def _probe_behaviour(tree, sources, probes, seconds=0.25):
     try:
         os.chdir(scratch)
         for rel in sorted(sources):
-            name = rel[:-3].replace("/", ".")
             signal.setitimer(signal.ITIMER_REAL, 30.0)  # an import, on a busy machine
             try:
-                if "/" not in rel or rel.startswith("lab/"):
-                    module = importlib.import_module(name)
-                else:  # tests/, tools/: no packages
-                    spec = importlib.util.spec_from_file_location(
-                        "probed_" + name.replace(".", "_"), os.path.join(tree, rel)
-                    )
-                    module = importlib.util.module_from_spec(spec)
-                    spec.loader.exec_module(module)
+                module = _imported(tree, rel)
             except BaseException as e:  # noqa: BLE001  a file that does not import is no candidate
                 found["not_imported"].append(f"{rel}: {type(e).__name__}")
                 continue
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
             found["modules"] += 1
-            for fname, fn in list(vars(module).items()):
-                if (
-                    not inspect.isfunction(fn)
-                    or fn.__module__ != module.__name__
-                    or fname == "main"
-                    or fname.startswith("test_")
-                ):
-                    continue
-                try:
-                    params = list(inspect.signature(fn).parameters.values())
-                except (TypeError, ValueError):
-                    continue
-                positional = [
-                    p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-                ]
-                required = [p for p in positional if p.default is p.empty]
-                varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
-                if any(p.kind == p.KEYWORD_ONLY and p.default is p.empty for p in params):
-                    continue
+            for fname, fn, takes in _candidates(module):
                 for exercise, graded, args, expected in probes:
-                    # a function of no required argument (a report, `check()`) is no answer
-                    fits = 1 <= len(required) <= len(args) <= len(positional)
-                    if not fits and not (varargs and 1 <= len(required) <= len(args)):
+                    if not takes(len(args)):
                         continue
                     found["calls"] += 1
                     signal.setitimer(signal.ITIMER_REAL, seconds)
