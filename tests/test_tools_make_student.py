@@ -892,6 +892,21 @@ def _candidates(module):
     return out
 
 
+def _refuse_processes_and_removals():
+    """Make starting a process and removing a file raise -> [(module, name, the original)]."""
+    import shutil
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("the probe starts no process and removes no file")
+
+    places = [(subprocess, "Popen"), (os, "system"), (os, "remove"), (os, "unlink")]
+    places += [(os, "rmdir"), (shutil, "rmtree")]
+    saved = [(module, name, getattr(module, name)) for module, name in places]
+    for module, name, _ in saved:
+        setattr(module, name, refuse)
+    return saved
+
+
 def _probe_behaviour(tree, sources, probes, seconds=0.25):
     """Import every .py file of the tree and call each top-level function whose signature takes a
     probe's arguments -> {"modules", "calls", "matches": [(exercise, graded, candidate)]}.
@@ -904,26 +919,11 @@ def _probe_behaviour(tree, sources, probes, seconds=0.25):
     import signal
     import tempfile
 
-    def refuse(*args, **kwargs):
-        raise RuntimeError("the probe starts no process and removes no file")
-
     def timeout(signum, frame):
         raise TimeoutError
 
-    saved = [
-        (module, name, getattr(module, name))
-        for module, name in [
-            (subprocess, "Popen"),
-            (os, "system"),
-            (os, "remove"),
-            (os, "unlink"),
-            (os, "rmdir"),
-            (shutil, "rmtree"),
-        ]
-    ]
     scratch = tempfile.mkdtemp()  # before the patch: a first mkdtemp removes a probe file
-    for module, name, _ in saved:
-        setattr(module, name, refuse)
+    saved = _refuse_processes_and_removals()
     previous = signal.signal(signal.SIGALRM, timeout)
     home = os.getcwd()
     found = {"modules": 0, "calls": 0, "matches": [], "not_imported": []}
