@@ -18,6 +18,13 @@ import torch
 import torch.nn.functional as F
 
 
+def best_rank_chances(n, k):
+    """[n floats]: the chance that the i-th smallest of n scores (from 0) is the best of k drawn
+    without replacement from them, for i = 0 .. n - 1; they sum to 1 (exercise at_k, beside
+    metrics.max_at_k, which weighs the sorted scores by them)."""
+    return [math.comb(i, k - 1) / math.comb(n, k) for i in range(n)]
+
+
 def max_at_k_advantages(scores, k, eps=1e-6, std="group"):
     """scores (P, G) -> (P, G): each rollout's credit towards the best of k samples.
 
@@ -26,19 +33,16 @@ def max_at_k_advantages(scores, k, eps=1e-6, std="group"):
     rollout i; A_i = (subset_mean_i - rho) / (sigma + eps), 0 where sigma < eps: a rare good answer
     earns a lot, one of many little. std "batch" divides by the std of every attempt in the batch,
     "none" by nothing, as grpo_advantages does: for 0/1 rewards pass@k training's closed form; k = 1
-    is GRPO. Computed from sorted ranks: ascending, rank j is the max of C(j, k-1) subsets, and of
-    C(j-1, k-2) of those holding a lower rank i.
+    is GRPO. Computed from sorted ranks: how often each rank is the best of a k-subset
+    (best_rank_chances), and how often it is the best of one that also holds a given lower rank.
     """
     P, G = scores.shape
     v, order = torch.sort(scores.double(), dim=1)  # (P, G) ascending
-    top = torch.tensor(
-        [math.comb(j, k - 1) / math.comb(G, k) for j in range(G)], dtype=v.dtype, device=v.device
-    )
-    pair = torch.tensor(
-        [math.comb(j - 1, k - 2) if j >= 1 and k >= 2 else 0 for j in range(G)],
-        dtype=v.dtype,
-        device=v.device,
-    ) / math.comb(G - 1, k - 1)
+    top = torch.tensor(best_rank_chances(G, k), dtype=v.dtype, device=v.device)
+    # rank j is the best of a k-subset holding a lower rank i when the other k - 2 come from the
+    # j - 1 ranks below it but i: the chance that rank j - 1 of G - 1 is the best of k - 1
+    below = best_rank_chances(G - 1, k - 1) if k >= 2 else [0.0] * (G - 1)
+    pair = torch.tensor([0.0, *below], dtype=v.dtype, device=v.device)
     rho = (top * v).sum(1, keepdim=True)  # (P, 1) the max@k estimate
     sigma = (top * (v - rho) ** 2).sum(1, keepdim=True).sqrt()  # (P, 1)
     above = (pair * v).flip(1).cumsum(1).flip(1) - pair * v  # sum over the ranks above each one

@@ -39,6 +39,7 @@ from config import ConfigError
 from grpo import grpo_advantages
 from rollouts import sample_rollouts
 from tasks import TrainingSet
+from vpo import leave_one_out_advantages
 
 
 def ucb_bonuses(counts: torch.Tensor) -> torch.Tensor:
@@ -51,10 +52,8 @@ def ucb_bonuses(counts: torch.Tensor) -> torch.Tensor:
 def ucb_mean_bonuses(counts: torch.Tensor) -> torch.Tensor:
     """counts (P, G) -> (P, G): each UCB bonus minus the mean bonus of the group's other G - 1
     rollouts. A group where every outcome is equally rare gets zeros: only relative rarity pays."""
-    bonus = ucb_bonuses(counts)
-    G = bonus.size(1)
-    others_mean = (bonus.sum(dim=1, keepdim=True) - bonus) / (G - 1)
-    return bonus - others_mean
+    # RLOO's baseline on the bonuses: the student tree runs the student's (exercise loo)
+    return leave_one_out_advantages(ucb_bonuses(counts))
 
 
 def ucb_con_bonuses(counts: torch.Tensor, baseline: float) -> torch.Tensor:

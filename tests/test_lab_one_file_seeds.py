@@ -1,10 +1,15 @@
 """lab/one_file_seeds.py: each predict-then-run experiment changes exactly one line of
-grpo_vs_vpo.py into code that still parses, and the tables pair seeds and problems as they should
-(on made-up runs, in milliseconds). Leaves out the runs themselves (docs/RESULTS.md has them)."""
+grpo_vs_vpo.py into code that still parses, the tables pair seeds and problems as they should (on
+made-up runs, in milliseconds), and in a student tree (tools/make_student.py) the command trains
+that tree's own file, at a tiny size. Leaves out the full runs (docs/RESULTS.md has them); a file of
+its own so that the test runner gives it another worker than tests/test_tools_make_student.py."""
 
 import ast
+import json
 import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +50,67 @@ def test_the_tables_give_the_gaps_and_their_verdicts():
     assert (
         "| GRPO changed - GRPO unchanged, best@1 | +0.000 [+0.000, +0.000] | within noise |" in text
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# Predict, then run: the experiments train the tree's own grpo_vs_vpo.py
+
+# the one file at a size that runs in seconds: its numbers mean nothing, its text is what counts
+TINY = ["WARM_STEPS=1", "WARM_BATCH=2", "RL_STEPS=1", "PROMPTS=1", "GROUP=2", "WEIGHTINGS=2"]
+TINY += ["EVAL_PROBLEMS=1", "POOL=3", "KS=(1, 3)", "HELDOUT_WEIGHTINGS=2"]
+
+
+@pytest.fixture(scope="module")
+def student_tree(tmp_path_factory):
+    """The student tree with every exercise blanked (tests/test_tools_make_student.py's too)."""
+    try:
+        subprocess.run(["git", "-C", ROOT, "rev-parse"], capture_output=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("make_student copies `git ls-files`")
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    from make_student import build
+
+    out = str(tmp_path_factory.mktemp("kit") / "student")
+    build(out)
+    return out
+
+
+def test_predict_then_run_trains_the_trees_own_file(student_tree, tmp_path):
+    """In the student tree, which carries the committed runs, `lab/one_file_seeds.py --experiment`
+    trains the tree's grpo_vs_vpo.py: blank, it fails in the student's function; answered, each
+    run records the sha256 of the text it trained (the tree's file, the experiment's line changed)
+    and a changed line changes the run; the committed runs are neither read nor written."""
+    from one_file_seeds import changed_source, sha256, with_settings
+
+    tree = Path(student_tree)
+    one_file = tree / "grpo_vs_vpo.py"
+    blank = one_file.read_text()
+    committed = {p: p.read_bytes() for p in (tree / "docs/figures/one_file").rglob("*.*")}
+    out = tmp_path / "runs"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+
+    def one_file_seeds(*args):
+        command = [sys.executable, "lab/one_file_seeds.py", "--seeds", "0", "--out", str(out)]
+        command += [*args, "--set", *TINY]
+        return subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
+
+    try:
+        done = one_file_seeds("--experiment", "m1")
+        assert done.returncode != 0 and "the run failed" in done.stderr, done.stderr[-2000:]
+        assert "NotImplementedError: exercise one_file" in (out / "s0.log").read_text()
+
+        one_file.write_text(Path(ROOT, "grpo_vs_vpo.py").read_text())  # the student's answer
+        done = one_file_seeds("--experiment", "m1")
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "This tree's grpo_vs_vpo.py" in done.stdout and "COMMITTED" not in done.stdout
+        text = one_file.read_text()
+        base, m1 = (json.loads((out / sub / "s0.json").read_text()) for sub in (".", "m1"))
+        assert base["source_sha256"] == sha256(with_settings(text, TINY))
+        assert m1["source_sha256"] == sha256(with_settings(changed_source("m1", text), TINY))
+        # the changed line (ANSWERS = 1) is what trained: the warm start is asked for 1, not 3
+        assert "warm start m=1" in m1["per_problem"] and "warm start m=3" in base["per_problem"]
+        assert committed == {
+            p: p.read_bytes() for p in (tree / "docs/figures/one_file").rglob("*.*")
+        }
+    finally:
+        one_file.write_text(blank)

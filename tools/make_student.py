@@ -63,7 +63,8 @@ EXERCISES = {
         k="sobol or sample_weights_rejects",
     ),
     "at_k": dict(
-        blank=["metrics.py:pass_at_k", "metrics.py:max_at_k"],
+        # best_rank_chances: baselines' Max@K weighs ranks with the same chances as max_at_k
+        blank=["metrics.py:pass_at_k", "metrics.py:max_at_k", "baselines.py:best_rank_chances"],
         tests=["tests/test_metrics.py"],
         k="(pass_at_k or max_at_k or best_at_k) and not mismatched_weights",
     ),
