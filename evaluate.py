@@ -133,7 +133,9 @@ def pool_metrics(task, rewards, answers, ks, heldout_weights, wasted=None, probl
         "per_problem": {
             "best": scalar.max(1).round(4).tolist(),
             "pass": solved.any(1).astype(float).tolist(),
-            "w_best": (rewards @ heldout_weights.T).max(1).mean(1).round(4).tolist(),
+            "w_best": np.round(
+                [scalarized_best_at_k(rewards[i], heldout_weights, [n])[0] for i in range(P)], 4
+            ).tolist(),
             "diversity": np.round(diversity, 4).tolist(),
         },
     }

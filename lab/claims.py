@@ -247,7 +247,7 @@ class Claim(NamedTuple):
 HEADLINE = (
     "python lab/experiment.py --seeds 0 1 2 --algos grpo vpo grpo_x3 --set out_dir=out/headline"
 )
-ONE_FILE = "python lab/one_file_seeds.py"
+ONE_FILE = "python lab/one_file_seeds.py --out docs/figures/one_file (its table: --report)"
 VOTING = "python lab/experiment.py --ablations --seeds 0 1 2 --set out_dir=out/voting"
 # the outcome-only runs lend the graded runs' VPO and starts, and are compared with their own GRPO
 AGAINST_GRPO = dict(against="exploration", minus_grpo=True)

@@ -560,40 +560,10 @@ NOT_ANSWERS = [
 # is there and names an entry that no longer matches. (file, exercise, text, what to do)
 TO_MEND = [
     (
-        "grpo_vs_vpo.py",
-        "vpo",
-        '#"a"forapool\'sanswerand"n"foratrade-off,as"pgmd,pnd"readsin`advantages`',
-        "the einsum of exercise one_file's answer in a comment: #74 removes it",
-    ),
-    (
-        "grpo_vs_vpo.py",
-        "at_k",
-        "asC(i,k-1)oftheC(n,k)subsetsdo",
-        "best_at_k's docstring gives its formula: #74 removes it",
-    ),
-    (
-        "evaluate.py",
-        "vpo",
-        '"w_best":(rewards@heldout_weights.T).max(1).mean(1)',
-        "w-best@n is the set score of the whole pool: scalarized_best_at_k(r, w, [n]) computes it",
-    ),
-    (
         "tests/test_lab_oracle.py",
         "vpo",
         ".max(axis=1).mean()",
         "the oracle's brute force scores a set as (b) does, from scores already weighted",
-    ),
-    (
-        "tests/test_lab_oracle.py",
-        "vpo",
-        "(weights@demos[list(c)].T).max(1).mean()",
-        "the oracle's brute force scores a set as (b) does",
-    ),
-    (
-        "tests/test_lab_oracle.py",
-        "vpo",
-        "(weights@maze.pareto_front(problem).T).max(1).mean()",
-        "the oracle's bound scores the Pareto front as a set, as (b) does",
     ),
 ]
 
