@@ -149,12 +149,12 @@ def load_shares(pool_dir):
     return shares
 
 
-def committed_shares(board_dir):
+def committed_shares(board_dir, methods=METHODS):
     """{(task, method, seed): (3, places) shares} from a board's result files, which keep the first
     three problems' reward vectors of every run (for reward_vectors.png)."""
     shares = {}
     for task in TASKS:
-        for method in METHODS:
+        for method in methods:
             for path in sorted(
                 glob.glob(os.path.join(board_dir, "results", f"{task}-{method}-s*"))
             ):
@@ -197,19 +197,19 @@ def route_family_table(board_dir):
     return "\n".join(lines)
 
 
-def table(shares):
+def table(shares, methods=METHODS):
     """Markdown: per task, each method's mean share per place (over seeds and problems), then each
     pair's paired difference in the specialist and compromise shares with its 95% interval."""
     lines = []
     for task in TASKS:
-        methods = [m for m in METHODS if any(k[:2] == (task, m) for k in shares)]
-        if not methods:
+        shown = [m for m in methods if any(k[:2] == (task, m) for k in shares)]
+        if not shown:
             continue
         seeds = sorted({k[2] for k in shares if k[0] == task})
         names = PLACES[task]
         lines += [f"**{task}** ({len(seeds)} seeds)", ""]
         lines += ["| method | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
-        for m in methods:
+        for m in shown:
             mean = np.mean([shares[task, m, s] for s in seeds if (task, m, s) in shares], (0, 1))
             lines.append(f"| {m} | " + " | ".join(f"{v:.3f}" for v in mean) + " |")
         lines += ["", "| difference [95%] | " + " | ".join(COMPARED[task]) + " |", "|---|---|---|"]
@@ -245,12 +245,18 @@ def main(argv=None):
         help="instead: the three problems a board's result files keep per run, and the maze's "
         "route families (e.g. docs/figures/voting)",
     )
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=list(METHODS),
+        help="with --committed: the rows (the pairs compared stay VPO's)",
+    )
     args = parser.parse_args(argv)
     if args.committed:
-        shares = committed_shares(args.committed)
+        shares = committed_shares(args.committed, args.methods)
         if not shares:
             raise SystemExit(f"error: no reward vectors under {args.committed}/results/")
-        print(table(shares) + "\n" + route_family_table(args.committed))
+        print(table(shares, args.methods) + "\n" + route_family_table(args.committed))
         return shares
     if args.pools:
         evaluate_pools(args.pools, args.dir)
