@@ -95,10 +95,12 @@ def place_shares(task, pools):
 # ---- The pools: every answer's reward vector, from a run's checkpoint ----
 
 
-def evaluate_pools(run_dirs, out_dir):
+def evaluate_pools(run_dirs, out_dir, board_dir=None):
     """For every VPO-family result file under each RUN_DIR[=NAME]/results/: its checkpoint's pools
     again (lab.workers.pools_job, the board's), every reward vector kept, into
-    out_dir/TASK-NAME-sSEED.json. NAME: the method's name in the table (default: the file's)."""
+    out_dir/TASK-NAME-sSEED.json. NAME: the method's name in the table (default: the file's).
+    board_dir: a board whose result file of the same run (task, method, seed) the pools are checked
+    against, problem by problem."""
     from lab.workers import pools_job  # imports torch and the tasks: only when evaluating
 
     os.makedirs(out_dir, exist_ok=True)
@@ -122,6 +124,11 @@ def evaluate_pools(run_dirs, out_dir):
             )
             same = record["per_problem"]["best"] == pools["per_problem"]["best"]
             method = name or result["method"]
+            board = os.path.join(board_dir or "", "results", os.path.basename(path))
+            as_board = None  # no board, or no such run on it
+            if board_dir and not name and os.path.exists(board):
+                with open(board) as f:
+                    as_board = record["per_problem"] == json.load(f)["pools"]["per_problem"]
             kept = {
                 "task": result["task"],
                 "method": method,
@@ -129,13 +136,14 @@ def evaluate_pools(run_dirs, out_dir):
                 "run": {k: key["run"][k] for k in ("algo", "scale_rewards", "steps", "seed")},
                 "commit": result.get("commit"),
                 "same_pools_as_the_run": same,
+                "same_pools_as_the_board": as_board,
                 "per_problem_best": record["per_problem"]["best"],
                 "rewards": np.asarray(rewards).round(4).tolist(),  # (problems, n, D)
             }
             out = os.path.join(out_dir, f"{result['task']}-{method}-s{result['seed']}.json")
             with open(out, "w") as f:
                 json.dump(kept, f)
-            print(f"{out}: {np.asarray(rewards).shape}, pools as the run's: {same}")
+            print(f"{out}: {np.asarray(rewards).shape}, as the run's: {same}, board's: {as_board}")
 
 
 def load_shares(pool_dir):
@@ -240,6 +248,11 @@ def main(argv=None):
     )
     parser.add_argument("--dir", default=DEFAULT_DIR, help="where the pools' files are kept")
     parser.add_argument(
+        "--board",
+        default=os.path.join(HERE, "docs", "figures", "voting"),
+        help="with --pools: the committed board the pools are checked against",
+    )
+    parser.add_argument(
         "--committed",
         metavar="BOARD_DIR",
         help="instead: the three problems a board's result files keep per run, and the maze's "
@@ -259,7 +272,7 @@ def main(argv=None):
         print(table(shares, args.methods) + "\n" + route_family_table(args.committed))
         return shares
     if args.pools:
-        evaluate_pools(args.pools, args.dir)
+        evaluate_pools(args.pools, args.dir, args.board)
     shares = load_shares(args.dir)
     if not shares:
         raise SystemExit(f"error: no pools under {args.dir}; run with --pools first")

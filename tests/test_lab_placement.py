@@ -82,3 +82,10 @@ def test_the_committed_board_keeps_three_problems_a_run():
             for s in range(3):
                 assert shares[task, method, s].shape == (3, 4)
                 np.testing.assert_allclose(shares[task, method, s].sum(1), 1.0)
+
+
+def test_missing_runs_and_pools_are_refused_in_one_line(tmp_path):
+    with pytest.raises(SystemExit, match="no result files under"):
+        placement.main(["--pools", str(tmp_path), "--dir", str(tmp_path / "pools")])
+    with pytest.raises(SystemExit, match="run with --pools first"):
+        placement.main(["--dir", str(tmp_path)])
