@@ -205,6 +205,10 @@ def route_family_table(board_dir):
     return "\n".join(lines)
 
 
+def seeds_named(seeds):
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"{len(seeds)} seeds"
+
+
 def table(shares, methods=METHODS):
     """Markdown: per task, each method's mean share per place (over seeds and problems), then each
     pair's paired difference in the specialist and compromise shares with its 95% interval."""
@@ -215,7 +219,7 @@ def table(shares, methods=METHODS):
             continue
         seeds = sorted({k[2] for k in shares if k[0] == task})
         names = PLACES[task]
-        lines += [f"**{task}** ({len(seeds)} seeds)", ""]
+        lines += [f"**{task}** ({seeds_named(seeds)})", ""]
         lines += ["| method | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
         for m in shown:
             mean = np.mean([shares[task, m, s] for s in seeds if (task, m, s) in shares], (0, 1))
@@ -233,7 +237,7 @@ def table(shares, methods=METHODS):
                 diff, low, high = paired_bootstrap_interval(x, y)
                 verdict = "more" if low > 0 else "fewer" if high < 0 else "within noise"
                 cells.append(f"{diff:+.3f} [{low:+.3f}, {high:+.3f}] {verdict}")
-            lines.append(f"| {a} - {b} ({len(common)} seeds) | " + " | ".join(cells) + " |")
+            lines.append(f"| {a} - {b} ({seeds_named(common)}) | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
 
