@@ -114,6 +114,11 @@ def evaluate_pools(run_dirs, out_dir, board_dir=None):
                 result = json.load(f)
             if result["task"] not in TASKS or not result["method"].startswith("vpo"):
                 continue
+            method = name or result["method"]
+            out = os.path.join(out_dir, f"{result['task']}-{method}-s{result['seed']}.json")
+            if os.path.exists(out):  # evaluated before: delete the file to evaluate it again
+                print(f"{out}: kept")
+                continue
             pools = result["pools"]
             checkpoint = os.path.join(HERE, pools["checkpoint"])
             if not os.path.exists(checkpoint):
@@ -123,7 +128,6 @@ def evaluate_pools(run_dirs, out_dir, board_dir=None):
                 checkpoint, key["run"], key["settings"], result["seed"], result["m"]
             )
             same = record["per_problem"]["best"] == pools["per_problem"]["best"]
-            method = name or result["method"]
             board = os.path.join(board_dir or "", "results", os.path.basename(path))
             as_board = None  # no board, or no such run on it
             if board_dir and not name and os.path.exists(board):
@@ -140,7 +144,6 @@ def evaluate_pools(run_dirs, out_dir, board_dir=None):
                 "per_problem_best": record["per_problem"]["best"],
                 "rewards": np.asarray(rewards).round(4).tolist(),  # (problems, n, D)
             }
-            out = os.path.join(out_dir, f"{result['task']}-{method}-s{result['seed']}.json")
             with open(out, "w") as f:
                 json.dump(kept, f)
             print(f"{out}: {np.asarray(rewards).shape}, as the run's: {same}, board's: {as_board}")
