@@ -271,6 +271,7 @@ def main(argv=None):
         default=list(METHODS),
         help="with --committed: the rows (the pairs compared stay VPO's)",
     )
+    parser.add_argument("--seeds", nargs="+", type=int, help="only these seeds' pools")
     args = parser.parse_args(argv)
     if args.committed:
         shares = committed_shares(args.committed, args.methods)
@@ -281,6 +282,8 @@ def main(argv=None):
     if args.pools:
         evaluate_pools(args.pools, args.dir, args.board)
     shares = load_shares(args.dir)
+    if args.seeds is not None:
+        shares = {k: v for k, v in shares.items() if k[2] in args.seeds}
     if not shares:
         raise SystemExit(f"error: no pools under {args.dir}; run with --pools first")
     text = table(shares)
