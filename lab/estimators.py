@@ -4,6 +4,7 @@ objective it claims, on tabular policies small enough to enumerate.
     python lab/estimators.py                     # the table, and the figure in docs/figures/
     python lab/estimators.py --history 0         # the exploration bonuses at their first step
     python lab/estimators.py --methods ucb ucb_con batch_explore --explore-coef 1.0
+    python lab/estimators.py --sequential        # per-answer credit on sets written in sequence
 
 A policy here is a softmax over a handful of answers (its logits are the parameters), each answer
 with a fixed reward vector, in the shapes of the project's tasks (CASES). A rollout of a set method
@@ -24,6 +25,12 @@ After the table: VPO's and vpo_loo's expected update at their claim's optimum, s
 train.py's own G and weightings (where the enumeration's stand-ins below could mislead); and the
 pitfalls the field has hit, each beside its sound form (tests/test_lab_estimators.py holds them).
 The figure: the fixed points of FIGURE_METHODS on the conflict case, as bars per answer.
+
+--sequential (its own section below): a policy that writes its m answers one after another, one
+softmax per prefix, beside its twin whose answers are independent; for each per-answer credit form
+(the set's score, reward-to-go, prefix gain, the pass@k marginal) and baseline (the group z-score,
+mean, leave-one-out), the same cosine, norm ratio and fixed point, and the variance of a group's
+update, all exact; written to docs/figures/estimators_sequential/.
 
 What stands in for what train.py draws, and why: VPO's N = 100 fresh Dirichlet weightings per
 group are replaced by one fixed set of WEIGHTINGS scrambled Sobol points on the simplex
@@ -686,6 +693,406 @@ def draw(rows, path, case_name="conflict"):
     fig.savefig(path, dpi=120)
 
 
+# ---- Sets written in sequence: what each per-answer credit pays for, exactly ----
+#
+# VPO writes its m answers one after another, answer j seeing answers 1..j-1. A tabular policy of
+# that kind keeps one softmax per prefix (the answers written so far), so that every set and every
+# group of G sets can still be enumerated. Its independent twin ties every prefix's logits to one
+# vector: the answers are then drawn independently, as pass@k training draws them. A credit form
+# pays answer j (its log-probability's score only, not the set's); the baselines come from the
+# group, as train.py's would. For sets written in sequence, REINFORCE stays unbiased when answer j
+# is paid the set's score minus anything fixed by the answers before j ("togo"); the table checks
+# which other forms survive the step from independent answers to sequential ones.
+
+SEQUENTIAL_CASE = Case(["left", "right", "balanced"], [[1.0, 0.0], [0.0, 1.0], [0.6, 0.6]], [])
+SEQUENTIAL_SETS = (3, 2)  # m: VPO's three; two, where writing the best answer first is not best
+SEQUENTIAL_GROUP = 4  # G: 27,405 groups of 4 sets of 3 (8 would be 18.2M)
+# the start's logits: N(0, 0.7^2) per prefix, seed 0, so that no symmetry hides a bias
+SEQUENTIAL_START_SCALE = 0.7
+SEQUENTIAL_DIR = "estimators_sequential"
+ZERO_STD = 1e-6  # grpo.grpo_advantages' eps: a group whose set scores are all equal has no std
+
+
+def credit_of(form, R, prefix, without):
+    """Each sequence's credit per answer (S, m), before the group's baseline. R (S,) the set score,
+    prefix (S, m + 1) the score of the first j answers (j = 0..m), without (S, m) the score of the
+    set without answer j:
+    set: the set's score for every answer (VPO's); togo: the set's score minus that of the answers
+    before j; gain: what j adds to the answers before it; marginal: what the set loses without j
+    (pass@k training's). marginal_zeroed: the same with j's row zeroed in the training rewards,
+    where a later repeat of j was already zeroed, so the set without j loses that answer too."""
+    m = prefix.shape[1] - 1
+    if form == "set":
+        return np.repeat(R[:, None], m, axis=1)
+    if form == "togo":
+        return R[:, None] - prefix[:, :-1]
+    if form == "gain":
+        return prefix[:, 1:] - prefix[:, :-1]
+    if form in ("marginal", "marginal_zeroed"):
+        return R[:, None] - without[form]
+    raise ValueError(f"unknown credit form '{form}'")
+
+
+def group_baseline(credits, set_scores, baseline):
+    """credits (K, G, m) of each group's rollouts, set_scores (K, G) -> the advantages (K, G, m).
+    mean: minus the group's mean credit at the same place; loo: minus the mean of the other G - 1;
+    z: the mean's, divided by the std of the group's set scores, a group whose set scores are all
+    equal getting zeros (VPO's z-score for the set form); zeroed: the mean's, with those zeros
+    too (scale_rewards none, as VPO's advantage drops such groups)."""
+    G = credits.shape[1]
+    centred = credits - credits.mean(1, keepdims=True)
+    if baseline == "mean":
+        return centred
+    if baseline == "loo":
+        return credits - (credits.sum(1, keepdims=True) - credits) / (G - 1)
+    std = set_scores.std(1)[:, None, None]  # population std, as grpo.grpo_advantages
+    if baseline == "z":
+        return np.where(std < ZERO_STD, 0.0, centred / (std + ZERO_STD))
+    if baseline == "zeroed":
+        return np.where(std < ZERO_STD, 0.0, centred)
+    raise ValueError(f"unknown baseline '{baseline}'")
+
+
+# The rows: (credit form, baseline). value: the set's score minus its exact expectation given the
+# answers before j, E[R | answers 1..j-1], a baseline no trainer has (the variance floor of togo).
+SEQUENTIAL_ROWS = [
+    ("set", "z"),  # VPO
+    ("set", "mean"),  # VPO, scale_rewards none
+    ("set", "loo"),  # vpo_loo
+    ("togo", "z"),
+    ("togo", "mean"),
+    ("togo", "zeroed"),
+    ("togo", "loo"),
+    ("value", "none"),
+    ("gain", "z"),
+    ("gain", "mean"),
+    ("gain", "loo"),
+    ("marginal", "z"),
+    ("marginal", "mean"),
+    ("marginal", "loo"),
+    ("marginal_zeroed", "loo"),
+]
+
+
+class Sequences:
+    """Every sequence of m answers a policy can write, and what is fixed once per case: each
+    sequence's prefixes, its set score, the scores of its prefixes and of the set without each
+    answer (the case's rewards, repeats scoring the zero vector as in training, under the fixed
+    WEIGHTINGS), and every group of G sequences."""
+
+    def __init__(self, case, m, G=SEQUENTIAL_GROUP):
+        A = len(case.answers)
+        self.case, self.m, self.G, self.A = case, m, G, A
+        self.prefixes = [p for j in range(m) for p in itertools.product(range(A), repeat=j)]
+        index = {p: i for i, p in enumerate(self.prefixes)}
+        self.seqs = np.array(list(itertools.product(range(A), repeat=m)))  # (S, m)
+        # (S, m): the prefix (row of the logit table) each answer is drawn from
+        self.prefix_of = np.array([[index[tuple(s[:j])] for j in range(m)] for s in self.seqs])
+        raw = np.asarray(case.rewards, dtype=float)[self.seqs]  # (S, m, D) as written
+        first = np.array([[s[j] not in s[:j] for j in range(m)] for s in self.seqs])
+        trained = raw * first[..., None]  # a repeat scores the zero vector
+        weights = fixed_weightings(raw.shape[-1])[None]  # (1, N, D)
+
+        def score(rows):  # (S, k, D) -> (S,): the set score of each sequence's rows
+            if rows.shape[1] == 0:
+                return np.zeros(len(rows))
+            return vpo.set_scores(torch.from_numpy(rows)[None], weights)[0].numpy()
+
+        self.R = score(trained)
+        self.prefix = np.stack([score(trained[:, :j]) for j in range(m + 1)], axis=1)
+        keep = [[k for k in range(m) if k != j] for j in range(m)]
+        self.without = {
+            # the set of the other answers as written (a max is the same with repeats)
+            "marginal": np.stack([score(raw[:, k]) for k in keep], axis=1),
+            # j's row zeroed in the training rewards, whose later repeats of j are zeros already
+            "marginal_zeroed": np.stack(
+                [score(trained * (np.arange(m) != j)[None, :, None]) for j in range(m)], axis=1
+            ),
+        }
+        self.members, self.log_ways = groups_of(len(self.seqs), G)  # (K, G), (K,)
+
+    def table(self, theta):
+        """The logit table (prefixes, A) of a parameter: a table itself (sequential), or one row
+        shared by every prefix (independent)."""
+        theta = np.asarray(theta, dtype=float)
+        return np.tile(theta, (len(self.prefixes), 1)) if theta.ndim == 1 else theta
+
+    def log_probs(self, theta):
+        """(S,) log-probability of every sequence."""
+        table = self.table(theta)
+        log_pi = table - table.max(1, keepdims=True)
+        log_pi = log_pi - np.log(np.exp(log_pi).sum(1, keepdims=True))
+        return log_pi[self.prefix_of, self.seqs].sum(1)
+
+    def scores(self, theta):
+        """(S * m, parameters): the gradient of log pi(answer j | answers before j) w.r.t. theta,
+        per sequence and place; an independent policy's is summed over its tied rows."""
+        table = self.table(theta)
+        pi = np.exp(table - table.max(1, keepdims=True))
+        pi /= pi.sum(1, keepdims=True)
+        S, P = len(self.seqs), len(self.prefixes)
+        out = np.zeros((S, self.m, P, self.A))
+        for j in range(self.m):
+            rows = self.prefix_of[:, j]
+            out[np.arange(S), j, rows] = -pi[rows]
+            out[np.arange(S), j, rows, self.seqs[:, j]] += 1.0
+        if np.asarray(theta).ndim == 1:
+            out = out.sum(2)
+        return out.reshape(S * self.m, -1)
+
+    def gradient(self, theta):
+        """The exact gradient of the expected set score E[R]."""
+        p = np.exp(self.log_probs(theta))
+        return np.repeat(p * self.R, self.m) @ self.scores(theta)
+
+    def value(self, theta):
+        """E[R] under the policy."""
+        return float(np.exp(self.log_probs(theta)) @ self.R)
+
+    def expected_given_prefix(self, theta):
+        """(S, m): E[R | the answers before j], per sequence and place."""
+        p = np.exp(self.log_probs(theta))
+        out = np.zeros((len(self.seqs), self.m))
+        for j in range(self.m):
+            rows = self.prefix_of[:, j]
+            mass = np.bincount(rows, weights=p, minlength=len(self.prefixes))
+            total = np.bincount(rows, weights=p * self.R, minlength=len(self.prefixes))
+            out[:, j] = total[rows] / np.maximum(mass[rows], 1e-300)
+        return out
+
+
+class SequentialCredit:
+    """One (credit form, baseline) row on a Sequences: its expected update and the variance of a
+    group's update, exactly. The group advantages do not depend on the policy (but value's), so
+    they are laid out once as a (K, S * m) matrix: a group's weight on every (sequence, place)."""
+
+    def __init__(self, seqs, form, baseline):
+        self.seqs, self.form, self.baseline = seqs, form, baseline
+        K, G = seqs.members.shape
+        self.adv = None
+        if form == "value":
+            return
+        credits = credit_of(form, seqs.R, seqs.prefix, seqs.without)[seqs.members]  # (K, G, m)
+        if form == "set" and baseline in ("z", "mean", "loo"):
+            # VPO's own advantages on the set scores: the project's functions
+            scores = torch.from_numpy(seqs.R[seqs.members])
+            own = {
+                "z": grpo.grpo_advantages(scores),
+                "mean": grpo.grpo_advantages(scores, std="none"),
+                "loo": vpo.leave_one_out_advantages(scores),
+            }[baseline]
+            adv = np.repeat(own.numpy()[..., None], seqs.m, axis=2)
+        else:
+            adv = group_baseline(credits, seqs.R[seqs.members], baseline)
+        self.adv = adv.reshape(K, -1)  # (K, G m)
+        cells = seqs.members[..., None] * seqs.m + np.arange(seqs.m)  # (K, G, m)
+        self.cells = cells.reshape(K, -1)  # (K, G m): the (sequence, place) of each advantage
+
+    def rollout_advantages(self, theta):
+        """value's advantages, one rollout at a time: (S, m)."""
+        return self.seqs.R[:, None] - self.seqs.expected_given_prefix(theta)
+
+    def group_probabilities(self, theta):
+        seqs = self.seqs
+        return np.exp(seqs.log_ways + seqs.log_probs(theta)[seqs.members].sum(1))
+
+    def expected_update(self, theta):
+        """E over groups of sum_g sum_j A_gj grad log pi(answer j of g | its prefix)."""
+        seqs = self.seqs
+        if self.adv is None:  # no group: G times one rollout's
+            p = np.exp(seqs.log_probs(theta))
+            weight = seqs.G * (p[:, None] * self.rollout_advantages(theta)).reshape(-1)
+            return weight @ seqs.scores(theta)
+        # each (sequence, place)'s advantage summed over the groups, weighted by their probability
+        weighted = self.group_probabilities(theta)[:, None] * self.adv
+        weight = np.bincount(self.cells.ravel(), weighted.ravel(), len(seqs.seqs) * seqs.m)
+        return weight @ seqs.scores(theta)
+
+    def variance(self, theta):
+        """The variance of one group's update around its mean, summed over the parameters."""
+        phi = self.seqs.scores(theta)  # (S m, parameters)
+        gram = phi @ phi.T
+        mean = self.expected_update(theta)
+        if self.adv is None:  # G independent rollouts: G times one's variance
+            p = np.exp(self.seqs.log_probs(theta))
+            a = self.rollout_advantages(theta).reshape(len(p), -1)  # (S, m)
+            cells = np.arange(len(p) * self.seqs.m).reshape(len(p), -1)
+            second = np.einsum("s,si,sj,sij->", p, a, a, gram[cells[:, :, None], cells[:, None]])
+            return float(self.seqs.G * (second - (mean / self.seqs.G) @ (mean / self.seqs.G)))
+        a = self.adv
+        second = np.einsum("ki,kj,kij->k", a, a, gram[self.cells[:, :, None], self.cells[:, None]])
+        return float(self.group_probabilities(theta) @ second - mean @ mean)
+
+
+def sequential_start(seqs, independent, seed=0):
+    """The start: N(0, SEQUENTIAL_START_SCALE^2) logits per prefix (seed 0); the independent
+    policy takes the first prefix's row (the first answer's distribution) for every answer."""
+    table = np.random.default_rng(seed).normal(size=(len(seqs.prefixes), seqs.A))
+    table *= SEQUENTIAL_START_SCALE
+    return table[0] if independent else table
+
+
+class SequentialRow(NamedTuple):
+    form: str
+    baseline: str
+    m: int
+    independent: bool
+    cosine: float  # of the expected update and the exact gradient of E[R], at the start
+    norm_ratio: float  # |expected update| / |gradient|
+    noise: float  # variance of one group's update / |its mean|^2
+    value: float  # E[R] where ascent along the expected update stops
+    shares: np.ndarray  # (A,): the share of the written answers that are each answer there
+    repeats: float  # the share of answers that repeat an earlier one there
+    steps: int
+
+
+def answer_shares(seqs, theta):
+    """(the share of written answers that are each answer (A,), the share that repeat an earlier
+    answer of their set)."""
+    p = np.exp(seqs.log_probs(theta))
+    counts = np.stack([(seqs.seqs == a).sum(1) for a in range(seqs.A)], axis=1)  # (S, A)
+    distinct = np.array([len(set(s)) for s in seqs.seqs])
+    return p @ counts / seqs.m, float(p @ (seqs.m - distinct)) / seqs.m
+
+
+SEQUENTIAL_RATE = 10.0  # the learning rate of ascent on E[R] (a plain one: its gradient is ~0.02)
+
+
+def sequential_ascent(direction, seqs, theta):
+    """Ascent along direction(theta), rescaled once to the exact gradient's norm at the start (so a
+    method whose update is a constant times the gradient climbs exactly as the gradient does), at
+    SEQUENTIAL_RATE, until no sequence's probability moves by ASCENT_STILL -> (theta, steps). Unlike
+    ascend, the step does not grow when the start sits near a flat point (the independent m = 2
+    start does)."""
+    theta = np.asarray(theta, dtype=float)
+    size = np.linalg.norm(direction(theta))
+    if size < 1e-12:
+        return theta, 0
+    rate = SEQUENTIAL_RATE * np.linalg.norm(seqs.gradient(theta)) / size
+    p = np.exp(seqs.log_probs(theta))
+    for step in range(1, ASCENT_STEPS + 1):
+        theta = theta + rate * direction(theta).reshape(theta.shape)
+        moved = np.exp(seqs.log_probs(theta))
+        if np.abs(moved - p).max() < ASCENT_STILL:
+            return theta, step
+        p = moved
+    return theta, ASCENT_STEPS
+
+
+def measure_sequential(rows=SEQUENTIAL_ROWS, sets=SEQUENTIAL_SETS, ascent=True):
+    """A SequentialRow per (m, policy, row); then each (m, policy)'s optimum, ascent along the exact
+    gradient, as a row of form 'optimum'."""
+    out = []
+    for m in sets:
+        seqs = Sequences(SEQUENTIAL_CASE, m)
+        for independent in (False, True):
+            start = sequential_start(seqs, independent)
+            gradient = seqs.gradient(start)
+            for form, baseline in rows:
+                credit = SequentialCredit(seqs, form, baseline)
+                update = credit.expected_update(start)
+                noise = credit.variance(start) / (update @ update)
+                end, steps = start, 0
+                if ascent:
+                    end, steps = sequential_ascent(credit.expected_update, seqs, start)
+                shares, repeats = answer_shares(seqs, end)
+                ratio = np.linalg.norm(update) / np.linalg.norm(gradient)
+                row = (form, baseline, m, independent, cosine(update, gradient), ratio, noise)
+                out.append(SequentialRow(*row, seqs.value(end), shares, repeats, steps))
+            end, steps = start, 0
+            if ascent:
+                end, steps = sequential_ascent(seqs.gradient, seqs, start)
+            shares, repeats = answer_shares(seqs, end)
+            row = ("optimum", "", m, independent, 1.0, 1.0, float("nan"))
+            out.append(SequentialRow(*row, seqs.value(end), shares, repeats, steps))
+    return out
+
+
+ROW_NAMES = {
+    ("set", "z"): "VPO (set, z-score)",
+    ("set", "mean"): "VPO, scale_rewards none (set, mean)",
+    ("set", "loo"): "vpo_loo (set, leave-one-out)",
+    ("value", "none"): "togo, exact E[R | answers before j]",
+}
+
+
+def row_name(form, baseline):
+    return ROW_NAMES.get((form, baseline), f"{form}, {baseline}")
+
+
+def sequential_tables(rows):
+    """The rows as markdown: at the start (cosine, norm ratio, variance / |mean|^2) per set size
+    and policy; then where ascent along each expected update stops (E[R] and the share of answers
+    that are specialists, compromise and repeats), the optimum's line last."""
+    columns = list(dict.fromkeys((r.m, r.independent) for r in rows))
+    names = [f"m = {m}, {'independent' if ind else 'sequential'}" for m, ind in columns]
+    cell = {(r.form, r.baseline, r.m, r.independent): r for r in rows}
+    keys = list(dict.fromkeys((r.form, r.baseline) for r in rows if r.form != "optimum"))
+    head = "| {} | " + " | ".join(names) + " |"
+    rule = "| --- " * (len(columns) + 1) + "|"
+    start = [head.format("credit, baseline (at the start)"), rule]
+    for key in keys:
+        cells = [cell[key + c] for c in columns]
+        text = [f"{r.cosine:+.3f}, x{r.norm_ratio:.2f}, {r.noise:.1f}" for r in cells]
+        start.append(f"| {row_name(*key)} | " + " | ".join(text) + " |")
+    end = [head.format("credit, baseline (where ascent stops)"), rule]
+    for key in keys + [("optimum", "")]:
+        cells = [cell[key + c] for c in columns]
+        text = [
+            f"{r.value:.4f}: {r.shares[:2].sum():.2f} / {r.shares[2]:.2f} / {r.repeats:.2f}"
+            + moving(r.steps)
+            for r in cells
+        ]
+        name = "the optimum (ascent on E[R])" if key[0] == "optimum" else row_name(*key)
+        end.append(f"| {name} | " + " | ".join(text) + " |")
+    return "\n".join(start), "\n".join(end)
+
+
+def draw_sequential(rows, path, m=SEQUENTIAL_SETS[0]):
+    """Two panels for m answers: each row's cosine with the exact gradient at the start, and the
+    share of compromise answers where its ascent stops, sequential beside independent."""
+    keys = list(dict.fromkeys((r.form, r.baseline) for r in rows if r.form != "optimum"))
+    cell = {(r.form, r.baseline, r.independent): r for r in rows if r.m == m}
+    fig = Figure(figsize=(10, 5.2))
+    y = np.arange(len(keys))
+    for panel, (title, read) in enumerate(
+        [
+            ("cosine with grad E[R] at the start", lambda r: r.cosine),
+            ("share of compromise answers where ascent stops", lambda r: r.shares[2]),
+        ]
+    ):
+        ax = fig.add_subplot(1, 2, panel + 1)
+        for shift, independent, name in ((-0.2, False, "sequential"), (0.2, True, "independent")):
+            values = [read(cell[key + (independent,)]) for key in keys]
+            ax.barh(y + shift, values, 0.4, label=name, color=f"C{int(independent)}")
+        if panel == 1:
+            for independent, style in ((False, "-"), (True, "--")):
+                optimum = cell[("optimum", "", independent)].shares[2]
+                ax.axvline(optimum, color=f"C{int(independent)}", ls=style, lw=1)
+        ax.set_yticks(y, [row_name(*k) for k in keys] if panel == 0 else [])
+        ax.invert_yaxis()
+        ax.set_title(title, fontsize=10)
+    fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=9)
+    fig.suptitle(f"Per-answer credit on sets of {m} (lines: the optimum of E[R])", fontsize=11)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(path, dpi=120)
+
+
+def sequential_main(out, sets=SEQUENTIAL_SETS):
+    """--sequential: the tables (printed and written to out/table.md) and the figure."""
+    rows = measure_sequential(sets=sets)
+    at_start, at_end = sequential_tables(rows)
+    text = "\n\n".join([at_start, at_end])
+    print(text)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write(text + "\n")
+    figure = os.path.join(out, "fixed_points.png")
+    draw_sequential(rows, figure, m=sets[0])
+    print(f"\nfigure: {figure}")
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--methods", nargs="+", default=list(CLAIMS), choices=list(CLAIMS))
@@ -708,10 +1115,30 @@ def main(argv=None):
         default=40_000,
         help="sampled groups for the check at the claim's optimum",
     )
-    parser.add_argument("--out", default=os.path.join(HERE, "docs", "figures", "estimators"))
+    parser.add_argument(
+        "--sequential",
+        action="store_true",
+        help="instead: per-answer credit on sets written in sequence (docs/figures/"
+        "estimators_sequential/)",
+    )
+    parser.add_argument(
+        "--sets",
+        nargs="+",
+        type=int,
+        default=list(SEQUENTIAL_SETS),
+        choices=list(SEQUENTIAL_SETS),
+        help="with --sequential: the set sizes m (the figure shows the first)",
+    )
+    parser.add_argument("--out", help="where the figures go (default: docs/figures/estimators)")
     args = parser.parse_args(argv)
     t0 = time.time()
     torch.set_num_threads(1)
+    if args.sequential:
+        out = args.out or os.path.join(HERE, "docs", "figures", SEQUENTIAL_DIR)
+        rows = sequential_main(out, sets=args.sets)
+        print(f"done in {time.time() - t0:.0f}s")
+        return rows
+    args.out = args.out or os.path.join(HERE, "docs", "figures", "estimators")
     cfg = {"explore_coef": args.explore_coef}
     rows = measure(args.methods, args.cases, history=args.history, cfg=cfg)
     print(table(rows))

@@ -3,7 +3,8 @@ expected updates against sampled groups (and, for the unbiased estimators, again
 gradient), every method with a claim, and the pitfalls the field has hit, each as an example that
 the checks here catch: per-component normalization when the components sum to one total, MaxRL
 on non-binary rewards, a pass@k credit that does not zero the non-best answers, dynamic sampling
-that filters on the shaped reward, and a bootstrapped best@k against metrics.max_at_k."""
+that filters on the shaped reward, and a bootstrapped best@k against metrics.max_at_k. Then sets
+written in sequence: which per-answer credits stay exact, which only for independent answers."""
 
 import numpy as np
 import pytest
@@ -148,3 +149,140 @@ def test_bootstrapped_best_at_k_is_biased_low_against_the_exact_estimator():
     )
     assert abs(unbiased - exact) < 1e-12
     assert bootstrap < exact - 0.005
+
+
+# ---- Sets written in sequence: per-answer credit ----
+
+
+@pytest.fixture(scope="module")
+def sequences():
+    """The sequential case's enumerations, m = 3 and m = 2 (built once: 27,405 groups of 4)."""
+    return {m: estimators.Sequences(estimators.SEQUENTIAL_CASE, m) for m in (3, 2)}
+
+
+def start_update(seqs, form, baseline, independent):
+    """(cosine, norm ratio) of a row's expected update against grad E[R] at the start."""
+    theta = estimators.sequential_start(seqs, independent)
+    update = estimators.SequentialCredit(seqs, form, baseline).expected_update(theta)
+    gradient = seqs.gradient(theta)
+    return estimators.cosine(update, gradient), np.linalg.norm(update) / np.linalg.norm(gradient)
+
+
+@pytest.mark.parametrize("m", [3, 2])
+@pytest.mark.parametrize("independent", [False, True])
+def test_sequential_gradient_matches_finite_differences(sequences, m, independent):
+    seqs = sequences[m]
+    theta = estimators.sequential_start(seqs, independent, seed=1)
+    h = 1e-5
+    numeric = []
+    for e in np.eye(theta.size):
+        step = h * e.reshape(theta.shape)
+        numeric.append((seqs.value(theta + step) - seqs.value(theta - step)) / (2 * h))
+    np.testing.assert_allclose(seqs.gradient(theta), numeric, atol=1e-9)
+
+
+def test_the_scores_of_a_hand_counted_set():
+    """left (1, 0), right (0, 1), balanced (0.6, 0.6) under uniform weightings: E max(w, 1 - w) =
+    3/4, E max(w, 0.6) = 0.68 (the fixed Sobol weightings within 1e-3)."""
+    seqs = estimators.Sequences(estimators.SEQUENTIAL_CASE, 2, G=2)
+    left_balanced = seqs.seqs.tolist().index([0, 2])
+    left_left = seqs.seqs.tolist().index([0, 0])
+    np.testing.assert_allclose(seqs.prefix[left_balanced], [0, 0.5, 0.68], atol=1e-3)
+    np.testing.assert_allclose(seqs.prefix[left_left], [0, 0.5, 0.5], atol=1e-3)
+    # a repeat: the set without the first left still holds the second (0.5); with the first row
+    # zeroed in the training rewards, whose repeat is zero already, it holds nothing
+    assert abs(seqs.without["marginal"][left_left, 0] - 0.5) < 1e-3
+    assert seqs.without["marginal_zeroed"][left_left, 0] == 0.0
+
+
+UNBIASED_EVERYWHERE = {("set", "mean"): 1, ("set", "loo"): 0, ("togo", "mean"): 1}
+UNBIASED_EVERYWHERE |= {("togo", "loo"): 0, ("value", "none"): 0}
+
+
+@pytest.mark.parametrize("row", list(UNBIASED_EVERYWHERE))
+@pytest.mark.parametrize("independent", [False, True])
+def test_set_and_reward_to_go_credits_are_unbiased_for_sequential_sets(sequences, row, independent):
+    """A baseline fixed by the answers before j (the prefix's score, the exact expectation) or by
+    the other rollouts (the group's mean at the same place) leaves answer j's term exact: the
+    expected update is G times the gradient (G - 1 with the mean, which holds the rollout itself;
+    to 1e-4: grpo_advantages zeroes a group whose set scores differ by less than its eps, as the
+    fixed weightings score left and right alone, 0.5 each in exact arithmetic)."""
+    for m, seqs in sequences.items():
+        cos, ratio = start_update(seqs, *row, independent)
+        assert cos > 1 - 1e-9, (m, cos)
+        assert abs(ratio - (seqs.G - UNBIASED_EVERYWHERE[row])) < 1e-4, (m, ratio)
+
+
+def test_marginal_credit_is_unbiased_only_for_independent_answers(sequences):
+    """The set without answer j holds the answers written after j, which depend on j when the
+    answers are written in sequence: exact for independent answers, bent for sequential ones."""
+    for seqs in sequences.values():
+        for baseline in ("mean", "loo"):
+            assert start_update(seqs, "marginal", baseline, True)[0] > 1 - 1e-9
+            assert start_update(seqs, "marginal", baseline, False)[0] < 0.99
+
+
+def test_prefix_gain_is_biased_even_for_independent_answers(sequences):
+    """What j adds when written leaves out what it changes in the later answers' gains (a repeat
+    of j adds nothing): biased for independent answers too, and its ascent stops at the greedy set
+    (balanced, then a specialist: 0.68) where two answers are written, below the optimum's 0.75."""
+    for seqs in sequences.values():
+        for independent in (False, True):
+            assert start_update(seqs, "gain", "loo", independent)[0] < 0.99
+    rows = estimators.measure_sequential([("gain", "loo")], sets=(2,))
+    gain, optimum = [r for r in rows if not r.independent]
+    assert gain.value < 0.69 and gain.shares[2] > 0.45 and optimum.value > 0.749
+
+
+def test_zeroing_a_repeat_before_the_marginal_biases_it_even_for_independent_answers(sequences):
+    """Training zeroes a repeated answer's reward; the set without j, taken by zeroing j's row of
+    those rewards, loses j's later repeats too, so the first of two copies is paid for both."""
+    for seqs in sequences.values():
+        assert start_update(seqs, "marginal", "loo", True)[0] > 1 - 1e-9
+        assert start_update(seqs, "marginal_zeroed", "loo", True)[0] < 0.99
+
+
+def test_the_group_std_bends_every_credit(sequences):
+    """Dividing by the std of the group's set scores (VPO's z-score) bends the set credit and the
+    reward-to-go alike; dropping the groups whose set scores are all equal (with no division) bends
+    the reward-to-go, whose credits can differ inside such a group."""
+    seqs = sequences[3]
+    assert start_update(seqs, "set", "z", False)[0] < 0.99
+    assert start_update(seqs, "togo", "z", False)[0] < 0.99
+    assert start_update(sequences[2], "togo", "zeroed", True)[0] < 0.99
+    assert start_update(seqs, "togo", "zeroed", False)[0] < 1 - 1e-6
+
+
+def test_vpo_z_score_stops_short_of_the_compromise_for_independent_answers():
+    """The table's first finding on the sequential lab's own case: VPO's z-score keeps about half
+    the compromise the set score's optimum holds when the answers are independent."""
+    rows = estimators.measure_sequential([("set", "z")], sets=(3,))
+    vpo_row, optimum = [r for r in rows if r.independent]
+    assert vpo_row.shares[2] < 0.15 and 0.2 < optimum.shares[2] < 0.3
+    assert vpo_row.value < optimum.value
+
+
+@pytest.mark.parametrize("row", [("marginal", "loo"), ("togo", "z")])
+def test_sequential_enumeration_matches_sampled_groups(sequences, row):
+    """The enumerated expected update against the mean over sampled groups of G sequences."""
+    seqs = sequences[3]
+    theta = estimators.sequential_start(seqs, False)
+    credit = estimators.SequentialCredit(seqs, *row)
+    exact = credit.expected_update(theta)
+    rng = np.random.default_rng(0)
+    p = np.exp(seqs.log_probs(theta))
+    members = rng.choice(len(p), size=(20000, seqs.G), p=p / p.sum())
+    credits = estimators.credit_of(row[0], seqs.R, seqs.prefix, seqs.without)[members]
+    adv = estimators.group_baseline(credits, seqs.R[members], row[1])  # (n, G, m)
+    phi = seqs.scores(theta).reshape(len(p), seqs.m, -1)  # (S, m, parameters)
+    per_group = np.einsum("ngj,ngjp->np", adv, phi[members])
+    mean, se = per_group.mean(0), per_group.std(0, ddof=1) / np.sqrt(len(per_group))
+    assert (np.abs(mean - exact) <= 4.5 * se + 1e-12).all()
+
+
+def test_the_sequential_command_writes_its_table_and_figure(tmp_path):
+    rows = estimators.main(["--sequential", "--sets", "2", "--out", str(tmp_path)])
+    assert {r.m for r in rows} == {2} and len(rows) == 2 * (len(estimators.SEQUENTIAL_ROWS) + 1)
+    table = (tmp_path / "table.md").read_text()
+    assert "vpo_loo (set, leave-one-out)" in table and "the optimum" in table
+    assert (tmp_path / "fixed_points.png").stat().st_size > 0
