@@ -635,7 +635,11 @@ def run_headline(
     seeds=None,
     workers=None,
     against=None,
+    ray=None,
+    gpu_share=None,
 ):
+    """ray: None for the local pool of worker processes, else a Ray cluster's address ("" for
+    RAY_ADDRESS or one started for the command; lab/ray_jobs.py)."""
     overrides = dict(overrides or {})
     seeds = list(seeds) if seeds else [overrides.pop("seed")] if "seed" in overrides else [0]
     overrides.pop("seed", None)
@@ -645,9 +649,15 @@ def run_headline(
     # taken by the worker that trains it); an error lets go of it as the command exits
     lock = lock_folder(out_dir)
     settings = evaluation_settings(tasks or list(TASKS), quick, overrides)
-    workers = workers or default_workers(pick_device(overrides.get("device", "auto")))
+    cluster = None
+    if ray is not None:  # every node checked before any job starts
+        from lab import ray_jobs
+
+        cluster = ray_jobs.connect(ray, out_dir, workers, gpu_share)
+    else:
+        workers = workers or default_workers(pick_device(overrides.get("device", "auto")))
     methods = list(algos or ALGOS) + (ABLATIONS if ablations else [])
-    progress = Progress(workers, quick, SHARED_WARMSTART)
+    progress = Progress(workers or cluster.cpus(), quick, SHARED_WARMSTART)
     if lock.note:  # a lock taken over, or none to take
         progress.say(lock.note)
     if quick:
@@ -658,12 +668,17 @@ def run_headline(
     headline = Headline(
         tasks or list(TASKS), methods, seeds, settings, out_dir, quick, overrides, progress, against
     )
+    if cluster and len(set(cluster.machines)) > 1:  # the nodes' numbers may differ in the last bit
+        headline.stamp["machine"] = " + ".join(sorted(set(cluster.machines)))
     headline.plan()
     try:
-        run_jobs(headline.start(), workers, progress)
+        (cluster.run_jobs if cluster else run_jobs)(headline.start(), workers, progress)
     except KeyboardInterrupt:
         headline.say_what_was_kept()
         raise
+    finally:
+        if cluster:
+            cluster.close()
     # the board's records of the tasks and seeds run here, so every interval pairs the same seeds
     if against:
         records, made, new_rows = against_records(against, out_dir, headline.tasks, methods, seeds)
@@ -719,8 +734,28 @@ def parser():
         help="train and evaluate only --algos, on DIR's problems and "
         "settings, and rank them among DIR's result files (a committed leaderboard)",
     )
+    add_ray_arguments(p)
     p.add_argument("--config", help=argparse.SUPPRESS)  # train.py's: one run, not the experiment
     return p
+
+
+def add_ray_arguments(p):
+    """--ray and --gpu-share, for every lab command that runs jobs (lab/ray_jobs.py)."""
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run every job as a task on the Ray cluster at ADDRESS (default: RAY_ADDRESS, else one "
+        "started for this command on 127.0.0.1); out_dir must be on a filesystem every node sees",
+    )
+    p.add_argument(
+        "--gpu-share",
+        type=float,
+        metavar="F",
+        help="with --ray on a cluster with GPUs: the share of a GPU each warm start and training "
+        "run asks for (default 1/8)",
+    )
 
 
 def known(names, choices, what):
@@ -810,6 +845,8 @@ def main(argv=None):
             seeds=args.seeds,
             workers=args.workers,
             against=args.against,
+            ray=args.ray,
+            gpu_share=args.gpu_share,
         )
     except KeyboardInterrupt:
         sys.exit(130)
