@@ -746,8 +746,9 @@ def add_ray_arguments(p):
         nargs="?",
         const="",
         metavar="ADDRESS",
-        help="run every job as a task on the Ray cluster at ADDRESS (default: RAY_ADDRESS, else one "
-        "started for this command on 127.0.0.1); out_dir must be on a filesystem every node sees",
+        help="run every job as a task on the Ray cluster at ADDRESS (default: RAY_ADDRESS, else "
+        "one started for this command on 127.0.0.1); out_dir must be on a filesystem every node "
+        "sees",
     )
     p.add_argument(
         "--gpu-share",

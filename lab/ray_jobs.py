@@ -63,6 +63,11 @@ def connect(address, out_dir, cap=None, gpu_share=None, say=print):
         raise ConfigError(f"--ray needs Ray, which is not installed here: {INSTALL}") from None
     import logging
 
+    if ray.is_initialized():  # this process joined a cluster before (a notebook, the tests)
+        jobs = RayJobs(ray, gpu_share, owned=False)
+        jobs.check_nodes(out_dir)
+        say(f"running the jobs on the Ray cluster this process joined: {jobs.summary(out_dir)}")
+        return jobs
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     # every node imports the lab from the same path as the driver (checked by the probe)
     env["PYTHONPATH"] = os.pathsep.join([ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])
@@ -80,18 +85,14 @@ def connect(address, out_dir, cap=None, gpu_share=None, say=print):
     except (ConnectionError, ValueError, RuntimeError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ConfigError(f"--ray {address}: cannot join the Ray cluster ({first})") from None
-    jobs = RayJobs(ray, gpu_share)
+    jobs = RayJobs(ray, gpu_share, owned=True)
     try:
         jobs.check_nodes(out_dir)
     except BaseException:
         jobs.close()
         raise
     where = f"the Ray cluster at {address}" if address else "a Ray cluster started on 127.0.0.1"
-    say(
-        f"running the jobs on {where}: {len(jobs.nodes)} node(s), {jobs.cpus()} CPUs"
-        + (f", {jobs.gpus:g} GPUs ({jobs.gpu_share:g} of one per run)" if jobs.gpus else "")
-        + f"; every node sees {out_dir}/ and runs this code"
-    )
+    say(f"running the jobs on {where}: {jobs.summary(out_dir)}")
     return jobs
 
 
@@ -99,14 +100,22 @@ class RayJobs:
     """A joined cluster: run_jobs, lab/workers.run_jobs on its CPUs; submit, one call as a
     concurrent.futures.Future (lab/exploration's measurements); close."""
 
-    def __init__(self, ray, gpu_share):
+    def __init__(self, ray, gpu_share, owned):
         self.ray = ray
+        self.owned = owned  # joined by connect, so left by close
         self.gpus = ray.cluster_resources().get("GPU", 0.0)
         self.gpu_share = (GPU_SHARE if gpu_share is None else gpu_share) if self.gpus else 0.0
         self.nodes = []
         self.machines = []  # what each node's numbers depend on (experiment.machine)
         self.task = ray.remote(run_job)
         self.options = dict(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False)
+
+    def summary(self, out_dir):
+        gpus = f", {self.gpus:g} GPUs ({self.gpu_share:g} of one per run)" if self.gpus else ""
+        return (
+            f"{len(self.nodes)} node(s), {self.cpus()} CPUs{gpus}; every node sees {out_dir}/ and "
+            "runs this code"
+        )
 
     def cpus(self):
         """The CPUs of the cluster's live nodes now (a node lost or added shows here)."""
@@ -119,8 +128,7 @@ class RayJobs:
 
         token = uuid.uuid4().hex
         marker = os.path.join(os.path.abspath(out_dir), f".ray_probe_{token}")
-        with open(marker, "w") as f:
-            f.write(token)
+        write_marker(marker, token)
         self.nodes = [n for n in self.ray.nodes() if n["Alive"]]
         probe = self.ray.remote(probe_node)
         refs = {
@@ -219,7 +227,13 @@ class RayJobs:
         return options.remote(fn, args, os.getcwd(), "measure", None).future()
 
     def close(self):
-        self.ray.shutdown()
+        if self.owned:
+            self.ray.shutdown()
+
+
+def write_marker(path, token):
+    with open(path, "w") as f:
+        f.write(token)
 
 
 def first_line(error):
