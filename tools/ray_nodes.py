@@ -3,7 +3,7 @@ local pool with as many workers), one run each, side by side: what a second node
 Ray costs over the pool. Every node binds 127.0.0.1; the head holds no CPU (the driver attaches
 there, as on a real cluster's head).
 
-    python tools/ray_nodes.py                  # ~4 runs of the quick experiment (~15 min, 2-core VM)
+    python tools/ray_nodes.py        # 4 runs of the quick experiment (~15 min on the 2-core VM)
     python tools/ray_nodes.py --nodes 2 --experiment --quick --tasks persona
 
 Prints a line per run with its wall time (the whole command: starting Ray's driver, the probe, the
