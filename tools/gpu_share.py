@@ -7,7 +7,8 @@ start to cost it (an earlier H100 run with 14 workers went slower than the VM's 
 For lab/ray_jobs.py's --gpu-share: 1/K for the largest K before the slowdown passes --slower.
 
     python tools/gpu_share.py --out out/gpu_share                      # on a lent GPU, ~4 min
-    python tools/gpu_share.py --device cpu --ks 1 2 --steps 12 --out out/gpu_share_dry  # dry run
+    python tools/gpu_share.py --device cpu --ks 1 2 --steps 12 --out out/gpu_share_dry \
+        --set sft_steps=20                                             # a dry run on the CPU
 
 Writes OUT/gpu_share.json and prints a table. The runs share one warm start (trained first, its
 time not counted). Deliberately left out: pools and searches (they run on the CPU), several GPUs,
@@ -43,6 +44,7 @@ def command(out, seed, args, steps):
         "quiet=true",
         "threads=1",
         "overwrite=true",
+        *args.set,
     ]
 
 
@@ -64,6 +66,7 @@ def main(argv=None):
     p.add_argument("--skip", type=int, default=5, help="first steps left out of a run's median")
     p.add_argument("--slower", type=float, default=1.25, help="the slowdown that counts as cost")
     p.add_argument("--budget-s", type=float, default=480.0, help="stop starting new K after this")
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="train.py settings")
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS="1")
