@@ -15,7 +15,8 @@ checkpoint (warm start included), the optimum on code and the maze (lab/oracle.p
 problems no pool solved, an evolutionary search per checkpoint at equal budgets. A run's settings:
 train.DEFAULTS <- configs/<task>.yaml (`--quick`: configs/tiny.yaml over it) <- --set <- its row in
 VARIANTS <- algo, seed, out_dir; the evaluation's: config.EVALUATION's keys of the same config. Jobs
-run in `--workers` processes (workers.py), each once what it needs is done (Headline below).
+run in `--workers` processes (workers.py), each once what it needs is done (Headline below); with
+`--ray [ADDRESS]` each runs as a task on a Ray cluster instead (ray_jobs.py).
 Writes into out_dir: runs/, results/ (one small JSON per task, method and seed: what report.py
 reads; commit them to merge seeds run in different sessions) and tables.py's report; warm starts go
 to the cache every run shares (warmstart_dir, out/warmstart/). A finished run or result is reused

@@ -8,7 +8,7 @@ CUDA, warm starts and training runs share the GPU (default_workers): at this mod
 kernel launches bound a run, not the GPU.
 A worker ends when its lab command does, even by kill -9. Deliberately left out: retrying a failed
 job (its error stops the experiment; the same command then reuses everything finished), more than
-one machine or GPU.
+one machine or GPU (lab/ray_jobs.py runs the same Jobs on a Ray cluster).
 """
 
 import heapq
