@@ -74,7 +74,9 @@ def connect(address, out_dir, cap=None, gpu_share=None, say=print):
     options = dict(logging_level=logging.WARNING, runtime_env={"env_vars": env})
     try:
         if address is None:
+            # "local": a new cluster, never one a `ray start` left on this machine
             ray.init(
+                address="local",
                 num_cpus=cap,
                 include_dashboard=False,
                 _node_ip_address="127.0.0.1",
