@@ -31,12 +31,10 @@ import argparse
 import difflib
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from functools import partial
-from pathlib import Path
 
 # the repository: configs/, the reference
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -44,7 +42,6 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 
 import numpy as np
-import torch
 
 import config
 import evolve
@@ -58,7 +55,7 @@ from config import (
     pick_device,
     settings_parser,
 )
-from lab import report, tables
+from lab import ray_jobs, report, tables
 from lab.report import (
     read_record,
     training_summary,
@@ -83,6 +80,7 @@ from lab.workers import (
     Job,
     Progress,
     default_workers,
+    machine,
     oracle_job,
     pools_job,
     run_jobs,
@@ -200,15 +198,6 @@ def code_state(root=HERE):
     if not commit:
         return "unknown"
     return f"{commit} (edited: {', '.join(edited)})" if edited else f"{commit} (as committed)"
-
-
-def machine():
-    """What the numbers depend on besides the commit: float32 kernels round differently on different
-    processors (AVX2 vs AVX-512), and RL grows a last-bit difference into a different policy."""
-    info = Path("/proc/cpuinfo").read_text() if os.path.exists("/proc/cpuinfo") else ""
-    names = [line.split(":", 1)[1].strip() for line in info.splitlines() if "model name" in line]
-    cpu = names[0] if names else platform.processor()
-    return f"{cpu}; torch {torch.__version__}; kernels {torch.backends.cpu.get_cpu_capability()}"
 
 
 # ---- The experiment ----
@@ -627,6 +616,16 @@ def against_records(board_dir, out_dir, tasks, methods, seeds):
     return board + mine, made, [f"{m} (yours)" if m in on_board else m for m in methods]
 
 
+def job_runner(ray, out_dir, workers, gpu_share, device):
+    """-> (run_jobs, workers, cluster): the local pool's, or on a Ray cluster (ray: its address,
+    "" for RAY_ADDRESS or a new local one) its own, every node checked before any job starts; it
+    leaves the cluster when the jobs end."""
+    if ray is None:
+        return run_jobs, workers or default_workers(pick_device(device or "auto")), None
+    cluster = ray_jobs.connect(ray, out_dir, workers, gpu_share)
+    return cluster.run_jobs, workers, cluster
+
+
 def run_headline(
     overrides=None,
     quick=False,
@@ -639,8 +638,6 @@ def run_headline(
     ray=None,
     gpu_share=None,
 ):
-    """ray: None for the local pool of worker processes, else a Ray cluster's address ("" for
-    RAY_ADDRESS or one started for the command; lab/ray_jobs.py)."""
     overrides = dict(overrides or {})
     seeds = list(seeds) if seeds else [overrides.pop("seed")] if "seed" in overrides else [0]
     overrides.pop("seed", None)
@@ -650,13 +647,7 @@ def run_headline(
     # taken by the worker that trains it); an error lets go of it as the command exits
     lock = lock_folder(out_dir)
     settings = evaluation_settings(tasks or list(TASKS), quick, overrides)
-    cluster = None
-    if ray is not None:  # every node checked before any job starts
-        from lab import ray_jobs
-
-        cluster = ray_jobs.connect(ray, out_dir, workers, gpu_share)
-    else:
-        workers = workers or default_workers(pick_device(overrides.get("device", "auto")))
+    run, workers, cluster = job_runner(ray, out_dir, workers, gpu_share, overrides.get("device"))
     methods = list(algos or ALGOS) + (ABLATIONS if ablations else [])
     progress = Progress(workers or cluster.cpus(), quick, SHARED_WARMSTART)
     if lock.note:  # a lock taken over, or none to take
@@ -673,13 +664,10 @@ def run_headline(
         headline.stamp["machine"] = " + ".join(sorted(set(cluster.machines)))
     headline.plan()
     try:
-        (cluster.run_jobs if cluster else run_jobs)(headline.start(), workers, progress)
+        run(headline.start(), workers, progress)
     except KeyboardInterrupt:
         headline.say_what_was_kept()
         raise
-    finally:
-        if cluster:
-            cluster.close()
     # the board's records of the tasks and seeds run here, so every interval pairs the same seeds
     if against:
         records, made, new_rows = against_records(against, out_dir, headline.tasks, methods, seeds)

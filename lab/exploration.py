@@ -56,7 +56,7 @@ import torch
 from config import ConfigError, make_task
 from evaluate import load_policy
 from exploration import candidates
-from lab import experiment, report, tables
+from lab import experiment, ray_jobs, report, tables
 from lab.workers import _worker_init
 from metrics import paired_bootstrap_interval
 from rollouts import sample_rollouts
@@ -787,8 +787,6 @@ def main(argv=None):
         workers = args.workers or (None if args.ray is not None else 2)
         cluster = None
         if args.ray is not None:  # one cluster for the training and the measurements
-            from lab import ray_jobs
-
             os.makedirs(out_dir, exist_ok=True)
             cluster = ray_jobs.connect(args.ray, out_dir, workers, args.gpu_share)
         try:

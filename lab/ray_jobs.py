@@ -19,12 +19,17 @@ storage), Ray's autoscaler and dashboard, actors, and retrying a job's own error
 import glob
 import hashlib
 import ipaddress
+import logging
 import os
 import socket
 import time
 import uuid
 
+import torch
+
 from config import ConfigError
+from lab.stored import run_status
+from lab.workers import longest_first, machine
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_RETRIES = 3  # runs of a job after its node or worker process is lost
@@ -49,8 +54,8 @@ def is_loopback(address):
 
 def connect(address, out_dir, cap=None, gpu_share=None, say=print):
     """Join the Ray cluster at `address` (None or "": RAY_ADDRESS, else a local one started for this
-    command on 127.0.0.1 with `cap` CPUs), check that every node sees out_dir and runs this code ->
-    a RayJobs."""
+    command on 127.0.0.1 with `cap` CPUs; "auto": the one `ray start` started on this machine),
+    check that every node sees out_dir and runs this code -> a RayJobs."""
     if gpu_share is not None and not 0 <= gpu_share <= 1:
         raise ConfigError(f"--gpu-share {gpu_share:g}: a share of one GPU, from 0 to 1")
     address = address or os.environ.get("RAY_ADDRESS") or None
@@ -61,7 +66,6 @@ def connect(address, out_dir, cap=None, gpu_share=None, say=print):
         import ray
     except ImportError:
         raise ConfigError(f"--ray needs Ray, which is not installed here: {INSTALL}") from None
-    import logging
 
     if ray.is_initialized():  # this process joined a cluster before (a notebook, the tests)
         jobs = RayJobs(ray, gpu_share, owned=False)
@@ -108,7 +112,7 @@ class RayJobs:
         self.gpus = ray.cluster_resources().get("GPU", 0.0)
         self.gpu_share = (GPU_SHARE if gpu_share is None else gpu_share) if self.gpus else 0.0
         self.nodes = []
-        self.machines = []  # what each node's numbers depend on (experiment.machine)
+        self.machines = []  # what each node's numbers depend on (workers.machine)
         self.task = ray.remote(run_job)
         self.options = dict(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False)
 
@@ -195,9 +199,7 @@ class RayJobs:
     def run_jobs(self, ready, workers, progress):
         """lab/workers.run_jobs on the cluster: at most as many jobs at once as the cluster has
         CPUs now (or `workers`, --workers), longest first; Ctrl-C (or an error) cancels the running
-        ones and is raised again."""
-        from lab.workers import longest_first
-
+        ones and is raised again; then close."""
         running = {}  # ObjectRef -> (job, start time)
         try:
             while ready or running:
@@ -217,6 +219,8 @@ class RayJobs:
         except BaseException:
             self.cancel(running)
             raise
+        finally:
+            self.close()
 
     def cancel(self, refs):
         """Stop these jobs now, mid-job: their run folders' locks go with their processes."""
@@ -258,8 +262,6 @@ def code_hash(root=ROOT):
 def probe_node(marker, token, cwd):
     """On one node: does it have the command's working folder, see the driver's marker file and
     hold the same code? -> a dict."""
-    from lab.experiment import machine
-
     if not os.path.isdir(cwd):
         return {"missing": cwd}
     try:
@@ -279,8 +281,6 @@ def run_job(fn, args, cwd, kind, token):
     """A job in a Ray worker, as in a pool worker: from the command's working folder (the configs'
     paths are relative to it), one torch thread; a training run run again after its node was lost
     resumes from its last checkpoint."""
-    import torch
-
     os.chdir(cwd)
     torch.set_num_threads(1)
     if kind != "train":
@@ -299,8 +299,6 @@ def attempt(cfg, token):
     """cfg for this attempt at a training run: a retry of the same task (its token already in the
     run folder) resumes what the lost attempt left, as the same command would; a first attempt
     runs cfg as the experiment planned it."""
-    from lab.stored import run_status
-
     path = os.path.join(cfg["out_dir"], ATTEMPT_FILE)
     try:
         with open(path) as f:

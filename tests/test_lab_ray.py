@@ -15,7 +15,7 @@ import time
 import pytest
 import yaml
 
-from config import ConfigError
+from config import ConfigError, make_task
 from lab import experiment, ray_jobs
 from lab.same_results import differences
 from lab.workers import Job
@@ -107,8 +107,6 @@ def test_the_slice_on_two_nodes_writes_the_local_pools_files(
 
 
 def test_a_jobs_own_error_stops_the_command_with_it(cluster, tmp_path, monkeypatch):
-    from config import make_task
-
     class Progress:  # what run_jobs tells it, unused here
         workers = 2
 
@@ -137,8 +135,9 @@ def test_a_node_that_cannot_see_out_dir_is_refused_before_any_job(cluster, tmp_p
         experiment.run_headline(dict(SETTINGS), ray=cluster[0].address, **SLICE)
     assert not (tmp_path / "out" / "runs").exists()  # nothing ran
     # on the node itself: a missing working folder, a marker it cannot read
-    assert ray_jobs.probe_node("/nowhere/marker", "t", "/nowhere") == {"missing": "/nowhere"}
-    assert not ray_jobs.probe_node(str(tmp_path / "absent"), "t", str(tmp_path))["sees_out_dir"]
+    probe = ray_jobs.probe_node
+    assert probe("/nowhere/marker", "t", "/nowhere") == {"missing": "/nowhere"}
+    assert not probe(str(tmp_path / "absent"), "t", str(tmp_path))["sees_out_dir"]
 
 
 def test_a_node_lost_mid_run_and_the_experiment_ends_with_the_same_files(

@@ -55,6 +55,23 @@ def step_seconds(run_dir, skip):
     return statistics.median(steps)
 
 
+def k_at_once(k, args, env):
+    """K runs started at once -> {k, wall_s, step_s: each run's median, sorted}; None if one
+    failed."""
+    runs = [os.path.join(args.out, f"k{k}", f"run{i}") for i in range(k)]
+    start = time.time()
+    procs = [
+        subprocess.Popen(command(r, i, args, args.steps), env=env, cwd=ROOT)
+        for i, r in enumerate(runs)
+    ]
+    codes = [proc.wait() for proc in procs]
+    if any(codes):
+        print(f"K = {k}: a run failed ({codes}); stopping", flush=True)
+        return None
+    each = sorted(step_seconds(r, args.skip) for r in runs)
+    return {"k": k, "wall_s": round(time.time() - start, 1), "step_s": each}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="out/gpu_share")
@@ -86,24 +103,16 @@ def main(argv=None):
         if time.time() - t0 > args.budget_s:
             print(f"budget spent: K = {k} and above not run", flush=True)
             break
-        runs = [os.path.join(args.out, f"k{k}", f"run{i}") for i in range(k)]
-        start = time.time()
-        procs = [
-            subprocess.Popen(command(r, i, args, args.steps), env=env, cwd=ROOT)
-            for i, r in enumerate(runs)
-        ]
-        codes = [proc.wait() for proc in procs]
-        wall = time.time() - start
-        if any(codes):
-            print(f"K = {k}: a run failed ({codes}); stopping", flush=True)
+        row = k_at_once(k, args, env)
+        if row is None:
             break
-        each = sorted(step_seconds(r, args.skip) for r in runs)
-        rows.append({"k": k, "wall_s": round(wall, 1), "step_s": each})
+        rows.append(row)
+        each = row["step_s"]
         median = statistics.median(each)
         base = statistics.median(rows[0]["step_s"])
         print(
             f"K = {k}: median run {median:.3f} s a step ({median / base:.2f}x K = 1), "
-            f"{k / median:.1f} steps a second together, wall {wall:.0f} s",
+            f"{k / median:.1f} steps a second together, wall {row['wall_s']:.0f} s",
             flush=True,
         )
     found["rows"] = rows
