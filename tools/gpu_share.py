@@ -6,7 +6,7 @@ together. Sharing pays while the aggregate grows; a run's own step time says whe
 start to cost it (an earlier H100 run with 14 workers went slower than the VM's cores).
 For lab/ray_jobs.py's --gpu-share: 1/K for the largest K before the slowdown passes --slower.
 
-    python tools/gpu_share.py --out out/gpu_share                      # on a lent GPU, ~4 min
+    python tools/gpu_share.py --out out/gpu_share       # on a lent GPU (no new K after 480 s)
     python tools/gpu_share.py --device cpu --ks 1 2 --steps 12 --out out/gpu_share_dry \
         --set sft_steps=20                                             # a dry run on the CPU
 
