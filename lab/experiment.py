@@ -15,7 +15,8 @@ checkpoint (warm start included), the optimum on code and the maze (lab/oracle.p
 problems no pool solved, an evolutionary search per checkpoint at equal budgets. A run's settings:
 train.DEFAULTS <- configs/<task>.yaml (`--quick`: configs/tiny.yaml over it) <- --set <- its row in
 VARIANTS <- algo, seed, out_dir; the evaluation's: config.EVALUATION's keys of the same config. Jobs
-run in `--workers` processes (workers.py), each once what it needs is done (Headline below).
+run in `--workers` processes (workers.py), each once what it needs is done (Headline below); with
+`--ray [ADDRESS]` each runs as a task on a Ray cluster instead (ray_jobs.py).
 Writes into out_dir: runs/, results/ (one small JSON per task, method and seed: what report.py
 reads; commit them to merge seeds run in different sessions) and tables.py's report; warm starts go
 to the cache every run shares (warmstart_dir, out/warmstart/). A finished run or result is reused
@@ -30,12 +31,10 @@ import argparse
 import difflib
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from functools import partial
-from pathlib import Path
 
 # the repository: configs/, the reference
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,7 +42,6 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 
 import numpy as np
-import torch
 
 import config
 import evolve
@@ -57,7 +55,7 @@ from config import (
     pick_device,
     settings_parser,
 )
-from lab import report, tables
+from lab import ray_jobs, report, tables
 from lab.report import (
     read_record,
     training_summary,
@@ -82,6 +80,7 @@ from lab.workers import (
     Job,
     Progress,
     default_workers,
+    machine,
     oracle_job,
     pools_job,
     run_jobs,
@@ -199,15 +198,6 @@ def code_state(root=HERE):
     if not commit:
         return "unknown"
     return f"{commit} (edited: {', '.join(edited)})" if edited else f"{commit} (as committed)"
-
-
-def machine():
-    """What the numbers depend on besides the commit: float32 kernels round differently on different
-    processors (AVX2 vs AVX-512), and RL grows a last-bit difference into a different policy."""
-    info = Path("/proc/cpuinfo").read_text() if os.path.exists("/proc/cpuinfo") else ""
-    names = [line.split(":", 1)[1].strip() for line in info.splitlines() if "model name" in line]
-    cpu = names[0] if names else platform.processor()
-    return f"{cpu}; torch {torch.__version__}; kernels {torch.backends.cpu.get_cpu_capability()}"
 
 
 # ---- The experiment ----
@@ -626,6 +616,16 @@ def against_records(board_dir, out_dir, tasks, methods, seeds):
     return board + mine, made, [f"{m} (yours)" if m in on_board else m for m in methods]
 
 
+def job_runner(ray, out_dir, workers, gpu_share, device):
+    """-> (run_jobs, workers, cluster): the local pool's, or on a Ray cluster (ray: its address,
+    "" for RAY_ADDRESS or a new local one) its own, every node checked before any job starts; it
+    leaves the cluster when the jobs end."""
+    if ray is None:
+        return run_jobs, workers or default_workers(pick_device(device or "auto")), None
+    cluster = ray_jobs.connect(ray, out_dir, workers, gpu_share)
+    return cluster.run_jobs, workers, cluster
+
+
 def run_headline(
     overrides=None,
     quick=False,
@@ -635,6 +635,8 @@ def run_headline(
     seeds=None,
     workers=None,
     against=None,
+    ray=None,
+    gpu_share=None,
 ):
     overrides = dict(overrides or {})
     seeds = list(seeds) if seeds else [overrides.pop("seed")] if "seed" in overrides else [0]
@@ -646,9 +648,9 @@ def run_headline(
     # taken by the worker that trains it); an error lets go of it as the command exits
     lock = lock_folder(out_dir)
     settings = evaluation_settings(tasks or list(TASKS), quick, overrides)
-    workers = workers or default_workers(pick_device(overrides.get("device", "auto")))
+    run, workers, cluster = job_runner(ray, out_dir, workers, gpu_share, overrides.get("device"))
     methods = list(algos or ALGOS) + (ABLATIONS if ablations else [])
-    progress = Progress(workers, quick, SHARED_WARMSTART)
+    progress = Progress(workers or cluster.cpus(), quick, SHARED_WARMSTART)
     if lock.note:  # a lock taken over, or none to take
         progress.say(lock.note)
     if quick:
@@ -659,9 +661,11 @@ def run_headline(
     headline = Headline(
         tasks or list(TASKS), methods, seeds, settings, out_dir, quick, overrides, progress, against
     )
+    if cluster and len(set(cluster.machines)) > 1:  # the nodes' numbers may differ in the last bit
+        headline.stamp["machine"] = " + ".join(sorted(set(cluster.machines)))
     headline.plan()
     try:
-        run_jobs(headline.start(), workers, progress)
+        run(headline.start(), workers, progress)
     except KeyboardInterrupt:
         headline.say_what_was_kept()
         raise
@@ -720,8 +724,29 @@ def parser():
         help="train and evaluate only --algos, on DIR's problems and "
         "settings, and rank them among DIR's result files (a committed leaderboard)",
     )
+    add_ray_arguments(p)
     p.add_argument("--config", help=argparse.SUPPRESS)  # train.py's: one run, not the experiment
     return p
+
+
+def add_ray_arguments(p):
+    """--ray and --gpu-share, for every lab command that runs jobs (lab/ray_jobs.py)."""
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run every job as a task on the Ray cluster at ADDRESS (default: RAY_ADDRESS, else "
+        "one started for this command on 127.0.0.1); out_dir must be on a filesystem every node "
+        "sees",
+    )
+    p.add_argument(
+        "--gpu-share",
+        type=float,
+        metavar="F",
+        help="with --ray on a cluster with GPUs: the share of a GPU each warm start and training "
+        "run asks for (default 1/8)",
+    )
 
 
 def known(names, choices, what):
@@ -811,6 +836,8 @@ def main(argv=None):
             seeds=args.seeds,
             workers=args.workers,
             against=args.against,
+            ray=args.ray,
+            gpu_share=args.gpu_share,
         )
     except KeyboardInterrupt:
         sys.exit(130)

@@ -37,6 +37,7 @@ Deliberately left out: the search (evo_problems=0), the paper's pass@k over trai
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -56,7 +57,7 @@ import runfiles
 from config import ConfigError, WriteError, make_task
 from evaluate import load_policy
 from exploration import candidates
-from lab import experiment, report, tables
+from lab import experiment, ray_jobs, report, tables
 from lab.workers import _worker_init
 from metrics import paired_bootstrap_interval
 from rollouts import sample_rollouts
@@ -235,10 +236,11 @@ def measurement_path(out_dir, task, method, seed):
 
 
 def run_measurements(
-    out_dir, tasks, seeds, quick, workers, extra=None, methods=METHODS, against=None
+    out_dir, tasks, seeds, quick, workers, extra=None, methods=METHODS, against=None, cluster=None
 ):
     """After the runs: every missing measurement file of `methods` and of the starting point (unless
-    `against`, another experiment's folder, has it), each in a worker (extra: --set's)."""
+    `against`, another experiment's folder, has it), each in a worker (extra: --set's; cluster: a
+    lab/ray_jobs.RayJobs to run them on instead)."""
     jobs = []
     for task in tasks:
         for seed in seeds:
@@ -270,12 +272,15 @@ def run_measurements(
                 jobs.append((path, start_job, (start_path(cfg), cfg, drawn, m)))
     if not jobs:
         return
-    print(
-        f"measuring {len(jobs)} checkpoints on their training sets ({workers} workers)", flush=True
-    )
+    where = f"{cluster.cpus()} Ray CPUs" if cluster else f"{workers} workers"
+    print(f"measuring {len(jobs)} checkpoints on their training sets ({where})", flush=True)
     t0 = time.time()
     context = get_context("spawn")
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init) as pool:
+    if cluster:
+        running = contextlib.nullcontext(cluster)
+    else:
+        running = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init)
+    with running as pool:
         futures = [(path, pool.submit(fn, *args)) for path, fn, args in jobs]
         for path, future in futures:
             result = future.result()
@@ -765,6 +770,7 @@ def parser():
     p.add_argument(
         "--set", nargs="*", default=[], metavar="KEY=VALUE", help="train.py settings for every run"
     )
+    experiment.add_ray_arguments(p)
     return p
 
 
@@ -776,26 +782,38 @@ def main(argv=None):
         out_dir = args.out or ("out/exploration_quick" if args.quick else "out/exploration")
         sizes = {task: overrides(task, args.quick) for task in args.tasks}
         extra = experiment.checked_overrides(args.set, args.tasks, args.methods, per_task=sizes)
-        workers = args.workers or 2
-        for task in [] if args.measure_only else args.tasks:  # each task its own sizes
-            experiment.run_headline(
-                {**overrides(task, args.quick), **extra, "out_dir": out_dir},
-                quick=args.quick,
-                tasks=[task],
-                algos=args.methods,
-                seeds=args.seeds,
-                workers=workers,
+        # on Ray: as many jobs at once as the cluster has CPUs, unless --workers says
+        workers = args.workers or (None if args.ray is not None else 2)
+        cluster = None
+        if args.ray is not None:  # one cluster for the training and the measurements
+            os.makedirs(out_dir, exist_ok=True)
+            cluster = ray_jobs.connect(args.ray, out_dir, workers, args.gpu_share)
+        try:
+            for task in [] if args.measure_only else args.tasks:  # each task its own sizes
+                experiment.run_headline(
+                    {**overrides(task, args.quick), **extra, "out_dir": out_dir},
+                    quick=args.quick,
+                    tasks=[task],
+                    algos=args.methods,
+                    seeds=args.seeds,
+                    workers=workers,
+                    ray=args.ray,
+                    gpu_share=args.gpu_share,
+                )
+            run_measurements(
+                out_dir,
+                args.tasks,
+                args.seeds,
+                args.quick,
+                workers,
+                extra,
+                methods=args.methods,
+                against=args.against,
+                cluster=cluster,
             )
-        run_measurements(
-            out_dir,
-            args.tasks,
-            args.seeds,
-            args.quick,
-            workers,
-            extra,
-            methods=args.methods,
-            against=args.against,
-        )
+        finally:
+            if cluster:
+                cluster.close()
         write_report(out_dir, args.tasks, args.seeds, args.against)
     except KeyboardInterrupt:
         sys.exit(130)

@@ -8,12 +8,13 @@ CUDA, warm starts and training runs share the GPU (default_workers): at this mod
 kernel launches bound a run, not the GPU.
 A worker ends when its lab command does, even by kill -9. Deliberately left out: retrying a failed
 job (its error stops the experiment; the same command then reuses everything finished), more than
-one machine or GPU.
+one machine or GPU (lab/ray_jobs.py runs the same Jobs on a Ray cluster).
 """
 
 import heapq
 import json
 import os
+import platform
 import random
 import signal
 import threading
@@ -21,6 +22,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -142,6 +144,15 @@ def oracle_job(cfg, settings, seed, m):
         "problems": [repr(p) for p in problems],
         "plausible": best["hypotheses"],
     }
+
+
+def machine():
+    """What the numbers depend on besides the commit: float32 kernels round differently on different
+    processors (AVX2 vs AVX-512), and RL grows a last-bit difference into a different policy."""
+    info = Path("/proc/cpuinfo").read_text() if os.path.exists("/proc/cpuinfo") else ""
+    names = [line.split(":", 1)[1].strip() for line in info.splitlines() if "model name" in line]
+    cpu = names[0] if names else platform.processor()
+    return f"{cpu}; torch {torch.__version__}; kernels {torch.backends.cpu.get_cpu_capability()}"
 
 
 # ---- The pool ----
