@@ -739,12 +739,11 @@ def group_baseline(credits, set_scores, baseline):
     z: the mean's, divided by the std of the group's set scores, a group whose set scores are all
     equal getting zeros (VPO's z-score for the set form); zeroed: the mean's, with those zeros
     too (scale_rewards none, as VPO's advantage drops such groups)."""
-    G = credits.shape[1]
     centred = credits - credits.mean(1, keepdims=True)
     if baseline == "mean":
         return centred
-    if baseline == "loo":
-        return credits - (credits.sum(1, keepdims=True) - credits) / (G - 1)
+    if baseline == "loo":  # vpo_loo's baseline, each place on its own (vpo.py's RLOO)
+        return vpo.leave_one_out_advantages(torch.as_tensor(credits)).numpy()
     std = set_scores.std(1)[:, None, None]  # population std, as grpo.grpo_advantages
     if baseline == "z":
         return np.where(std < ZERO_STD, 0.0, centred / (std + ZERO_STD))
@@ -1093,7 +1092,8 @@ def sequential_main(out, sets=SEQUENTIAL_SETS):
     return rows
 
 
-def main(argv=None):
+def parser():
+    """The command line: the methods and cases of the exact table, or --sequential."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--methods", nargs="+", default=list(CLAIMS), choices=list(CLAIMS))
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
@@ -1130,7 +1130,11 @@ def main(argv=None):
         help="with --sequential: the set sizes m (the figure shows the first)",
     )
     parser.add_argument("--out", help="where the figures go (default: docs/figures/estimators)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
     t0 = time.time()
     torch.set_num_threads(1)
     if args.sequential:

@@ -626,6 +626,11 @@ def job_runner(ray, out_dir, workers, gpu_share, device):
     return cluster.run_jobs, workers, cluster
 
 
+QUICK_NOTE = (
+    "SMOKE TEST (--quick): tiny models, pools and searches; the numbers and verdicts mean nothing"
+)
+
+
 def run_headline(
     overrides=None,
     quick=False,
@@ -654,10 +659,7 @@ def run_headline(
     if lock.note:  # a lock taken over, or none to take
         progress.say(lock.note)
     if quick:
-        progress.say(
-            "SMOKE TEST (--quick): tiny models, pools and searches; the numbers and verdicts mean "
-            "nothing"
-        )
+        progress.say(QUICK_NOTE)
     headline = Headline(
         tasks or list(TASKS), methods, seeds, settings, out_dir, quick, overrides, progress, against
     )

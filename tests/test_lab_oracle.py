@@ -7,8 +7,10 @@ import random
 
 import numpy as np
 import pytest
+import torch
 
 import maze
+import vpo
 from codetask import CodeTask
 from lab import oracle
 from lab.oracle import (
@@ -27,8 +29,11 @@ from maze import MazeTask
 
 def subset_value(scores, subset) -> float:
     """value(S) of oracle.py's docstring: scores (S, A) >= 0, subset: answer indices -> mean over
-    scenarios of the best chosen score."""
-    return float(np.asarray(scores, dtype=float)[:, list(subset)].max(axis=1).mean())
+    scenarios of the best chosen score: VPO's set score (vpo.set_scores, exercise (b)) of the chosen
+    answers, each scenario a one-hot weighting of their scores."""
+    chosen = torch.as_tensor(np.asarray(scores, dtype=float)[:, list(subset)].T)  # (|S|, scenarios)
+    one_hot = torch.eye(chosen.shape[1], dtype=torch.float64)  # (scenarios, scenarios)
+    return float(vpo.set_scores(chosen[None, None], one_hot[None]))
 
 
 # one threshold in (0, 4] on the domain 0..5, shown at 0 and 4: hidden tests 1, 2, 3, 5; answer u
@@ -41,9 +46,7 @@ ONE_PROBLEM = (2, 0, 4)
 def brute(scores, k):
     """The best value over every k-subset of columns."""
     Q = np.asarray(scores, dtype=float)
-    return max(
-        Q[:, list(c)].max(axis=1).mean() for c in itertools.combinations(range(Q.shape[1]), k)
-    )
+    return max(subset_value(Q, c) for c in itertools.combinations(range(Q.shape[1]), k))
 
 
 def random_R(rng, T=5, A=6, D=4):
