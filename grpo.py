@@ -53,8 +53,10 @@ def format_advantages(rewards: torch.Tensor) -> torch.Tensor:
 
 
 def advantage_rms(adv: torch.Tensor, snap: float = 0.01) -> float:
-    """adv (P, G) -> their RMS over the groups with a signal, to size fixed-weight terms (format,
-    entropy) alike in every method; within `snap` of 1 (any z-score) it is exactly 1."""
+    """adv (P, G), or (P, G, m) one per answer -> their RMS over the groups with a signal, to size
+    fixed-weight terms (format, entropy) alike in every method; within `snap` of 1 (any z-score)
+    it is exactly 1."""
+    adv = adv.flatten(1)  # (P, G) or (P, G * m)
     signal = adv.abs().sum(1) > 0  # (P,)
     if not signal.any():
         return 1.0
@@ -80,10 +82,11 @@ def policy_loss(
     settings.normalizer (None: the token count, a token mean; a number: a constant, Dr. GRPO).
 
     logprobs (B, T) current policy (with grad), old_logprobs (B, T) sampling policy, advantages (B,)
-    one per rollout, mask (B, T) True on completion tokens, ref_logprobs (B, T) frozen reference (if
-    kl_coef > 0), entropy (B, T) WITH grad (if entropy_coef > 0). -> (loss, stats): clip_frac
-    (tokens whose loss the clip changes, as TRL and veRL count them), ratio_outside_clip, KL, the
-    entropy bonus: token means whatever the normalizer. settings: LossSettings (None: its defaults).
+    one per rollout or (B, T) one per token, mask (B, T) True on completion tokens, ref_logprobs
+    (B, T) frozen reference (if kl_coef > 0), entropy (B, T) WITH grad (if entropy_coef > 0).
+    -> (loss, stats): clip_frac (tokens whose loss the clip changes, as TRL and veRL count them),
+    ratio_outside_clip, KL, the entropy bonus: token means whatever the normalizer. settings:
+    LossSettings (None: its defaults).
     """
     settings = settings or LossSettings()
     clip = settings.clip
@@ -92,7 +95,8 @@ def policy_loss(
     mask = mask.float()
     n_tokens = mask.sum().clamp(min=1)
     ratio = torch.exp(logprobs - old_logprobs)  # (B, T); 1 on the first update of a batch
-    adv = advantages[:, None]  # (B, 1): the same advantage for every token of a rollout
+    # (B, 1): the same advantage for every token of a rollout; (B, T): a token's own (vpo_credit)
+    adv = advantages[:, None] if advantages.dim() == 1 else advantages
     high = clip if settings.clip_high is None else settings.clip_high
     unclipped = ratio * adv
     clipped = ratio.clamp(1 - clip, 1 + high) * adv

@@ -13,8 +13,21 @@ Ablations (the paper's): Multi-RLVR scores the M-answer set by the sum of its fi
 (no random weights); random-weight GRPO scores one answer by w.r, one w per group (no sets). Beside
 them, not part of VPO: `leave_one_out_advantages`, the RLOO baseline (an exercise).
 
-Deliberately left out: per-answer credit assignment (the method has none), learned weight
-distributions, non-linear scalarizations.
+Per-answer credit, off by default (`vpo_credit`, not the paper's): VPO pays every token of a rollout
+the set's advantage, whatever its answer added. `answer_credits` pays answer j what it changed
+instead, each form baselined against the group's same place (`credit_advantages`):
+- "togo" (reward-to-go): the set's score minus the score of the answers written before j.
+- "gain": the score of answers 1..j minus that of answers 1..j-1 (what j adds when written).
+- "marginal": the set's score minus its score without j (pass@k training's, Chen et al. 2025).
+The answers are written in sequence, each seeing those before it, so answer j's log-probability
+moves every later answer too. REINFORCE is unbiased for a per-answer credit that is the return from
+j on with a baseline fixed by the answers before j: "togo" is that (the return is the set's score,
+its baseline the score of answers 1..j-1), and on answer 1 it is the set's own credit. "gain" drops
+what j changes in the later answers' gains (a greedy, biased credit); "marginal"'s baseline, the
+set without j, is made of answers written after j, so it is unbiased only for answers drawn
+independently, as pass@k training draws them.
+
+Deliberately left out: learned weight distributions, non-linear scalarizations.
 """
 
 import numpy as np
@@ -24,6 +37,8 @@ from grpo import grpo_advantages
 
 # the names sample_weights knows; config.py checks weight_sampler here
 WEIGHT_SAMPLERS = ("dirichlet", "sobol")
+# what vpo_credit may name: "set" is VPO's, the others pay each answer its own (answer_credits)
+CREDITS = ("set", "togo", "gain", "marginal")
 
 
 def sample_weights(num_groups, num_weights, dim, alpha=1.0, sampler="dirichlet", generator=None):
@@ -65,9 +80,69 @@ def set_scores(rewards, weights):
     return scalarized.max(dim=-1).values.mean(dim=-1)  # (P, G)
 
 
-def vpo_advantages(rewards, weights, eps=1e-6, std="group"):
-    """rewards (P, G, M, D), zero rows for missing or repeated, weights (P, N, D) -> (P, G)."""
+def vpo_advantages(rewards, weights, eps=1e-6, std="group", credit="set"):
+    """rewards (P, G, M, D), zero rows for missing or repeated, weights (P, N, D) -> (P, G); with a
+    per-answer credit (not "set") -> (P, G, M), credit_advantages."""
+    if credit != "set":
+        return credit_advantages(rewards, weights, credit, eps, std)
     return grpo_advantages(set_scores(rewards, weights), eps, std)
+
+
+# ---- Per-answer credit (vpo_credit), off by default: the module's docstring says why each form
+
+
+def prefix_scores(rewards, weights):
+    """rewards (P, G, M, D), weights (P, N, D) -> (P, G, M + 1): the set score of the first j
+    answers, j = 0..M (rewards are >= 0, so the empty set's 0 is a max's starting point)."""
+    scalarized = torch.einsum("pgmd,pnd->pgnm", rewards, weights)  # (P, G, N, M)
+    prefix = scalarized.cummax(dim=-1).values.mean(dim=2)  # (P, G, M)
+    return torch.cat([torch.zeros_like(prefix[..., :1]), prefix], dim=-1)
+
+
+def answer_credits(rewards, weights, credit):
+    """-> (P, G, M): what each answer is paid before its group's baseline: "togo", "gain" or
+    "marginal" (the module's docstring)."""
+    prefix = prefix_scores(rewards, weights)  # (P, G, M + 1)
+    before = prefix[..., :-1]  # the score of the answers written before j
+    if credit == "togo":
+        return prefix[..., -1:] - before
+    if credit == "gain":
+        return prefix[..., 1:] - before
+    if credit == "marginal":
+        M = rewards.size(2)
+        without = [
+            set_scores(rewards * (torch.arange(M, device=rewards.device) != j)[:, None], weights)
+            for j in range(M)
+        ]
+        return prefix[..., -1:] - torch.stack(without, dim=-1)
+    raise ValueError(f"unknown credit '{credit}' (choose one of {', '.join(CREDITS)})")
+
+
+def credit_advantages(rewards, weights, credit, eps=1e-6, std="group"):
+    """-> (P, G, M): each answer's credit minus its group's mean credit at the same place, divided
+    by the std VPO's own advantage takes (grpo_advantages' `std`, of the set scores), so every form
+    moves the policy as far; a group whose set scores are all equal gets zeros, as in VPO."""
+    credits = answer_credits(rewards, weights, credit)
+    centred = credits - credits.mean(dim=1, keepdim=True)
+    scores = set_scores(rewards, weights)  # (P, G)
+    group_std = scores.std(dim=1, keepdim=True, unbiased=False)[..., None]  # (P, 1, 1)
+    if std == "group":
+        centred = centred / (group_std + eps)
+    elif std == "batch":
+        centred = centred / (scores.std(unbiased=False) + eps)
+    elif std != "none":
+        raise ValueError(f"std must be group, batch or none, got '{std}'")
+    return torch.where(group_std < eps, torch.zeros_like(centred), centred)
+
+
+def token_advantages(adv, completion, mask, sep):
+    """adv (B, M) of each answer, completion (B, T) token ids, mask (B, T) True on completion
+    tokens, sep the <|sep|> id -> (B, T): each token its answer's advantage (an answer owns the
+    <|sep|> or <|eos|> that closes it); tokens past the M-th answer and padding get 0."""
+    is_sep = (completion == sep).long()
+    place = is_sep.cumsum(dim=1) - is_sep  # the answer each token belongs to: 0, 1, ...
+    owned = mask.bool() & (place < adv.size(1))
+    return torch.where(owned, adv.gather(1, place.clamp(max=adv.size(1) - 1)), 0.0)
 
 
 def multi_rlvr_scores(scalar_rewards):

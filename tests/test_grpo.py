@@ -351,3 +351,18 @@ def test_the_entropy_bonus_is_scaled_like_the_format_term(tmp_path, monkeypatch)
     )
     trainer.train(cfg)
     assert seen and all(c == pytest.approx(0.005) for c in seen)
+
+
+def test_policy_loss_takes_one_advantage_per_token():
+    # every token its rollout's advantage: the same loss and gradient as one per rollout
+    logp = torch.log(torch.tensor([[0.5, 0.5, 0.5], [0.2, 0.2, 0.2]])).requires_grad_()
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    per_rollout = torch.tensor([1.0, -2.0])
+    loss, _ = policy_loss(logp, logp.detach(), per_rollout, mask)
+    per_token, _ = policy_loss(logp, logp.detach(), per_rollout[:, None].expand(2, 3), mask)
+    assert loss.item() == per_token.item()
+    # a token's own advantage moves that token alone: d loss / d logp = -adv / 5 tokens
+    adv = torch.tensor([[1.0, 0.0, 7.0], [0.0, -2.0, 3.0]])
+    loss, _ = policy_loss(logp, logp.detach(), adv, mask)
+    loss.backward()
+    assert_close(logp.grad, torch.tensor([[-0.2, 0.0, 0.0], [0.0, 0.4, -0.6]]), atol=1e-6)
