@@ -1,0 +1,21 @@
+"""lab/credit.py: valid answers by place, and the paired differences its tables show."""
+
+import numpy as np
+
+from lab import credit
+
+
+def test_valid_by_place_reads_each_rollouts_answers_in_order():
+    # one problem, a pool of 2 rollouts of 3 answers: places 1, 2, 3 valid 2/2, 1/2, 0/2
+    rewards = np.zeros((1, 6, 2))
+    rewards[0, [0, 3, 1]] = 0.5
+    assert credit.valid_by_place(rewards, 3).tolist() == [[1.0, 0.5, 0.0]]
+
+
+def test_difference_pairs_the_seeds_both_hold():
+    a = {0: [1.0, 1.0], 1: [0.5, 0.5], 2: [9.0, 9.0]}
+    b = {0: [0.0, 0.0], 1: [0.5, 0.5]}
+    (mean, low, high), seeds = credit.difference(a, b)
+    assert seeds == [0, 1] and mean == 0.5 and low <= mean <= high
+    assert credit.difference(a, {}) == (None, [])
+    assert credit.cell(None) == "not run"
