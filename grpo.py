@@ -4,6 +4,7 @@ GRPO: the scalar-reward baseline, and the policy loss that every algorithm here 
 - `grpo_advantages`: each rollout's scalar score, z-normalized within its prompt group.
 - `policy_loss`: PPO's clipped ratio loss over completion tokens, plus an optional k3 KL to a frozen
   reference. VPO and every baseline reuse it unchanged: they only change the advantage's score.
+- `token_advantages`: one advantage per answer (VPO's vpo_credit) spread over that answer's tokens.
 
 Why the loss can read ~0: with one update per batch the ratio is 1 and the z-normalized advantages
 average to zero, even while the gradient is large. Watch reward, grad norm and clip fraction.
@@ -62,6 +63,16 @@ def advantage_rms(adv: torch.Tensor, snap: float = 0.01) -> float:
         return 1.0
     rms = float(adv[signal].double().pow(2).mean().sqrt())
     return 1.0 if abs(rms - 1.0) < snap else rms
+
+
+def token_advantages(adv, completion, mask, sep):
+    """adv (B, M) of each answer, completion (B, T) token ids, mask (B, T) True on completion
+    tokens, sep the <|sep|> id -> (B, T): each token its answer's advantage (an answer owns the
+    <|sep|> or <|eos|> that closes it); tokens past the M-th answer and padding get 0."""
+    is_sep = (completion == sep).long()
+    place = is_sep.cumsum(dim=1) - is_sep  # the answer each token belongs to: 0, 1, ...
+    owned = mask.bool() & (place < adv.size(1))
+    return torch.where(owned, adv.gather(1, place.clamp(max=adv.size(1) - 1)), 0.0)
 
 
 @dataclass

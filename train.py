@@ -355,7 +355,7 @@ def rl_step(run):
     flat = adv.flatten(0, 1).to(run.policy.device)  # (B,), B = P * G rollouts; or (B, m)
     if flat.dim() == 2:  # vpo_credit: each answer's tokens their answer's advantage, (B, T)
         tokens = batch["completion"], batch["completion_mask"], run.policy.tok.sep
-        flat = vpo.token_advantages(flat, *tokens)
+        flat = grpo.token_advantages(flat, *tokens)
     loss, stats, grad_norm = policy_update(
         run, batch, flat, entropy_coef=cfg["entropy_coef"] * scale
     )
@@ -666,8 +666,8 @@ def make_run(cfg, task, policy, rank=0, world=1):
     history = None
     if cfg["train_problems"] and cfg["train_screen_answers"]:
         # the warm start as it stands here (a resumed run's weights load later): the same set again
-        screen = policy.seeded(cfg["seed"] + exploration.SCREEN_SEED)
-        solved = exploration.solved_within(screen, task, cfg["train_screen_answers"])
+        screen_seed = cfg["seed"] + exploration.SCREEN_SEED
+        solved = exploration.solved_within(policy, task, cfg["train_screen_answers"], screen_seed)
         train_set = exploration.ScreenedTrainingSet(
             task,
             cfg["train_problems"],

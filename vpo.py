@@ -13,19 +13,13 @@ Ablations (the paper's): Multi-RLVR scores the M-answer set by the sum of its fi
 (no random weights); random-weight GRPO scores one answer by w.r, one w per group (no sets). Beside
 them, not part of VPO: `leave_one_out_advantages`, the RLOO baseline (an exercise).
 
-Per-answer credit, off by default (`vpo_credit`, not the paper's): VPO pays every token of a rollout
-the set's advantage, whatever its answer added. `answer_credits` pays answer j what it changed
-instead, each form baselined against the group's same place (`credit_advantages`):
-- "togo" (reward-to-go): the set's score minus the score of the answers written before j.
-- "gain": the score of answers 1..j minus that of answers 1..j-1 (what j adds when written).
-- "marginal": the set's score minus its score without j (pass@k training's, Chen et al. 2025).
-The answers are written in sequence, each seeing those before it, so answer j's log-probability
-moves every later answer too. REINFORCE is unbiased for a per-answer credit that is the return from
-j on with a baseline fixed by the answers before j: "togo" is that (the return is the set's score,
-its baseline the score of answers 1..j-1), and on answer 1 it is the set's own credit. "gain" drops
-what j changes in the later answers' gains (a greedy, biased credit); "marginal"'s baseline, the
-set without j, is made of answers written after j, so it is unbiased only for answers drawn
-independently, as pass@k training draws them.
+Per-answer credit, off by default (`vpo_credit`, not the paper's): answer j is paid what it changed,
+not the set's score. "togo" (reward-to-go): the set's score minus that of the answers before j;
+"gain": what j adds when written; "marginal": the set's score minus its score without j (pass@k
+training's, Chen et al. 2025). Each answer is written seeing those before it, so its log-probability
+moves every later answer: REINFORCE is unbiased for the return from j on, less a baseline fixed by
+the answers before j. "togo" is that; "gain" drops what j changes later (greedy, biased);
+"marginal"'s baseline is made of later answers, so it is unbiased only for answers drawn apart.
 
 Deliberately left out: learned weight distributions, non-linear scalarizations.
 """
@@ -100,8 +94,7 @@ def prefix_scores(rewards, weights):
 
 
 def answer_credits(rewards, weights, credit):
-    """-> (P, G, M): what each answer is paid before its group's baseline: "togo", "gain" or
-    "marginal" (the module's docstring)."""
+    """-> (P, G, M): what each answer is paid, before its group's baseline (the module says why)."""
     prefix = prefix_scores(rewards, weights)  # (P, G, M + 1)
     before = prefix[..., :-1]  # the score of the answers written before j
     if credit == "togo":
@@ -109,11 +102,8 @@ def answer_credits(rewards, weights, credit):
     if credit == "gain":
         return prefix[..., 1:] - before
     if credit == "marginal":
-        M = rewards.size(2)
-        without = [
-            set_scores(rewards * (torch.arange(M, device=rewards.device) != j)[:, None], weights)
-            for j in range(M)
-        ]
+        keep = 1 - torch.eye(rewards.size(2), device=rewards.device)  # row j: every answer but j
+        without = [set_scores(rewards * row[:, None], weights) for row in keep]
         return prefix[..., -1:] - torch.stack(without, dim=-1)
     raise ValueError(f"unknown credit '{credit}' (choose one of {', '.join(CREDITS)})")
 
@@ -123,26 +113,13 @@ def credit_advantages(rewards, weights, credit, eps=1e-6, std="group"):
     by the std VPO's own advantage takes (grpo_advantages' `std`, of the set scores), so every form
     moves the policy as far; a group whose set scores are all equal gets zeros, as in VPO."""
     credits = answer_credits(rewards, weights, credit)
-    centred = credits - credits.mean(dim=1, keepdim=True)
-    scores = set_scores(rewards, weights)  # (P, G)
-    group_std = scores.std(dim=1, keepdim=True, unbiased=False)[..., None]  # (P, 1, 1)
-    if std == "group":
-        centred = centred / (group_std + eps)
-    elif std == "batch":
-        centred = centred / (scores.std(unbiased=False) + eps)
-    elif std != "none":
+    scores = set_scores(rewards, weights)[..., None]  # (P, G, 1)
+    group_std = scores.std(dim=1, keepdim=True, unbiased=False)  # (P, 1, 1)
+    spread = {"group": group_std + eps, "batch": scores.std(unbiased=False) + eps, "none": 1.0}
+    if std not in spread:
         raise ValueError(f"std must be group, batch or none, got '{std}'")
-    return torch.where(group_std < eps, torch.zeros_like(centred), centred)
-
-
-def token_advantages(adv, completion, mask, sep):
-    """adv (B, M) of each answer, completion (B, T) token ids, mask (B, T) True on completion
-    tokens, sep the <|sep|> id -> (B, T): each token its answer's advantage (an answer owns the
-    <|sep|> or <|eos|> that closes it); tokens past the M-th answer and padding get 0."""
-    is_sep = (completion == sep).long()
-    place = is_sep.cumsum(dim=1) - is_sep  # the answer each token belongs to: 0, 1, ...
-    owned = mask.bool() & (place < adv.size(1))
-    return torch.where(owned, adv.gather(1, place.clamp(max=adv.size(1) - 1)), 0.0)
+    adv = (credits - credits.mean(dim=1, keepdim=True)) / spread[std]
+    return torch.where(group_std < eps, 0.0, adv)
 
 
 def multi_rlvr_scores(scalar_rewards):

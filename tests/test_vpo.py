@@ -317,15 +317,3 @@ def test_marginal_credit_is_unbiased_for_answers_drawn_independently_and_gain_is
     assert_close(update, exact, atol=1e-6, what="marginal")
     exact, update = sequential_policy_gradients("gain", independent=True)
     assert (update - exact).abs().max() > 1e-3  # float error is ~1e-8
-
-
-def test_token_advantages_give_each_answer_its_own_tokens():
-    from vpo import token_advantages
-
-    sep, eos = 2, 3
-    # a1 a1 <sep> a2 <sep> a3 <eos> pad; a rollout of four answers, one past m = 3
-    completion = torch.tensor([[5, 5, sep, 6, sep, 7, eos, 0], [5, sep, 6, sep, 7, sep, 8, eos]])
-    mask = torch.tensor([[1, 1, 1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1, 1, 1]]).bool()
-    adv = torch.tensor([[1.0, 2.0, 3.0], [-1.0, -2.0, -3.0]])
-    want = [[1, 1, 1, 2, 2, 3, 3, 0], [-1, -1, -2, -2, -3, -3, 0, 0]]
-    assert_close(token_advantages(adv, completion, mask, sep), torch.tensor(want).float())
