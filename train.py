@@ -731,10 +731,10 @@ def train(cfg):
             last_eval = evaluate_heldout(run, files, step)
         if cfg["ckpt_every"] and step % cfg["ckpt_every"] == 0:
             files.save("ckpt.pt", runfiles.run_state(run, step))
+    files.save("final.pt", {**runfiles.run_state(run, cfg["steps"]), "warm_start": warm_path})
     if world > 1:
         in_sync, checksum = distributed.replicas_in_sync(model, world, device)
         files.log(f"ranks in sync: {in_sync} (parameter checksum {checksum:.6f})")
-    files.save("final.pt", {**runfiles.run_state(run, cfg["steps"]), "warm_start": warm_path})
     warm = "loaded from its cache" if cached else "trained here, included"
     heldout = f"{last_eval['heldout_scalar']:.3f}" if last_eval else "in metrics.jsonl"
     files.log(
