@@ -3,16 +3,18 @@ start (docs/RESULTS.md, "Credit inside VPO's set").
 
     python lab/experiment.py --algos vpo_togo vpo_marginal --tasks code --seeds 0 \
         --against docs/figures/leaderboard --set out_dir=out/credit evo_problems=0
-    python lab/credit.py --valid-by-place out/credit --out docs/figures/credit  # code's checkpoints
-    python lab/credit.py --report docs/figures/credit                           # the tables
+    python lab/credit.py --pools out/credit --out docs/figures/credit   # code: valid by place
+    python lab/credit.py --report docs/figures/credit                   # the tables
 
-The runs are lab/experiment.py's (lab/experiment.CREDIT_FORMS); this file adds what their result
-files lack, the share of valid answers at each place of a set (measured on the pools' own held-out
-problems and draws, from the run folders' checkpoints and their warm starts), and the comparison:
-each form minus VPO, GRPO and the warm start asked for sets of 3, with the paired 95% interval over
-seeds and problems (metrics.paired_bootstrap_interval) on the seeds both hold.
-Deliberately left out: the search on code (its cost did not fit the session), VPO's own validity by
-place (the board keeps VPO's result files, not its checkpoints).
+The runs are lab/experiment.py's (lab/experiment.CREDIT_FORMS) or any train.py run folders named
+TASK-METHOD-sSEED under DIR/runs/. What result files lack, the share of valid answers at each place
+of a set, is measured here from the run folders' final checkpoints and their warm starts, on the
+pools' own held-out problems and draws (with best@30 and pass@30 of the same pools). Every
+difference comes with its paired 95% interval over seeds and problems
+(metrics.paired_bootstrap_interval) on the seeds both hold: against the committed board (VPO, GRPO,
+the warm start asked for sets of 3) for lab/experiment.py's result files, and against the run
+named vpo_set (vpo_credit=set) for the measured pools.
+Deliberately left out: the search on code (its cost did not fit the session).
 """
 
 import argparse
@@ -47,13 +49,16 @@ METRICS = {
         ("both corners", "per_maze", "both_corners"),
     ],
 }
-PLACES_FILE = "valid_by_place.json"
+POOLS_FILE = "pools_by_place.json"
 HEADER = (
     "| form | metric | mean (per seed) | - VPO [95%] | - GRPO [95%] | - warm start (m=3) [95%] |"
 )
-PLACES_HEADER = (
-    "| task | method | seeds | place 1 / 2 / 3 | "
-    + " | ".join(f"place {j} - warm start [95%]" for j in (1, 2, 3))
+MEASURED = ("place 1", "place 2", "place 3", "best@30", "pass@30")  # pool_rows' columns
+POOLS_HEADER = (
+    "| task | method | seeds | valid at "
+    + " | ".join(MEASURED)
+    + " | "
+    + " | ".join(f"{name} - vpo_set [95%]" for name in MEASURED)
     + " |"
 )
 
@@ -65,10 +70,12 @@ def valid_by_place(rewards, m):
     return valid.reshape(len(rewards), -1, m).mean(1)
 
 
-def measure_places(run_dirs, found, settings=EVALUATION):
+def measure_pools(run_dirs, found, settings=EVALUATION):
     """Each run folder's final checkpoint and its warm start (asked for sets of its m), pooled on
     its seed's held-out problems as lab/workers.pools_job pools them, into `found`
-    {"task/method/seed": (problems, m) list}; what `found` holds already is not measured again."""
+    {"task/method/seed": per-problem valid_by_place, best and pass}; the method is the folder's
+    name between its task and seed ("code-vpo_togo-s0": vpo_togo); what `found` holds already is not
+    measured again."""
     for run_dir in run_dirs:
         with open(os.path.join(run_dir, "config.yaml")) as f:
             cfg = yaml.safe_load(f)
@@ -82,16 +89,20 @@ def measure_places(run_dirs, found, settings=EVALUATION):
             key = f"{cfg['task']}/{name}/{seed}"
             if key in found:  # a warm start shared by several runs
                 continue
-            _, rewards, _ = evaluate.evaluate_checkpoint(
+            result, rewards, _ = evaluate.evaluate_checkpoint(
                 path, task, problems, settings["pool_n"], seed=seed, m=m
             )
-            found[key] = valid_by_place(rewards, m).round(4).tolist()
-            print(key, np.mean(found[key], 0).round(3).tolist(), flush=True)
+            found[key] = {
+                "valid_by_place": valid_by_place(rewards, m).round(4).tolist(),
+                **{k: result["per_problem"][k] for k in ("best", "pass")},
+            }
+            places = np.mean(found[key]["valid_by_place"], 0).round(3).tolist()
+            print(key, "valid by place", places, "best@30", np.mean(found[key]["best"]), flush=True)
 
 
-def read_places(folder):
-    """folder's valid_by_place.json ({} if none)."""
-    path = os.path.join(folder, PLACES_FILE)
+def read_pools(folder):
+    """folder's pools_by_place.json ({} if none)."""
+    path = os.path.join(folder, POOLS_FILE)
     if not os.path.exists(path):
         return {}
     with open(path) as f:
@@ -144,64 +155,69 @@ def metric_rows(records, task):
     return rows
 
 
-def place_rows(places):
-    """Markdown rows: code's valid answers at each place, per method, and each form minus the warm
-    start asked for sets of 3, per place."""
+def pool_rows(found, base):
+    """Markdown rows: per task and method, valid answers at each place, best@30 and pass@30, then
+    each minus `base` (a method of the same task) with its paired interval."""
     by_method = {}
-    for key, values in places.items():
+    for key, values in found.items():
         task, method, seed = key.split("/")
-        by_method.setdefault((task, method), {})[int(seed)] = np.array(values)
+        by_method.setdefault((task, method), {})[int(seed)] = values
     rows = []
     for (task, method), per_seed in sorted(by_method.items()):
-        means = np.mean([v.mean(0) for v in per_seed.values()], 0)
-        shown = " / ".join(f"{x:.3f}" for x in means)
-        cells = []
-        warm = by_method.get((task, "warm_start_m3"))
-        if warm and method != "warm_start_m3":
-            for j in range(len(means)):
-                a = {s: v[:, j] for s, v in per_seed.items()}
-                cells.append(cell(difference(a, {s: v[:, j] for s, v in warm.items()})[0]))
+        columns = {
+            f"place {j + 1}": lambda v, j=j: np.array(v["valid_by_place"])[:, j] for j in range(3)
+        }
+        columns |= {
+            "best@30": lambda v: np.array(v["best"]),
+            "pass@30": lambda v: np.array(v["pass"]),
+        }
+        means, cells = [], []
+        other = by_method.get((task, base))
+        for read in columns.values():
+            mine = {s: read(v) for s, v in per_seed.items()}
+            means.append(np.mean([x.mean() for x in mine.values()]))
+            if other and method != base:
+                cells.append(cell(difference(mine, {s: read(v) for s, v in other.items()})[0]))
         seeds = ",".join(str(s) for s in sorted(per_seed))
+        shown = " | ".join(f"{x:.3f}" for x in means)
         rows.append(f"| {task} | {method} | {seeds} | {shown} | " + " | ".join(cells) + " |")
     return rows
 
 
 def report(credit_dir):
     """The tables, from credit_dir's result files and the board's -> markdown text."""
-    records = load_records([BOARD, credit_dir])
+    records = load_records([BOARD, credit_dir]) if os.path.isdir(f"{credit_dir}/results") else []
     mine = [r for r in records if r["method"] in CREDIT_FORMS]
     tasks = [t for t in METRICS if any(r["task"] == t for r in mine)]
-    lines = ["# Credit inside VPO's set: each form minus VPO, GRPO and the warm start", ""]
-    lines += [f"Commits: {', '.join(sorted({r.get('commit', '?') for r in mine}))}.", ""]
+    lines = ["# Credit inside VPO's set: each form against VPO's set credit", ""]
+    if mine:
+        lines += [f"Commits: {', '.join(sorted({r.get('commit', '?') for r in mine}))}.", ""]
     for task in tasks:
         lines += [f"## {task}", ""]
         lines += [HEADER]
         lines += ["|---|---|---|---|---|---|"] + metric_rows(records, task) + [""]
-    places = read_places(credit_dir)
-    if places:
-        lines += ["## Valid answers by place in the set (held-out pools)", ""]
-        lines += [PLACES_HEADER]
-        lines += ["|---|---|---|---|---|---|---|"] + place_rows(places) + [""]
+    pools = read_pools(credit_dir)
+    if pools:
+        lines += ["## Valid answers by place in the set, from the runs' checkpoints", ""]
+        lines += [POOLS_HEADER, "|---" * (3 + 2 * len(MEASURED)) + "|"]
+        lines += pool_rows(pools, base="vpo_set") + [""]
     return "\n".join(lines)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument(
-        "--valid-by-place", metavar="DIR", help="measure DIR/runs/code-vpo_*'s checkpoints"
-    )
-    p.add_argument("--out", help="where valid_by_place.json and summary.md go")
+    p.add_argument("--pools", metavar="DIR", help="measure DIR/runs/code-vpo_*'s checkpoints")
+    p.add_argument("--out", help=f"where {POOLS_FILE} goes (default: DIR)")
     p.add_argument("--report", metavar="DIR", help="print and write DIR/summary.md")
     args = p.parse_args(argv)
-    if args.valid_by_place:
-        out = args.out or args.valid_by_place
-        runs = sorted(glob.glob(os.path.join(args.valid_by_place, "runs", "code-vpo_*-s*")))
+    if args.pools:
+        out = args.out or args.pools
+        runs = sorted(glob.glob(os.path.join(args.pools, "runs", "code-vpo_*-s*")))
         runs = [r for r in runs if os.path.exists(os.path.join(r, "final.pt"))]
-        path = os.path.join(out, PLACES_FILE)
-        found = read_places(out)
-        measure_places(runs, found)
+        found = read_pools(out)
+        measure_pools(runs, found)
         os.makedirs(out, exist_ok=True)
-        with open(path, "w") as f:
+        with open(os.path.join(out, POOLS_FILE), "w") as f:
             json.dump(found, f, indent=1, sort_keys=True)
     if args.report:
         text = report(args.report)

@@ -19,3 +19,18 @@ def test_difference_pairs_the_seeds_both_hold():
     assert seeds == [0, 1] and mean == 0.5 and low <= mean <= high
     assert credit.difference(a, {}) == (None, [])
     assert credit.cell(None) == "not run"
+
+
+def test_pool_rows_show_each_method_and_its_difference_to_the_base():
+    def pools(valid, best):
+        return {"valid_by_place": [valid, valid], "best": [best, best], "pass": [0.0, 1.0]}
+
+    found = {
+        "code/vpo_set/0": pools([1.0, 0.5, 0.5], 0.8),
+        "code/vpo_togo/0": pools([1.0, 0.75, 0.5], 0.9),
+    }
+    base, togo = credit.pool_rows(found, base="vpo_set")
+    assert base == "| code | vpo_set | 0 | 1.000 | 0.500 | 0.500 | 0.800 | 0.500 |  |"
+    # place 2: +0.25 on both problems, so the interval is a point; pass@30 the same pools' 0 and 1
+    assert "| code | vpo_togo | 0 | 1.000 | 0.750 | 0.500 | 0.900 | 0.500 |" in togo
+    assert "+0.250 [+0.250, +0.250] yes" in togo and togo.count("within noise") == 3
