@@ -666,8 +666,8 @@ def make_run(cfg, task, policy, rank=0, world=1):
     history = None
     if cfg["train_problems"] and cfg["train_screen_answers"]:
         # the warm start as it stands here (a resumed run's weights load later): the same set again
-        screen_seed = cfg["seed"] + exploration.SCREEN_SEED
-        solved = exploration.solved_within(policy, task, cfg["train_screen_answers"], screen_seed)
+        seed = cfg["seed"] + exploration.SCREEN_SEED
+        solved = exploration.solved_within(policy, task, cfg["train_screen_answers"], seed=seed)
         train_set = exploration.ScreenedTrainingSet(
             task,
             cfg["train_problems"],

@@ -78,7 +78,7 @@ def vpo_advantages(rewards, weights, eps=1e-6, std="group", credit="set"):
     """rewards (P, G, M, D), zero rows for missing or repeated, weights (P, N, D) -> (P, G); with a
     per-answer credit (not "set") -> (P, G, M), credit_advantages."""
     if credit != "set":
-        return credit_advantages(rewards, weights, credit, eps, std)
+        return credit_advantages(rewards, weights, credit, eps=eps, std=std)
     return grpo_advantages(set_scores(rewards, weights), eps, std)
 
 
