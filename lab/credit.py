@@ -96,8 +96,23 @@ def measure_pools(run_dirs, found, settings=EVALUATION):
                 "valid_by_place": valid_by_place(rewards, m).round(4).tolist(),
                 **{k: result["per_problem"][k] for k in ("best", "pass")},
             }
+            if name == method:  # what its training logged: the last LAST_STEPS steps' means
+                found[key]["training"] = training_tail(run_dir)
             places = np.mean(found[key]["valid_by_place"], 0).round(3).tolist()
             print(key, "valid by place", places, "best@30", np.mean(found[key]["best"]), flush=True)
+
+
+LAST_STEPS = 50
+LOGGED = ("valid_answers", "set_score", "reward_scalar", "entropy")
+
+
+def training_tail(run_dir):
+    """A run folder's metrics.jsonl -> {metric: mean over its last LAST_STEPS steps} of LOGGED,
+    and step 1's values (the same batch for runs of one warm start and seed)."""
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        steps = [r for r in map(json.loads, f) if r["kind"] == "train"]
+    tail = {k: round(float(np.mean([r[k] for r in steps[-LAST_STEPS:]])), 4) for k in LOGGED}
+    return {**tail, "step_1": {k: steps[0][k] for k in LOGGED}, "steps": steps[-1]["step"]}
 
 
 def read_pools(folder):
@@ -201,6 +216,17 @@ def report(credit_dir):
         lines += ["## Valid answers by place in the set, from the runs' checkpoints", ""]
         lines += [POOLS_HEADER, "|---" * (3 + 2 * len(MEASURED)) + "|"]
         lines += pool_rows(pools, base="vpo_set") + [""]
+        lines += [
+            f"Training problems, the mean of the last {LAST_STEPS} steps (step 1 in brackets):",
+            "",
+        ]
+        lines += ["| run | steps | " + " | ".join(LOGGED) + " |", "|---" * (2 + len(LOGGED)) + "|"]
+        for key, values in sorted(pools.items()):
+            if "training" in values:
+                t = values["training"]
+                shown = " | ".join(f"{t[k]:.3f} ({t['step_1'][k]:.3f})" for k in LOGGED)
+                lines.append(f"| {key} | {t['steps']} | {shown} |")
+        lines.append("")
     return "\n".join(lines)
 
 

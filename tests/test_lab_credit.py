@@ -34,3 +34,14 @@ def test_pool_rows_show_each_method_and_its_difference_to_the_base():
     # place 2: +0.25 on both problems, so the interval is a point; pass@30 the same pools' 0 and 1
     assert "| code | vpo_togo | 0 | 1.000 | 0.750 | 0.500 | 0.900 | 0.500 |" in togo
     assert "+0.250 [+0.250, +0.250] yes" in togo and togo.count("within noise") == 3
+
+
+def test_training_tail_is_the_mean_of_the_last_steps(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setattr(credit, "LAST_STEPS", 2)
+    rows = [{"kind": "eval", "step": 0}]
+    rows += [{"kind": "train", "step": s, **dict.fromkeys(credit.LOGGED, s)} for s in (1, 2, 3)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tail = credit.training_tail(str(tmp_path))
+    assert tail["valid_answers"] == 2.5 and tail["step_1"]["set_score"] == 1 and tail["steps"] == 3
