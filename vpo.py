@@ -110,8 +110,9 @@ def answer_credits(rewards, weights, credit):
 
 def credit_advantages(rewards, weights, credit, eps=1e-6, std="group"):
     """-> (P, G, M): each answer's credit minus its group's mean credit at the same place, divided
-    by the std VPO's own advantage takes (grpo_advantages' `std`, of the set scores), so every form
-    moves the policy as far; a group whose set scores are all equal gets zeros, as in VPO."""
+    by the std VPO's own advantage takes (grpo_advantages' `std`, of the set scores; a later place's
+    credits can spread wider than the set scores); a group whose set scores are all equal gets
+    zeros, as in VPO."""
     credits = answer_credits(rewards, weights, credit)
     scores = set_scores(rewards, weights)[..., None]  # (P, G, 1)
     group_std = scores.std(dim=1, keepdim=True, unbiased=False)  # (P, 1, 1)

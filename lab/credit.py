@@ -103,7 +103,7 @@ def measure_pools(run_dirs, found, settings=EVALUATION):
 
 
 LAST_STEPS = 50
-LOGGED = ("valid_answers", "set_score", "reward_scalar", "entropy")
+LOGGED = ("valid_answers", "set_score", "reward_scalar", "entropy", "adv_std", "grad_norm")
 
 
 def training_tail(run_dir):
