@@ -187,10 +187,10 @@ def solves(task, problem, rewards):
     return solved
 
 
-def solved_within(policy, task, answers):
+def solved_within(policy, task, answers, seed):
     """-> a function: problems -> one bool per problem, whether any of `answers` single answers of
-    the policy (sampled as written) solves it (task.solved)."""
-    single = dataclasses.replace(policy, answers_per_rollout=1)
+    the policy (sampled as written, from a stream seeded by `seed`) solves it (task.solved)."""
+    single = dataclasses.replace(policy.seeded(seed), answers_per_rollout=1)
 
     def check(problems):
         batch = sample_rollouts(single, task, problems, G=answers, as_written=True)

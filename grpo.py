@@ -4,6 +4,7 @@ GRPO: the scalar-reward baseline, and the policy loss that every algorithm here 
 - `grpo_advantages`: each rollout's scalar score, z-normalized within its prompt group.
 - `policy_loss`: PPO's clipped ratio loss over completion tokens, plus an optional k3 KL to a frozen
   reference. VPO and every baseline reuse it unchanged: they only change the advantage's score.
+- `token_advantages`: one advantage per answer (VPO's vpo_credit) spread over that answer's tokens.
 
 Why the loss can read ~0: with one update per batch the ratio is 1 and the z-normalized advantages
 average to zero, even while the gradient is large. Watch reward, grad norm and clip fraction.
@@ -53,13 +54,25 @@ def format_advantages(rewards: torch.Tensor) -> torch.Tensor:
 
 
 def advantage_rms(adv: torch.Tensor, snap: float = 0.01) -> float:
-    """adv (P, G) -> their RMS over the groups with a signal, to size fixed-weight terms (format,
-    entropy) alike in every method; within `snap` of 1 (any z-score) it is exactly 1."""
+    """adv (P, G), or (P, G, m) one per answer -> their RMS over the groups with a signal, to size
+    fixed-weight terms (format, entropy) alike in every method; within `snap` of 1 (any z-score)
+    it is exactly 1."""
+    adv = adv.flatten(1)  # (P, G) or (P, G * m)
     signal = adv.abs().sum(1) > 0  # (P,)
     if not signal.any():
         return 1.0
     rms = float(adv[signal].double().pow(2).mean().sqrt())
     return 1.0 if abs(rms - 1.0) < snap else rms
+
+
+def token_advantages(adv, completion, mask, sep):
+    """adv (B, M) of each answer, completion (B, T) token ids, mask (B, T) True on completion
+    tokens, sep the <|sep|> id -> (B, T): each token its answer's advantage (an answer owns the
+    <|sep|> or <|eos|> that closes it); tokens past the M-th answer and padding get 0."""
+    is_sep = (completion == sep).long()
+    place = is_sep.cumsum(dim=1) - is_sep  # the answer each token belongs to: 0, 1, ...
+    owned = mask.bool() & (place < adv.size(1))
+    return torch.where(owned, adv.gather(1, place.clamp(max=adv.size(1) - 1)), 0.0)
 
 
 @dataclass
@@ -80,10 +93,11 @@ def policy_loss(
     settings.normalizer (None: the token count, a token mean; a number: a constant, Dr. GRPO).
 
     logprobs (B, T) current policy (with grad), old_logprobs (B, T) sampling policy, advantages (B,)
-    one per rollout, mask (B, T) True on completion tokens, ref_logprobs (B, T) frozen reference (if
-    kl_coef > 0), entropy (B, T) WITH grad (if entropy_coef > 0). -> (loss, stats): clip_frac
-    (tokens whose loss the clip changes, as TRL and veRL count them), ratio_outside_clip, KL, the
-    entropy bonus: token means whatever the normalizer. settings: LossSettings (None: its defaults).
+    one per rollout or (B, T) one per token, mask (B, T) True on completion tokens, ref_logprobs
+    (B, T) frozen reference (if kl_coef > 0), entropy (B, T) WITH grad (if entropy_coef > 0).
+    -> (loss, stats): clip_frac (tokens whose loss the clip changes, as TRL and veRL count them),
+    ratio_outside_clip, KL, the entropy bonus: token means whatever the normalizer. settings:
+    LossSettings (None: its defaults).
     """
     settings = settings or LossSettings()
     clip = settings.clip
@@ -92,7 +106,8 @@ def policy_loss(
     mask = mask.float()
     n_tokens = mask.sum().clamp(min=1)
     ratio = torch.exp(logprobs - old_logprobs)  # (B, T); 1 on the first update of a batch
-    adv = advantages[:, None]  # (B, 1): the same advantage for every token of a rollout
+    # (B, 1): the same advantage for every token of a rollout; (B, T): a token's own (vpo_credit)
+    adv = advantages[:, None] if advantages.dim() == 1 else advantages
     high = clip if settings.clip_high is None else settings.clip_high
     unclipped = ratio * adv
     clipped = ratio.clamp(1 - clip, 1 + high) * adv

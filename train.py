@@ -82,6 +82,7 @@ DEFAULTS = dict(
     num_weights=100,  # N: weightings per group for VPO's score
     alpha=1.0,  # Dirichlet concentration of the weightings (1: uniform on the simplex)
     weight_sampler="dirichlet",  # a name in vpo.WEIGHT_SAMPLERS: dirichlet | sobol
+    vpo_credit="set",  # set: VPO's, the set's credit | togo | gain | marginal: per answer (vpo.py)
     lr=1e-3,  # AdamW's learning rate
     weight_decay=0.0,  # AdamW's weight decay
     clip=0.2,  # PPO ratio clip: the ratio's range is [1 - clip, 1 + clip]
@@ -135,9 +136,9 @@ DEFAULTS.update(EVALUATION)  # and how a finished run is measured (config.EVALUA
 
 # ---- Algorithms: an advantage function each, and whether its rollouts hold a SET of m answers ----
 # An advantage takes the reward vectors (P, G, m, D), their fixed scalarization (P, G, m), the
-# weightings (P, N, D) and cfg, and returns (P, G): one advantage per rollout. Single-answer
-# methods have m = 1 and N = 1. A new idea: write the function (like baselines.py), add a line to
-# ADVANTAGES.
+# weightings (P, N, D) and cfg, and returns (P, G): one advantage per rollout (VPO with vpo_credit:
+# (P, G, m), one per answer). Single-answer methods have m = 1 and N = 1. A new idea: write the
+# function (like baselines.py), add a line to ADVANTAGES.
 
 
 def grpo_advantage(rewards, scalar, weights, cfg):
@@ -147,7 +148,7 @@ def grpo_advantage(rewards, scalar, weights, cfg):
 
 def vpo_advantage(rewards, scalar, weights, cfg):
     """VPO: each set's score, its best answer under each weighting, against the group's."""
-    return vpo.vpo_advantages(rewards, weights, std=cfg["scale_rewards"])
+    return vpo.vpo_advantages(rewards, weights, std=cfg["scale_rewards"], credit=cfg["vpo_credit"])
 
 
 def multi_rlvr_advantage(rewards, scalar, weights, cfg):
@@ -267,6 +268,7 @@ def resolve_config(path=None, overrides=(), base=None):
         DEFAULTS, ADVANTAGES, path, overrides=overrides, base=base, samplers=vpo.WEIGHT_SAMPLERS
     )
     check_outcome_reward(cfg)
+    check_vpo_credit(cfg)
     if cfg["train_screen_answers"] < 0:
         raise ConfigError("train_screen_answers must be >= 0 (0: no screening)")
     if cfg["train_screen_answers"] and not cfg["train_problems"]:
@@ -293,6 +295,19 @@ def check_outcome_reward(cfg):
         raise ConfigError(
             "outcome_reward trains on the outcome alone: format_coef would add a reward for "
             "answers that parse (set format_coef=0)"
+        )
+
+
+def check_vpo_credit(cfg):
+    """vpo_credit names one of vpo.CREDITS, and only VPO reads it (config.py's code keys every
+    cached warm start, so this check sits here); DAPO's resampling reads one advantage a rollout."""
+    if cfg["vpo_credit"] not in vpo.CREDITS:
+        credits = ", ".join(vpo.CREDITS)
+        raise ConfigError(f"vpo_credit must be one of {credits}, got '{cfg['vpo_credit']}'")
+    if cfg["vpo_credit"] != "set" and (cfg["algo"] != "vpo" or cfg["dynamic_sampling"]):
+        raise ConfigError(
+            f"vpo_credit={cfg['vpo_credit']} pays VPO's answers one by one: it needs algo=vpo and "
+            f"dynamic_sampling=0 (here {cfg['algo']} and {cfg['dynamic_sampling']})"
         )
 
 
@@ -335,9 +350,12 @@ def rl_step(run):
     # Only the exploration methods take the outcomes; every other advantage takes four arguments.
     extra = {"outcomes": outcomes} if algorithm.explores else {}
     trained = trained_scalar(run, batch, scalar)  # the scalar the advantages see
-    adv = algorithm.advantage(rewards, trained, weights, cfg, **extra)  # (P, G)
+    adv = algorithm.advantage(rewards, trained, weights, cfg, **extra)  # (P, G), or (P, G, m)
     adv, scale = with_fixed_weight_terms(adv, rewards, cfg)
-    flat = adv.reshape(-1).to(run.policy.device)  # (B,), B = P * G rollouts
+    flat = adv.flatten(0, 1).to(run.policy.device)  # (B,), B = P * G rollouts; or (B, m)
+    if flat.dim() == 2:  # vpo_credit: each answer's tokens their answer's advantage, (B, T)
+        tokens = batch["completion"], batch["completion_mask"], run.policy.tok.sep
+        flat = grpo.token_advantages(flat, *tokens)
     loss, stats, grad_norm = policy_update(
         run, batch, flat, entropy_coef=cfg["entropy_coef"] * scale
     )
@@ -411,7 +429,8 @@ def with_fixed_weight_terms(adv, rewards, cfg):
     own advantages, so that a coefficient weighs the same in every method (docs/METHOD.md)."""
     scale = grpo.advantage_rms(adv) if cfg["format_coef"] or cfg["entropy_coef"] else 1.0
     if cfg["format_coef"]:
-        adv = adv + cfg["format_coef"] * scale * grpo.format_advantages(rewards)
+        term = cfg["format_coef"] * scale * grpo.format_advantages(rewards)  # (P, G)
+        adv = adv + (term if adv.dim() == 2 else term[..., None])  # (P, G, m): its rollout's
     return adv, scale
 
 
@@ -604,7 +623,7 @@ def step_metrics(run, batch, rewards, scalar, weights, adv):
         "valid_answers": float(valid.float().mean()),
         "adv_mean": float(adv.mean()),
         "adv_std": float(adv.std()),
-        "zero_std_groups": float((adv.abs().sum(1) == 0).float().mean()),
+        "zero_std_groups": float((adv.abs().flatten(1).sum(1) == 0).float().mean()),
         "entropy": float((batch["entropy"] * mask).sum() / mask.sum()),
         "distinct_first_answers": float(np.mean(distinct)),
     }
@@ -647,8 +666,8 @@ def make_run(cfg, task, policy, rank=0, world=1):
     history = None
     if cfg["train_problems"] and cfg["train_screen_answers"]:
         # the warm start as it stands here (a resumed run's weights load later): the same set again
-        screen = policy.seeded(cfg["seed"] + exploration.SCREEN_SEED)
-        solved = exploration.solved_within(screen, task, cfg["train_screen_answers"])
+        seed = cfg["seed"] + exploration.SCREEN_SEED
+        solved = exploration.solved_within(policy, task, cfg["train_screen_answers"], seed=seed)
         train_set = exploration.ScreenedTrainingSet(
             task,
             cfg["train_problems"],
@@ -712,10 +731,10 @@ def train(cfg):
             last_eval = evaluate_heldout(run, files, step)
         if cfg["ckpt_every"] and step % cfg["ckpt_every"] == 0:
             files.save("ckpt.pt", runfiles.run_state(run, step))
+    files.save("final.pt", {**runfiles.run_state(run, cfg["steps"]), "warm_start": warm_path})
     if world > 1:
         in_sync, checksum = distributed.replicas_in_sync(model, world, device)
         files.log(f"ranks in sync: {in_sync} (parameter checksum {checksum:.6f})")
-    files.save("final.pt", {**runfiles.run_state(run, cfg["steps"]), "warm_start": warm_path})
     warm = "loaded from its cache" if cached else "trained here, included"
     heldout = f"{last_eval['heldout_scalar']:.3f}" if last_eval else "in metrics.jsonl"
     files.log(

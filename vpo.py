@@ -13,8 +13,15 @@ Ablations (the paper's): Multi-RLVR scores the M-answer set by the sum of its fi
 (no random weights); random-weight GRPO scores one answer by w.r, one w per group (no sets). Beside
 them, not part of VPO: `leave_one_out_advantages`, the RLOO baseline (an exercise).
 
-Deliberately left out: per-answer credit assignment (the method has none), learned weight
-distributions, non-linear scalarizations.
+Per-answer credit, off by default (`vpo_credit`, not the paper's): answer j is paid what it changed,
+not the set's score. "togo" (reward-to-go): the set's score minus that of the answers before j;
+"gain": what j adds when written; "marginal": the set's score minus its score without j (pass@k
+training's, Chen et al. 2025). Each answer is written seeing those before it, so its log-probability
+moves every later answer: REINFORCE is unbiased for the return from j on, less a baseline fixed by
+the answers before j. "togo" is that; "gain" drops what j changes later (greedy, biased);
+"marginal"'s baseline is made of later answers, so it is unbiased only for answers drawn apart.
+
+Deliberately left out: learned weight distributions, non-linear scalarizations.
 """
 
 import numpy as np
@@ -24,6 +31,8 @@ from grpo import grpo_advantages
 
 # the names sample_weights knows; config.py checks weight_sampler here
 WEIGHT_SAMPLERS = ("dirichlet", "sobol")
+# what vpo_credit may name: "set" is VPO's, the others pay each answer its own (answer_credits)
+CREDITS = ("set", "togo", "gain", "marginal")
 
 
 def sample_weights(num_groups, num_weights, dim, alpha=1.0, sampler="dirichlet", generator=None):
@@ -65,9 +74,53 @@ def set_scores(rewards, weights):
     return scalarized.max(dim=-1).values.mean(dim=-1)  # (P, G)
 
 
-def vpo_advantages(rewards, weights, eps=1e-6, std="group"):
-    """rewards (P, G, M, D), zero rows for missing or repeated, weights (P, N, D) -> (P, G)."""
+def vpo_advantages(rewards, weights, eps=1e-6, std="group", credit="set"):
+    """rewards (P, G, M, D), zero rows for missing or repeated, weights (P, N, D) -> (P, G); with a
+    per-answer credit (not "set") -> (P, G, M), credit_advantages."""
+    if credit != "set":
+        return credit_advantages(rewards, weights, credit, eps=eps, std=std)
     return grpo_advantages(set_scores(rewards, weights), eps, std)
+
+
+# ---- Per-answer credit (vpo_credit), off by default: the module's docstring says why each form
+
+
+def prefix_scores(rewards, weights):
+    """rewards (P, G, M, D), weights (P, N, D) -> (P, G, M + 1): the set score of the first j
+    answers, j = 0..M (rewards are >= 0, so the empty set's 0 is a max's starting point)."""
+    scalarized = torch.einsum("pgmd,pnd->pgnm", rewards, weights)  # (P, G, N, M)
+    prefix = scalarized.cummax(dim=-1).values.mean(dim=2)  # (P, G, M)
+    return torch.cat([torch.zeros_like(prefix[..., :1]), prefix], dim=-1)
+
+
+def answer_credits(rewards, weights, credit):
+    """-> (P, G, M): what each answer is paid, before its group's baseline (the module says why)."""
+    prefix = prefix_scores(rewards, weights)  # (P, G, M + 1)
+    before = prefix[..., :-1]  # the score of the answers written before j
+    if credit == "togo":
+        return prefix[..., -1:] - before
+    if credit == "gain":
+        return prefix[..., 1:] - before
+    if credit == "marginal":
+        keep = 1 - torch.eye(rewards.size(2), device=rewards.device)  # row j: every answer but j
+        without = [set_scores(rewards * row[:, None], weights) for row in keep]
+        return prefix[..., -1:] - torch.stack(without, dim=-1)
+    raise ValueError(f"unknown credit '{credit}' (choose one of {', '.join(CREDITS)})")
+
+
+def credit_advantages(rewards, weights, credit, eps=1e-6, std="group"):
+    """-> (P, G, M): each answer's credit minus its group's mean credit at the same place, divided
+    by the std VPO's own advantage takes (grpo_advantages' `std`, of the set scores; a later place's
+    credits can spread wider than the set scores); a group whose set scores are all equal gets
+    zeros, as in VPO."""
+    credits = answer_credits(rewards, weights, credit)
+    scores = set_scores(rewards, weights)[..., None]  # (P, G, 1)
+    group_std = scores.std(dim=1, keepdim=True, unbiased=False)  # (P, 1, 1)
+    spread = {"group": group_std + eps, "batch": scores.std(unbiased=False) + eps, "none": 1.0}
+    if std not in spread:
+        raise ValueError(f"std must be group, batch or none, got '{std}'")
+    adv = (credits - credits.mean(dim=1, keepdim=True)) / spread[std]
+    return torch.where(group_std < eps, 0.0, adv)
 
 
 def multi_rlvr_scores(scalar_rewards):

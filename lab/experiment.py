@@ -127,14 +127,20 @@ OPEN_CHOICES = {
     "ucb_con_before": ("ucb_con", {"explore_bonus_at": "before"}),
     "ucb_con_current": ("ucb_con", {"explore_count_current": True}),
 }
+# VPO with a per-answer credit (vpo_credit, vpo.py; not board rows): the unbiased reward-to-go and
+# pass@k training's marginal, each beside VPO's set credit (RESULTS.md: "Credit inside VPO's set")
+CREDIT_FORMS = {
+    "vpo_togo": ("vpo", {"vpo_credit": "togo"}),
+    "vpo_marginal": ("vpo", {"vpo_credit": "marginal"}),
+}
 # A historical exploration method counts outcomes per problem, so on a task that draws fresh
 # problems every step it gets a finite training set visited this many times (its one difference).
 HISTORICAL_EPOCHS = 10
 
 
 def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
-    """The train.py config of one run of method `name` (an algorithm, one of VARIANTS or of
-    OPEN_CHOICES)."""
+    """The train.py config of one run of method `name` (an algorithm, one of VARIANTS, OPEN_CHOICES
+    or CREDIT_FORMS)."""
     base = train.resolve_config(os.path.join(HERE, "configs", f"{task_name}.yaml"))
     if quick:  # tiny.yaml's sizes over the task's file; a committed base keeps its own model
         model = base["model"] if base["warmstart_from"] else None
@@ -163,7 +169,7 @@ def run_config(task_name, name, seed, out_dir, quick=False, overrides=None):
 
 def variant_of(name):
     """(algorithm, its settings) of method `name`: a plain algorithm has none."""
-    return VARIANTS.get(name) or OPEN_CHOICES.get(name) or (name, {})
+    return VARIANTS.get(name) or OPEN_CHOICES.get(name) or CREDIT_FORMS.get(name) or (name, {})
 
 
 def historical(name):
@@ -818,7 +824,8 @@ def main(argv=None):
         if args.config:
             raise ConfigError("--config trains one run: use python train.py --config ...")
         known(args.tasks, TASKS, "task")
-        known(args.algos, sorted(train.ADVANTAGES) + sorted(VARIANTS | OPEN_CHOICES), "method")
+        named = VARIANTS | OPEN_CHOICES | CREDIT_FORMS
+        known(args.algos, sorted(train.ADVANTAGES) + sorted(named), "method")
         if args.report:
             return rewrite_report(args.report, args.out)
         methods = list(args.algos or ALGOS) + (ABLATIONS if args.ablations else [])

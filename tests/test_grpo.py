@@ -12,7 +12,13 @@ from checks import assert_close
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grpo import LossSettings, format_advantages, grpo_advantages, policy_loss
+from grpo import (
+    LossSettings,
+    format_advantages,
+    grpo_advantages,
+    policy_loss,
+    token_advantages,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -355,3 +361,28 @@ def test_the_entropy_bonus_is_scaled_like_the_format_term(tmp_path, monkeypatch)
     )
     trainer.train(cfg)
     assert seen and all(c == pytest.approx(0.005) for c in seen)
+
+
+def test_policy_loss_takes_one_advantage_per_token():
+    # every token its rollout's advantage: the same loss and gradient as one per rollout
+    logp = torch.log(torch.tensor([[0.5, 0.5, 0.5], [0.2, 0.2, 0.2]])).requires_grad_()
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    per_rollout = torch.tensor([1.0, -2.0])
+    loss, _ = policy_loss(logp, logp.detach(), per_rollout, mask)
+    per_token, _ = policy_loss(logp, logp.detach(), per_rollout[:, None].expand(2, 3), mask)
+    assert loss.item() == per_token.item()
+    # a token's own advantage moves that token alone: d loss / d logp = -adv / 5 tokens
+    adv = torch.tensor([[1.0, 0.0, 7.0], [0.0, -2.0, 3.0]])
+    loss, _ = policy_loss(logp, logp.detach(), adv, mask)
+    loss.backward()
+    assert_close(logp.grad, torch.tensor([[-0.2, 0.0, 0.0], [0.0, 0.4, -0.6]]), atol=1e-6)
+
+
+def test_token_advantages_give_each_answer_its_own_tokens():
+    sep, eos = 2, 3
+    # a1 a1 <sep> a2 <sep> a3 <eos> pad; a rollout of four answers, one past m = 3
+    completion = torch.tensor([[5, 5, sep, 6, sep, 7, eos, 0], [5, sep, 6, sep, 7, sep, 8, eos]])
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1, 1, 1]]).bool()
+    adv = torch.tensor([[1.0, 2.0, 3.0], [-1.0, -2.0, -3.0]])
+    want = [[1, 1, 1, 2, 2, 3, 3, 0], [-1, -1, -2, -2, -3, -3, 0, 0]]
+    assert_close(token_advantages(adv, completion, mask, sep), torch.tensor(want).float())

@@ -446,3 +446,10 @@ def test_every_method_with_a_setting_passes_the_check_on_tasks_without_code_rows
     assert experiment.checked_overrides(["out_dir=out/x"], ["code"], ["grpo_mutation"])
     with pytest.raises(ConfigError, match="mutation_share > 0 needs the code task"):
         experiment.run_config("maze", "grpo_mutation", 0, "out/x")  # why it is skipped there
+
+
+def test_each_credit_form_is_vpo_with_its_vpo_credit(tmp_path):
+    for name, (algo, settings) in experiment.CREDIT_FORMS.items():
+        cfg = experiment.run_config("persona", name, 0, str(tmp_path))
+        assert cfg["algo"] == algo == "vpo" and cfg["vpo_credit"] == settings["vpo_credit"] != "set"
+        assert name not in experiment.ABLATIONS  # measured beside VPO, not a board row

@@ -610,3 +610,35 @@ def test_outcome_reward_trains_on_whether_each_answer_solves(tmp_path, monkeypat
 def test_outcome_reward_refuses_what_it_cannot_replace(tmp_path, overrides, named):
     with pytest.raises(ConfigError, match=named):
         tiny(tmp_path, "algo=grpo", "outcome_reward=true", *overrides)
+
+
+@pytest.mark.parametrize("credit", ["togo", "marginal"])
+def test_vpo_credit_trains_each_answers_tokens_on_its_own_advantage(tmp_path, monkeypatch, credit):
+    """With vpo_credit the update gets one advantage per token: answer j's tokens (with the
+    separator that closes it) vpo.credit_advantages' for j plus the format term, every other 0."""
+    metrics, batch, _, adv = _rl_step_with_flat_groups(
+        tmp_path, monkeypatch, with_abcd, "algo=vpo", f"vpo_credit={credit}", "format_coef=0.5"
+    )
+    assert adv.shape == batch["completion"].shape and metrics["grad_norm"] > 0
+    tok = Tokenizer()
+    apart = 0  # rollouts whose answers were paid differently
+    for row, mask, trained in zip(batch["completion"], batch["completion_mask"], adv):
+        answers = [[]]
+        for t, on, a in zip(row.tolist(), mask.tolist(), trained.tolist()):
+            if on:
+                answers[-1].append(a)
+            answers += [[]] if t == tok.sep else []
+        # one value across each of the first m answers' tokens, 0 past the m-th
+        assert all(len(set(a)) <= 1 for a in answers[:3]), answers
+        assert all(a == 0 for rest in answers[3:] for a in rest)
+        apart += len({a[0] for a in answers[:3] if a}) > 1
+    assert apart > 0 and (adv[~batch["completion_mask"]] == 0).all()
+
+
+def test_vpo_credit_is_refused_where_nothing_reads_it(tmp_path):
+    with pytest.raises(ConfigError, match="vpo_credit must be one of set, togo, gain, marginal"):
+        tiny(tmp_path, "vpo_credit=shapley")
+    for other in (["algo=grpo"], ["algo=vpo_loo"], ["dynamic_sampling=2"]):
+        with pytest.raises(ConfigError, match="needs algo=vpo"):
+            tiny(tmp_path, "vpo_credit=togo", *other)
+    assert tiny(tmp_path, "algo=grpo")["vpo_credit"] == "set"

@@ -209,3 +209,111 @@ def test_leave_one_out_hand_computed():
     adv = leave_one_out_advantages(torch.tensor([[1.0, 2.0, 6.0]]))
     assert_close(adv, torch.tensor([[-3.0, -1.5, 4.5]]))
     assert (leave_one_out_advantages(torch.ones(2, 4)) == 0).all()
+
+
+# ---------------------------------------------------------------- per-answer credit (vpo_credit)
+# One group: rollout A writes (1, 0), (0, 1), (.5, .5); rollout B writes (.6, .6), nothing, a
+# repeat of (.6, .6) (zero rows, as training scores them); weightings (1, 0) and (0, 1).
+CREDIT_REWARDS = torch.tensor(
+    [[[[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]], [[0.6, 0.6], [0, 0], [0, 0]]]]
+)
+CREDIT_WEIGHTS = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
+
+
+def test_prefix_scores_hand_computed_and_the_last_is_the_set_score():
+    from vpo import prefix_scores
+
+    prefix = prefix_scores(CREDIT_REWARDS, CREDIT_WEIGHTS)
+    # A: {} 0, {(1,0)} (1 + 0) / 2, then 1 and 1; B: 0, then .6 three times
+    assert_close(prefix, torch.tensor([[[0.0, 0.5, 1.0, 1.0], [0.0, 0.6, 0.6, 0.6]]]))
+    torch.manual_seed(0)
+    rewards, weights = torch.rand(2, 3, 4, 3), torch.rand(2, 5, 3)
+    assert_close(prefix_scores(rewards, weights)[..., -1], set_scores(rewards, weights), atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "credit, want",
+    [
+        # the set's score minus the score of the answers before: A 1 - 0, 1 - .5, 1 - 1
+        ("togo", [[1.0, 0.5, 0.0], [0.6, 0.0, 0.0]]),
+        # what each adds when written: A .5, .5, 0
+        ("gain", [[0.5, 0.5, 0.0], [0.6, 0.0, 0.0]]),
+        # the set without A's first scores (.5 + 1) / 2: 1 - .75; without its third, 1: 0
+        ("marginal", [[0.25, 0.25, 0.0], [0.6, 0.0, 0.0]]),
+    ],
+)
+def test_answer_credits_hand_computed(credit, want):
+    from vpo import answer_credits
+
+    got = answer_credits(CREDIT_REWARDS, CREDIT_WEIGHTS, credit)
+    assert_close(got, torch.tensor([want]), atol=1e-6, what=credit)
+
+
+def test_credit_advantages_centre_each_place_and_divide_by_the_set_scores_std():
+    # set scores 1 and .6: mean .8, std .2; togo's places centred: (.2, .25, 0) and their negatives
+    adv = vpo_advantages(CREDIT_REWARDS, CREDIT_WEIGHTS, credit="togo")
+    assert_close(adv, torch.tensor([[[1.0, 1.25, 0.0], [-1.0, -1.25, 0.0]]]), atol=1e-5)
+    none = vpo_advantages(CREDIT_REWARDS, CREDIT_WEIGHTS, credit="togo", std="none")
+    assert_close(none, torch.tensor([[[0.2, 0.25, 0.0], [-0.2, -0.25, 0.0]]]), atol=1e-6)
+    # a group whose set scores are all equal carries no signal, as in VPO
+    flat = CREDIT_REWARDS[:, :1].expand(1, 2, 3, 2)
+    assert (vpo_advantages(flat, CREDIT_WEIGHTS, credit="marginal") == 0).all()
+    with pytest.raises(ValueError, match="unknown credit"):
+        vpo_advantages(CREDIT_REWARDS, CREDIT_WEIGHTS, credit="shapley")
+
+
+def test_togo_pays_the_first_answer_what_vpo_pays_the_whole_set():
+    torch.manual_seed(2)
+    rewards, weights = torch.rand(3, 4, 3, 2), torch.rand(3, 6, 2)
+    togo = vpo_advantages(rewards, weights, credit="togo")
+    assert_close(togo[..., 0], vpo_advantages(rewards, weights), atol=1e-5)
+
+
+def sequential_policy_gradients(credit, independent):
+    """Exact, by enumeration: a policy writes 2 answers, each one of 3 reward rows, the second from
+    a distribution that depends on the first (unless independent) -> (the gradient of the expected
+    set score, the expected update that pays each answer `credit`), over both answers' logits."""
+    torch.manual_seed(3)
+    rows = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.6, 0.6]])
+    weights = torch.tensor([[[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]]])
+    first = torch.randn(3, requires_grad=True)
+    second = torch.randn(1 if independent else 3, 3, requires_grad=True)
+    sets = [(a, b) for a in range(3) for b in range(3)]
+    rewards = torch.stack([rows[[a, b]] for a, b in sets])[None]  # (1, 9, 2, 2): every set once
+    log_first = first.log_softmax(-1)
+    log_second = second.log_softmax(-1)
+    firsts, seconds = torch.tensor(sets).T
+    context = torch.zeros_like(firsts) if independent else firsts  # what the second answer sees
+    # (9, 2): each set's log-probability of its first answer, then of its second given the first
+    logp = torch.stack([log_first[firsts], log_second[context, seconds]], dim=-1)
+    prob = logp.sum(-1).exp()  # (9,)
+    score = (prob * set_scores(rewards, weights)[0]).sum()
+    exact = torch.autograd.grad(score, [first, second], retain_graph=True)
+    if credit == "set":
+        paid = set_scores(rewards, weights)[0][:, None].expand(9, 2)
+    else:
+        from vpo import answer_credits
+
+        paid = answer_credits(rewards, weights, credit)[0]  # (9, 2)
+    # REINFORCE in expectation: sum over sets of p(set) * sum_j grad log p(answer j) * credit_j
+    update = torch.autograd.grad((prob.detach()[:, None] * logp * paid).sum(), [first, second])
+    return torch.cat([g.flatten() for g in exact]), torch.cat([g.flatten() for g in update])
+
+
+@pytest.mark.parametrize("credit", ["set", "togo"])
+def test_set_and_togo_credit_are_unbiased_for_answers_written_in_sequence(credit):
+    exact, update = sequential_policy_gradients(credit, independent=False)
+    assert_close(update, exact, atol=1e-6, what=credit)
+
+
+@pytest.mark.parametrize("credit", ["gain", "marginal"])
+def test_gain_and_marginal_credit_are_biased_for_answers_written_in_sequence(credit):
+    exact, update = sequential_policy_gradients(credit, independent=False)
+    assert (update - exact).abs().max() > 1e-3  # float error is ~1e-8
+
+
+def test_marginal_credit_is_unbiased_for_answers_drawn_independently_and_gain_is_not():
+    exact, update = sequential_policy_gradients("marginal", independent=True)
+    assert_close(update, exact, atol=1e-6, what="marginal")
+    exact, update = sequential_policy_gradients("gain", independent=True)
+    assert (update - exact).abs().max() > 1e-3  # float error is ~1e-8
