@@ -88,9 +88,8 @@ def vpo_advantages(rewards, weights, eps=1e-6, std="group", credit="set"):
 def prefix_scores(rewards, weights):
     """rewards (P, G, M, D), weights (P, N, D) -> (P, G, M + 1): the set score of the first j
     answers, j = 0..M (rewards are >= 0, so the empty set's 0 is a max's starting point)."""
-    scalarized = torch.einsum("pgmd,pnd->pgnm", rewards, weights)  # (P, G, N, M)
-    prefix = scalarized.cummax(dim=-1).values.mean(dim=2)  # (P, G, M)
-    return torch.cat([torch.zeros_like(prefix[..., :1]), prefix], dim=-1)
+    prefix = [set_scores(rewards[:, :, :j], weights) for j in range(1, rewards.size(2) + 1)]
+    return torch.stack([torch.zeros_like(prefix[0]), *prefix], dim=-1)  # (P, G, M + 1)
 
 
 def answer_credits(rewards, weights, credit):
@@ -113,14 +112,14 @@ def credit_advantages(rewards, weights, credit, eps=1e-6, std="group"):
     by the std VPO's own advantage takes (grpo_advantages' `std`, of the set scores; a later place's
     credits can spread wider than the set scores); a group whose set scores are all equal gets
     zeros, as in VPO."""
-    credits = answer_credits(rewards, weights, credit)
-    scores = set_scores(rewards, weights)[..., None]  # (P, G, 1)
-    group_std = scores.std(dim=1, keepdim=True, unbiased=False)  # (P, 1, 1)
-    spread = {"group": group_std + eps, "batch": scores.std(unbiased=False) + eps, "none": 1.0}
-    if std not in spread:
-        raise ValueError(f"std must be group, batch or none, got '{std}'")
-    adv = (credits - credits.mean(dim=1, keepdim=True)) / spread[std]
-    return torch.where(group_std < eps, 0.0, adv)
+    credits = answer_credits(rewards, weights, credit)  # (P, G, M)
+    scores = set_scores(rewards, weights)  # (P, G)
+    # The scale VPO's own advantage puts on each group's set scores (0 for a group that tied),
+    # read off grpo_advantages itself, so the two can never disagree.
+    centred = scores - scores.mean(dim=1, keepdim=True)
+    advantages = grpo_advantages(scores, eps, std)
+    scale = (advantages * centred).sum(1) / (centred**2).sum(1).clamp(min=1e-30)  # (P,)
+    return (credits - credits.mean(dim=1, keepdim=True)) * scale[:, None, None]
 
 
 def multi_rlvr_scores(scalar_rewards):

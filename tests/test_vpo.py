@@ -249,7 +249,7 @@ def test_answer_credits_hand_computed(credit, want):
     assert_close(got, torch.tensor([want]), atol=1e-6, what=credit)
 
 
-def test_credit_advantages_centre_each_place_and_divide_by_the_set_scores_std():
+def test_credit_advantages_centre_each_place_and_take_vpos_own_scale():
     # set scores 1 and .6: mean .8, std .2; togo's places centred: (.2, .25, 0) and their negatives
     adv = vpo_advantages(CREDIT_REWARDS, CREDIT_WEIGHTS, credit="togo")
     assert_close(adv, torch.tensor([[[1.0, 1.25, 0.0], [-1.0, -1.25, 0.0]]]), atol=1e-5)
