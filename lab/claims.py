@@ -182,21 +182,9 @@ def unsolved_change(folder, task, method, start="start", against=None, minus_grp
     )
     rows = exploration.measured_pairs(found, task, method, SEEDS, start=start)
     if not minus_grpo:
-        diffs = [exploration.distinct_change(r, s)[~np.array(r["solved"], bool)] for r, s in rows]
-        return exploration.pooled_interval(diffs)
-    grpo = {
-        tuple(r["problems"]): (r, s)
-        for r, s in exploration.measured_pairs(found, task, "grpo", SEEDS)
-    }
-    diffs = []
-    for run, begin in rows:
-        grpo_run, grpo_start = grpo[tuple(run["problems"])]
-        neither = ~np.array(run["solved"], bool) & ~np.array(grpo_run["solved"], bool)
-        change = exploration.distinct_change(run, begin) - exploration.distinct_change(
-            grpo_run, grpo_start
-        )
-        diffs.append(change[neither])
-    return exploration.pooled_interval(diffs)
+        return exploration.unsolved_interval(rows)
+    grpo_rows = exploration.measured_pairs(found, task, "grpo", SEEDS)
+    return exploration.against_grpo_interval(rows, grpo_rows)
 
 
 @functools.cache

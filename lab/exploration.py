@@ -463,17 +463,28 @@ def unsolved_change(rows):
     """[(run, start) records of one method, a pair per seed] -> the end - start change of distinct
     outcomes on every problem the run never solved, with its 95% interval ("-" without any). It is
     paired over seeds and those problems: the same problems at the start and at the end."""
+    interval = unsolved_interval(rows)
+    return report.fmt_interval(interval) if interval else "-"
+
+
+def unsolved_interval(rows):
+    """unsolved_change's (mean, low, high), or None."""
     diffs = []
     for run, start in rows:
         diffs.append(distinct_change(run, start)[~np.array(run["solved"], bool)])
-    interval = pooled_interval(diffs)
-    return report.fmt_interval(interval) if interval else "-"
+    return pooled_interval(diffs)
 
 
 def against_grpo_unsolved(rows, grpo_rows):
     """A method's and GRPO's (run, start) pairs, a pair per seed of each -> the method's end - start
     change minus GRPO's, on every problem neither run solved, with its 95% interval ("-" without
     any): paired over seeds and problems."""
+    interval = against_grpo_interval(rows, grpo_rows)
+    return report.fmt_interval(interval) if interval else "-"
+
+
+def against_grpo_interval(rows, grpo_rows):
+    """against_grpo_unsolved's (mean, low, high), or None."""
     by_problems = {tuple(run["problems"]): (run, start) for run, start in grpo_rows}
     diffs = []
     for run, start in rows:
@@ -483,8 +494,7 @@ def against_grpo_unsolved(rows, grpo_rows):
         neither = ~np.array(run["solved"], bool) & ~np.array(grpo_run["solved"], bool)
         change = distinct_change(run, start) - distinct_change(grpo_run, grpo_start)
         diffs.append(change[neither])
-    interval = pooled_interval(diffs)
-    return report.fmt_interval(interval) if interval else "-"
+    return pooled_interval(diffs)
 
 
 def transfer_table(found, task, seeds, borrowed=(), against=None):
