@@ -13,9 +13,6 @@ import json
 import os
 import random
 
-from matplotlib.figure import Figure  # no pyplot: files only, on any machine, no display
-from matplotlib.ticker import MaxNLocator
-
 import maze
 from config import make_task
 from evaluate import LOOK_SEED, evaluate_policy, load_policy, policy_from_saved
@@ -65,6 +62,11 @@ def run_figure(path, cfg, logged, rows):
     path."""
     steps = [r for r in logged if r.get("kind") == "train"]
     evals = [r for r in logged if r.get("kind") == "eval"]
+    # matplotlib only when drawing (a second to import): train.py and the lab's workers import this
+    # file; no pyplot: files only, on any machine, no display
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
     fig = Figure(figsize=(13, 3.6))
     axes = fig.subplots(1, 3)
     x = [r["step"] for r in steps]
