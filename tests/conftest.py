@@ -35,6 +35,19 @@ def pytest_terminal_summary(terminalreporter):
         )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_warmstarts(tmp_path_factory):
+    """tiny_runs.tiny()'s warm-start cache: one folder for the whole run, shared by the xdist
+    workers (their base temp folders are siblings)."""
+    import tiny_runs
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    tiny_runs.WARMSTARTS = str(root / "shared-warmstarts")
+    yield tiny_runs.WARMSTARTS
+    tiny_runs.WARMSTARTS = None
+
+
 @pytest.fixture(scope="session")
 def baseline(tmp_path_factory):
     """One uninterrupted tiny_runs.RUN with a fresh warm start; its cache is shared by the tests

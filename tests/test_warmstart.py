@@ -102,8 +102,9 @@ def test_only_cuda_in_float32_with_cuda_graph_on_captures():
 
 
 def test_warm_start_is_shared_between_algorithms(tmp_path):
-    trainer.train(tiny(tmp_path, "algo=grpo", f"out_dir={tmp_path}/a"))
-    trainer.train(tiny(tmp_path, "algo=vpo", f"out_dir={tmp_path}/b"))
+    own = f"warmstart_dir={tmp_path}/ws"  # a cache of its own: the session's holds other runs'
+    trainer.train(tiny(tmp_path, "algo=grpo", f"out_dir={tmp_path}/a", own))
+    trainer.train(tiny(tmp_path, "algo=vpo", f"out_dir={tmp_path}/b", own))
     assert len(os.listdir(tmp_path / "ws")) == 1
     log = Path(tmp_path / "b" / "log.txt").read_text()
     assert "warm start: loaded cached" in log

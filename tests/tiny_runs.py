@@ -22,11 +22,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "configs", "tiny.yaml")
 # evals at 0, 2, 4, ..., checkpoints at 3, 6, 9, 12
 RUN = ["steps=12", "ckpt_every=3", "quiet=true"]
+# One warm-start cache for the session's tiny() runs (conftest's shared_warmstarts sets it, in a
+# folder every pytest-xdist worker sees): a few warm starts (one per task and settings, 4 s each
+# here) serve every run instead of one each; the cache's lock lets two workers train one once.
+# None (tiny_runs used without conftest): a fresh cache in each test's tmp_path.
+WARMSTARTS = None
 
 
 def tiny(tmp_path, *overrides):
+    """tiny.yaml with out_dir tmp_path/run; its warm start from WARMSTARTS (a test about the warm
+    start's own training names a warmstart_dir of its own in `overrides`)."""
+    ws = WARMSTARTS or f"{tmp_path}/ws"
     return resolve_config(
-        TINY, [f"out_dir={tmp_path}/run", f"warmstart_dir={tmp_path}/ws", "quiet=true", *overrides]
+        TINY, [f"out_dir={tmp_path}/run", f"warmstart_dir={ws}", "quiet=true", *overrides]
     )
 
 
