@@ -279,6 +279,7 @@ def test_every_random_draw_is_made_on_its_generators_device(tmp_path, draws, alg
             "steps=2",
             f"algo={algo}",
             "task=code",
+            "sft_steps=4",  # every draw of the warm start's step, not its 80 repeats
         ],
     )
     out = train.train(cfg)  # warm start, RL steps, held-out evaluations
