@@ -313,15 +313,15 @@ def test_outcome_counts_survive_sigkill_and_resume(baseline, tmp_path):
     ws = baseline["ws"]  # the cached tiny warm start
     whole, killed = tmp_path / "whole", tmp_path / "killed"
 
-    def command(out):
-        return cli(out, ws, "algo=ucb_con", "train_problems=4")
+    def command(out):  # 6 steps, not RUN's 12: a checkpoint at 3, killed at 4, resumed to 6
+        return cli(out, ws, "algo=ucb_con", "train_problems=4", "steps=6")
 
     trainer.main(command(whole)[2:])
     sigkill_when(
         {
             popen(command(killed)): lambda: (
                 (killed / "ckpt.pt").exists()
-                and b'"kind": "train", "step": 5,' in read(killed / "metrics.jsonl")
+                and b'"kind": "train", "step": 4,' in read(killed / "metrics.jsonl")
             )
         }
     )
@@ -330,4 +330,4 @@ def test_outcome_counts_survive_sigkill_and_resume(baseline, tmp_path):
     assert read(killed / "metrics.jsonl") == read(whole / "metrics.jsonl")
     a, b = load_checkpoint(str(whole / "final.pt")), load_checkpoint(str(killed / "final.pt"))
     assert a["history"] == b["history"] and a["train_set"] == b["train_set"]
-    assert sum(a["history"]["samples"].values()) == 12 * 2 * 4  # steps x prompts x group
+    assert sum(a["history"]["samples"].values()) == 6 * 2 * 4  # steps x prompts x group

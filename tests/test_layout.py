@@ -9,6 +9,7 @@ be the generator's. The last rule catches, on a CPU-only machine, the bug class 
 a GPU: a CUDA generator handed to a draw that makes a CPU tensor."""
 
 import ast
+import functools
 import glob
 import os
 import random
@@ -33,22 +34,29 @@ SCRIPTS = sorted(glob.glob(os.path.join(ROOT, "tools", "*.py")))
 TESTS = sorted(glob.glob(os.path.join(ROOT, "tests", "*.py")))
 
 
+@functools.cache
+def parsed(path):
+    """The file's syntax tree, parsed once for every test of this file (none of them changes it)."""
+    return ast.parse(Path(path).read_text())
+
+
 def project_imports(path):
     """[(module imported, whether the import statement sits inside a function or class)]."""
-    tree = ast.parse(Path(path).read_text())
-    nested = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            nested |= {id(n) for n in ast.walk(node) if n is not node}
     found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [a.name.split(".")[0] for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names = [node.module.split(".")[0]]
-        else:
-            continue
-        found += [(n, id(node) in nested) for n in names if n in MODULES]
+
+    def visit(node, inside):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                names = [a.name.split(".")[0] for a in child.names]
+            elif isinstance(child, ast.ImportFrom) and child.module and not child.level:
+                names = [child.module.split(".")[0]]
+            else:
+                names = []
+            found.extend((n, inside) for n in names if n in MODULES)
+            scope = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+            visit(child, inside or isinstance(child, scope))
+
+    visit(parsed(path), False)
     return found
 
 
@@ -56,7 +64,7 @@ def imports_of(path):
     """Every module name a file imports, the first part only ("lab" for `from lab import
     report`)."""
     names = set()
-    for node in ast.walk(ast.parse(Path(path).read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             names |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -83,7 +91,7 @@ def test_the_reference_never_imports_the_lab():
 def long_functions(path, limit=60):
     return [
         (os.path.relpath(path, ROOT), node.name, node.end_lineno - node.lineno + 1)
-        for node in ast.walk(ast.parse(Path(path).read_text()))
+        for node in ast.walk(parsed(path))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         and node.end_lineno - node.lineno + 1 > limit
     ]
@@ -112,7 +120,7 @@ def test_no_reference_function_takes_more_than_7_parameters():
     found = [
         (name, node.name, len(parameters_of(node)))
         for name, path in MODULES.items()
-        for node in ast.walk(ast.parse(Path(path).read_text()))
+        for node in ast.walk(parsed(path))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         and len(parameters_of(node)) > 7
     ]
@@ -121,7 +129,7 @@ def test_no_reference_function_takes_more_than_7_parameters():
 
 def takes_varargs(module, name):
     """Whether module's top-level function `name` takes *args (its arguments are a list)."""
-    for node in ast.parse(Path(MODULES[module]).read_text()).body:
+    for node in parsed(MODULES[module]).body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
             return node.args.vararg is not None
     return False
@@ -130,7 +138,7 @@ def takes_varargs(module, name):
 def positional_calls(path):
     """Calls to a project function (a name the file defines or imports from the project, or
     module.name of an imported project module) that pass more than three arguments by position."""
-    tree = ast.parse(Path(path).read_text())
+    tree = parsed(path)
     project = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     modules = set()
     for node in tree.body:
@@ -279,6 +287,7 @@ def test_every_random_draw_is_made_on_its_generators_device(tmp_path, draws, alg
             "steps=2",
             f"algo={algo}",
             "task=code",
+            "sft_steps=4",  # every draw of the warm start's step, not its 80 repeats
         ],
     )
     out = train.train(cfg)  # warm start, RL steps, held-out evaluations

@@ -66,7 +66,9 @@ def test_a_maze_base_is_made_loaded_and_measured(tmp_path):
         os.path.join(ROOT, "configs", "maze.yaml"),
         [f"warmstart_from={out}", "model=nano", f"out_dir={tmp_path}/run", "steps=1"],
     )
-    cfg.update(prompts_per_step=2, group_size=2, eval_every=0, pool_n=3, quiet=True)
+    cfg.update(
+        prompts_per_step=2, group_size=2, eval_every=0, eval_problems=1, pool_n=3, quiet=True
+    )
     train.train(cfg)  # RL starts from the file, as a maze run starts from bases/maze.pt
     measured = maze_base.main(["--out", out, "--measure", "train", "--eval-mazes", "2"])
     assert 0 <= measured["exit"] <= 1

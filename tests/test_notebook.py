@@ -11,6 +11,9 @@ import nbformat
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK = os.path.join(ROOT, "notebooks", "maze.ipynb")
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+# TRAIN_YOURS: the last cell's optional run too; one RL step each (a step of the maze's batch is
+# seconds here) and two mazes, the fewest a paired interval resamples
+TINY = {"RL_STEPS": 1, "EVAL_MAZES": 2, "POOL": 6, "TRAIN_YOURS": True}
 
 
 def outputs(nb, kind):
@@ -24,9 +27,7 @@ def is_figure(output):
 def test_the_notebook_runs_top_to_bottom_and_draws_its_figures(tmp_path):
     from run_notebook import run
 
-    # TRAIN_YOURS: the last cell's optional run too, two steps like the others
-    tiny = {"RL_STEPS": 2, "EVAL_MAZES": 3, "POOL": 6, "TRAIN_YOURS": True}
-    nb = run(NOTEBOOK, str(tmp_path / "maze.ipynb"), tiny, timeout=300)  # fails on a cell's error
+    nb = run(NOTEBOOK, str(tmp_path / "maze.ipynb"), TINY, timeout=300)  # fails on a cell's error
     assert len(outputs(nb, is_figure)) >= 3  # the maze, where the routes go, best@k
     text = "".join(o.get("text", "") for o in outputs(nb, lambda o: o.output_type == "stream"))
     assert "vpo.set_scores" in text and "both corners" in text
@@ -41,7 +42,7 @@ def test_the_committed_notebook_holds_a_full_run():
         "run: python tools/run_notebook.py notebooks/maze.ipynb"
     )
     parameters = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    assert "RL_STEPS = 2\n" not in parameters.source  # never a tiny run's outputs
+    assert f"RL_STEPS = {TINY['RL_STEPS']}\n" not in parameters.source  # never a tiny run's outputs
     assert os.path.getsize(NOTEBOOK) < 2e6
 
 

@@ -1,5 +1,8 @@
 """tools/gpu_check.py runs where a GPU is lent, rarely: dry-run its checks on the CPU here so that
-the script cannot rot between loans (CPU against CPU: every comparison must come out exact)."""
+the script cannot rot between loans (CPU against CPU: every comparison must come out exact).
+Here the timings mean nothing: the captured sampler's check draws each sampler's tokens once, not
+timed 5 times more, and the generate check's model is the nano preset, not the cpu one (the same
+code, cheaper)."""
 
 import os
 import sys
@@ -12,10 +15,21 @@ sys.path.insert(
 )
 import gpu_check  # noqa: E402
 
+from model import PRESETS  # noqa: E402
+
+
+def untimed(monkeypatch):
+    """gpu_check.timed reports 0 s without calling: its timed call repeats the draw just checked
+    (timed itself runs in the warm-start check below)."""
+    calls = []
+    monkeypatch.setattr(gpu_check, "timed", lambda fn, times: calls.append(fn) or 0.0)
+    return calls
+
 
 def test_score_and_generate_checks_pass_on_the_cpu(monkeypatch):
     monkeypatch.setattr(gpu_check, "DEVICE", "cpu")
     monkeypatch.setattr(gpu_check, "SCORE_PRESETS", ("nano",))
+    monkeypatch.setattr(gpu_check, "PRESETS", {**PRESETS, "cpu": PRESETS["nano"]})
     results = []
     gpu_check.check_score(results)
     gpu_check.check_generate(results)
@@ -28,8 +42,10 @@ def test_score_and_generate_checks_pass_on_the_cpu(monkeypatch):
 def test_the_captured_sampler_check_passes_on_the_cpu(monkeypatch):
     """On the CPU generate_static runs its step eagerly (no graph to capture): the same tokens."""
     monkeypatch.setattr(gpu_check, "DEVICE", "cpu")
+    timed = untimed(monkeypatch)
     results = []
     gpu_check.check_graph(results)
+    assert len(timed) == 2 * 3  # each sampler of each preset
     assert len(results) == 2 and all(r["ok"] and r["token_agreement"] == 1.0 for r in results), (
         results
     )
