@@ -21,6 +21,7 @@ def test_the_sweep_reads_an_experiments_result_files(tmp_path, monkeypatch):
     monkeypatch.setattr(experiment.tables, "summary_markdown", lambda results: "")
     out_dir = tmp_path / "maze_kl0.001"
     smaller = ["steps=2", "pool_problems=2", "eval_problems=1"]
+    smaller += [f"warmstart_dir={tmp_path / 'warmstart'}"]  # not the repository's out/
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(ROOT)  # where the experiment command runs: configs/ and bases/ are relative
         experiment.main(
