@@ -1,5 +1,7 @@
 """lab/exploration.py: the sampling curve and the transfer summary by hand, and the whole command on
-a --quick run (the code task: a tiny warm start, four steps per method)."""
+a --quick run made smaller still (the code task: a tiny warm start shared by the file's commands,
+two steps per method, held-out pools on two problems, and no report of lab/experiment.py's own,
+which exploration.md does not read)."""
 
 import json
 import math
@@ -38,12 +40,23 @@ def test_transfer_summary_by_hand():
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
+def smaller(tmp_path_factory):
+    """--set's for every command here: the sizes, and one warm-start cache."""
+    warm_starts = tmp_path_factory.mktemp("warmstart")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(experiment.tables, "write_report", lambda *args, **kwargs: [])
+        patch.setattr(experiment.tables, "summary_markdown", lambda results: "")
+        yield ["steps=2", "sft_steps=10", "pool_problems=2", "eval_problems=1"] + [
+            f"warmstart_dir={warm_starts}"
+        ]
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory, smaller):
     """One quick experiment on code, every method, shared by the tests below."""
     out = tmp_path_factory.mktemp("quick") / "exploration"
-    exploration.main(
-        ["--quick", "--seeds", "0", "--tasks", "code", "--workers", "2", "--out", str(out)]
-    )
+    argv = ["--quick", "--seeds", "0", "--tasks", "code", "--workers", "2", "--out", str(out)]
+    exploration.main(argv + ["--set", *smaller])
     return out
 
 
@@ -68,12 +81,13 @@ def test_quick_run_writes_every_measurement_and_the_report(quick_run):
     assert (out / "exploration.png").stat().st_size > 0
 
 
-def test_methods_trains_and_measures_only_those_beside_another_folder(quick_run, tmp_path):
+def test_methods_trains_and_measures_only_those_beside_another_folder(quick_run, smaller, tmp_path):
     """--methods trains and measures only those; --against lends the other folder's starting
     point (measured there, not again here) and its other methods, marked as its own."""
     out = tmp_path / "subset"
-    argv = ["--quick", "--seeds", "0", "--tasks", "code", "--workers", "2", "--out", str(out)]
-    argv += ["--methods", "ucb_con", "--set", "explore_coef=1.0", "--against", str(quick_run)]
+    argv = ["--quick", "--seeds", "0", "--tasks", "code", "--workers", "1", "--out", str(out)]
+    argv += ["--methods", "ucb_con", "--set", "explore_coef=1.0", *smaller]
+    argv += ["--against", str(quick_run)]
     exploration.main(argv)
     measured = sorted(p.name for p in (out / "exploration").glob("*.json"))
     assert measured == ["code-ucb_con-s0.json"]

@@ -1,24 +1,33 @@
-"""lab/maze_sweep.py on a --quick maze experiment (seconds): the sweep's tables name every method
-with its seeds and paired intervals, and the figures are written. Leaves out the real sweep
-(docs/RESULTS.md has it)."""
+"""lab/maze_sweep.py on a --quick maze experiment, smaller still (two RL steps, pools on two
+mazes) and run in this process without its own report and figures, which the sweep does not read:
+the sweep's tables name every method with its seeds and paired intervals, and the figures are
+written. Leaves out the real sweep (docs/RESULTS.md has it)."""
 
 import os
-import subprocess
 import sys
+
+import pytest
+
+from lab import experiment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "lab"))
 
 
-def test_the_sweep_reads_an_experiments_result_files(tmp_path):
+def test_the_sweep_reads_an_experiments_result_files(tmp_path, monkeypatch):
     import maze_sweep
 
+    monkeypatch.setattr(experiment.tables, "write_report", lambda *args, **kwargs: [])
+    monkeypatch.setattr(experiment.tables, "summary_markdown", lambda results: "")
     out_dir = tmp_path / "maze_kl0.001"
-    subprocess.run(
-        [sys.executable, "lab/experiment.py", "--quick", "--tasks", "maze", "--seeds", "0",
-         "--algos", "grpo", "vpo", "--set", f"out_dir={out_dir}"],
-        cwd=ROOT, check=True, capture_output=True,
-    )  # fmt: skip
+    smaller = ["steps=2", "pool_problems=2", "eval_problems=1"]
+    smaller += [f"warmstart_dir={tmp_path / 'warmstart'}"]  # not the repository's out/
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(ROOT)  # where the experiment command runs: configs/ and bases/ are relative
+        experiment.main(
+            ["--quick", "--tasks", "maze", "--seeds", "0", "--algos", "grpo", "vpo"]
+            + ["--set", f"out_dir={out_dir}", *smaller]
+        )
     rows = maze_sweep.load([str(out_dir)])
     assert {m for _, m, _ in rows} >= {"grpo", "vpo", "warm_start", "optimum"}
     figures = tmp_path / "figures"

@@ -5,6 +5,7 @@ that tree's own file, at a tiny size. Leaves out the full runs (docs/RESULTS.md 
 its own so that the test runner gives it another worker than tests/test_tools_make_student.py."""
 
 import ast
+import importlib.util
 import json
 import os
 import subprocess
@@ -75,11 +76,28 @@ def student_tree(tmp_path_factory):
     return out
 
 
-def test_predict_then_run_trains_the_trees_own_file(student_tree, tmp_path):
+def the_trees_command(tree):
+    """The tree's own lab/one_file_seeds.py, loaded in this process: its file, runs and committed
+    runs are the tree's (HERE), its imports the modules this process holds already (the same
+    files, and none of their exercises runs here); the sys.path entry it adds is taken back."""
+    where = tree / "lab" / "one_file_seeds.py"
+    spec = importlib.util.spec_from_file_location("trees_one_file_seeds", where)
+    command = importlib.util.module_from_spec(spec)
+    path = list(sys.path)
+    try:
+        spec.loader.exec_module(command)
+    finally:
+        sys.path[:] = path
+    assert Path(command.ONE_FILE) == tree / "grpo_vs_vpo.py"
+    return command
+
+
+def test_predict_then_run_trains_the_trees_own_file(student_tree, tmp_path, monkeypatch, capsys):
     """In the student tree, which carries the committed runs, `lab/one_file_seeds.py --experiment`
-    trains the tree's grpo_vs_vpo.py: blank, it fails in the student's function; answered, each
-    run records the sha256 of the text it trained (the tree's file, the experiment's line changed)
-    and a changed line changes the run; the committed runs are neither read nor written."""
+    (the tree's, run in this process) trains the tree's grpo_vs_vpo.py, each run a process of its
+    own: blank, it fails in the student's function; answered, each run records the sha256 of the
+    text it trained (the tree's file, the experiment's line changed) and a changed line changes the
+    run; the committed runs are neither read nor written."""
     from one_file_seeds import changed_source, sha256, with_settings
 
     tree = Path(student_tree)
@@ -87,28 +105,29 @@ def test_predict_then_run_trains_the_trees_own_file(student_tree, tmp_path):
     blank = one_file.read_text()
     committed = {p: p.read_bytes() for p in (tree / "docs/figures/one_file").rglob("*.*")}
     out = tmp_path / "runs"
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    command = the_trees_command(tree)
 
     def one_file_seeds(*args):
-        command = [sys.executable, "lab/one_file_seeds.py", "--seeds", "0", "--out", str(out)]
-        command += [*args, "--set", *TINY]
-        return subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
+        command.main(["--seeds", "0", "--out", str(out), *args, "--set", *TINY])
 
     try:
-        done = one_file_seeds("--experiment", "m1")
-        assert done.returncode != 0 and "the run failed" in done.stderr, done.stderr[-2000:]
+        with pytest.raises(SystemExit, match="the run failed"):
+            one_file_seeds("--experiment", "m1")
         assert "NotImplementedError: exercise one_file" in (out / "s0.log").read_text()
 
         one_file.write_text(Path(ROOT, "grpo_vs_vpo.py").read_text())  # the student's answer
-        done = one_file_seeds("--experiment", "m1")
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert "This tree's grpo_vs_vpo.py" in done.stdout and "COMMITTED" not in done.stdout
+        capsys.readouterr()
+        one_file_seeds("--experiment", "m1")
+        printed = capsys.readouterr().out
+        assert "This tree's grpo_vs_vpo.py" in printed and "COMMITTED" not in printed
         text = one_file.read_text()
         base, m1 = (json.loads((out / sub / "s0.json").read_text()) for sub in (".", "m1"))
         assert base["source_sha256"] == sha256(with_settings(text, TINY))
         assert m1["source_sha256"] == sha256(with_settings(changed_source("m1", text), TINY))
         # the changed line (ANSWERS = 1) is what trained: the warm start is asked for 1, not 3
         assert "warm start m=1" in m1["per_problem"] and "warm start m=3" in base["per_problem"]
+        assert base["tree"] == m1["tree"] == str(tree)
         assert committed == {
             p: p.read_bytes() for p in (tree / "docs/figures/one_file").rglob("*.*")
         }

@@ -6,8 +6,10 @@ each step logged once; a job's own error stops the command in one line; a node t
 out_dir is refused before any job starts; without Ray, --ray is one line naming the pip command.
 One cluster serves the module (starting one takes ~20 s on the 2-core VM)."""
 
+import contextlib
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -21,11 +23,11 @@ from lab.same_results import differences
 from lab.workers import Job
 
 # the slice of `lab/experiment.py --quick` every run here makes: persona's warm start (shortened),
-# one GRPO run of 12 steps (a checkpoint every 2: a node can be lost mid-run) and the pools of all
-# three
+# one GRPO run of 6 steps (a checkpoint every 2: a node can be lost mid-run) and the pools of all
+# three, on two held-out problems
 SLICE = dict(tasks=["persona"], algos=["grpo"], quick=True)
-SETTINGS = {"out_dir": "out", "warmstart_dir": "out/warmstart", "sft_steps": 20, "steps": 12}
-SETTINGS.update(ckpt_every=2)
+SETTINGS = {"out_dir": "out", "warmstart_dir": "out/warmstart", "sft_steps": 20, "steps": 6}
+SETTINGS.update(ckpt_every=2, eval_every=3, eval_problems=2, pool_problems=2)
 RUN = os.path.join("out", "runs", "persona-grpo-s0")
 
 
@@ -148,19 +150,23 @@ def test_a_node_lost_mid_run_and_the_experiment_ends_with_the_same_files(
     lost = []
 
     def lose_the_training_node():
-        """Once the run has a checkpoint, remove the node whose worker trains it (the run folder's
-        lock names that worker's pid; the node's raylet is its parent)."""
+        """Once the run has a checkpoint, stop its worker where it is (the run folder's lock names
+        the worker's pid), remove the node that runs it (the node's raylet is the worker's parent)
+        and kill the worker with it, as a machine that goes away takes every process along."""
         end = time.time() + 120
         while time.time() < end and not (run / "ckpt.pt").exists():
-            time.sleep(0.05)
+            time.sleep(0.01)
+        worker = holder(run / ".lock")
+        os.kill(worker, signal.SIGSTOP)  # mid-run however slowly this thread gets here
+        lost.append(json.loads((run / "timing.jsonl").read_text().splitlines()[-1])["step"])
         raylets = {w.all_processes["raylet"][0].process.pid: w for w in workers}
-        pid = holder(run / ".lock")
+        pid = worker
         while pid not in raylets:  # up from the worker to its node's raylet
             with open(f"/proc/{pid}/stat") as f:
                 pid = int(f.read().rsplit(")", 1)[1].split()[1])
-        node = raylets[pid]
-        lost.append(json.loads((run / "timing.jsonl").read_text().splitlines()[-1])["step"])
-        ray_cluster.remove_node(node, allow_graceful=False)
+        ray_cluster.remove_node(raylets[pid], allow_graceful=False)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker, signal.SIGKILL)
 
     out = run_on_ray(ray_cluster, tmp_path, monkeypatch, during=lose_the_training_node)
     assert lost and lost[0] < SETTINGS["steps"]  # lost mid-run, after a checkpoint

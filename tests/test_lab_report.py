@@ -1,6 +1,7 @@
 """lab/report.py: result files merged over seeds, and the claims' verdicts from intervals. The
 tables are tested in test_lab_tables.py."""
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -386,11 +387,16 @@ def test_a_method_that_did_not_train_is_marked_and_ranked_apart(tmp_path):
 
 
 def test_what_drives_search_correlates_each_trained_policys_properties_with_its_solved_share(
-    tmp_path,
+    tmp_path, monkeypatch
 ):
     """Four trained methods on two seeds whose search solves more the fewer invalid children they
     write; their diversity is unrelated. The warm start and a parent-prompt-trained row are left
-    out."""
+    out. The bootstrap draws 200 resamples (the report's 2,000 take seconds for each property), and
+    the report draws its drivers' figure alone: its other figures are left to test_lab_plots.py."""
+    fewer = functools.partial(report.rank_correlation_interval, num_resamples=200)
+    monkeypatch.setattr(report, "rank_correlation_interval", fewer)
+    monkeypatch.setattr(plots, "make_all", lambda *args: [])
+    monkeypatch.setattr(plots, "leaderboard_figure", lambda *args, **kwargs: None)
     problems = ["a", "b", "c", "d"]
 
     def record(method, seed, solved, invalid, diversity):
