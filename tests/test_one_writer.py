@@ -166,7 +166,7 @@ def test_a_second_lab_command_on_one_out_dir_is_refused_and_a_killed_one_resumed
     comes from the repository's cache (out/warmstart), which the lab and train.py share."""
     out = tmp_path / "exp"
     command = [sys.executable, "lab/experiment.py", "--quick", "--tasks", "persona", "--algos"]
-    command += ["grpo", "--set", f"out_dir={out}", "steps=12"]
+    command += ["grpo", "--set", f"out_dir={out}", "steps=6"]
     first = start(command)
     processes.append(first)
     run = out / "runs" / "persona-grpo-s0"
@@ -190,7 +190,7 @@ def test_a_second_lab_command_on_one_out_dir_is_refused_and_a_killed_one_resumed
     assert third.returncode == 0, third.stdout + third.stderr
     assert f"took over the lock of pid {first.pid}, which no longer runs" in third.stdout
     assert "resuming unfinished run" in third.stdout and not (out / ".lock").exists()
-    assert steps_logged_whole(run) == list(range(1, 13))
+    assert steps_logged_whole(run) == list(range(1, 7))
 
 
 def test_two_processes_that_need_one_warm_start_train_it_once(tmp_path, processes):
