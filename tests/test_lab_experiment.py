@@ -147,7 +147,8 @@ def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
     settings = [f"out_dir={out}", "steps=6", "ckpt_every=2", "eval_every=0"]
     experiment_py = os.path.join(ROOT, "lab", "experiment.py")
     command = [sys.executable, experiment_py, "--quick", "--tasks", "code", "--algos", "vpo"]
-    command += ["--set", *settings]
+    # one worker process: each start costs seconds of CPU, and Ctrl-C stops one as it stops two
+    command += ["--workers", "1", "--set", *settings]
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
     output = interrupt_at_first_checkpoint(command, env, run / "ckpt.pt")
     assert "kept 0 finished run(s), 1 unfinished run(s)" in output.splitlines()[-1]
@@ -235,6 +236,9 @@ def test_the_new_method_is_ranked_among_the_board_on_its_problems(tmp_path, caps
             "vpo_loo",
             "--against",
             BOARD,
+            # one worker process: each start costs seconds of CPU
+            "--workers",
+            "1",
             "--set",
             f"out_dir={out}",
             f"warmstart_dir={WARMSTART_DIR}",

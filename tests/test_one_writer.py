@@ -166,7 +166,8 @@ def test_a_second_lab_command_on_one_out_dir_is_refused_and_a_killed_one_resumed
     comes from the repository's cache (out/warmstart), which the lab and train.py share."""
     out = tmp_path / "exp"
     command = [sys.executable, "lab/experiment.py", "--quick", "--tasks", "persona", "--algos"]
-    command += ["grpo", "--set", f"out_dir={out}", "steps=6"]
+    # one worker process (each start costs seconds of CPU): the one the kill must take with it
+    command += ["grpo", "--workers", "1", "--set", f"out_dir={out}", "steps=6"]
     first = start(command)
     processes.append(first)
     run = out / "runs" / "persona-grpo-s0"
