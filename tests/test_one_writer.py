@@ -63,11 +63,9 @@ def wait_for(ready, proc, timeout=120):
     deadline = time.time() + timeout
     while not ready():
         if proc.poll() is not None:
-            pytest.fail(
-                f"the first process ended ({proc.returncode}) too soon: {proc.stderr.read()}"
-            )
+            pytest.fail(f"the process ended ({proc.returncode}) too soon: {proc.stderr.read()}")
         if time.time() > deadline:
-            pytest.fail("the first process never got there")
+            pytest.fail("the process never got there")
         time.sleep(0.01)
 
 
