@@ -121,57 +121,64 @@ def test_bad_files(tmp_path):
         resolve_config(str(listy))
 
 
-def test_command_line_error_is_one_line_and_nonzero(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "train.py", "--set", "stpes=3", f"out_dir={tmp_path}/x"],
-        capture_output=True,
-        text=True,
-        cwd=__file__.rsplit("/tests/", 1)[0],
-    )
-    assert result.returncode == 2
-    assert result.stderr.strip() == "error: unknown config key 'stpes' (did you mean 'steps'?)"
-    assert not (tmp_path / "x").exists()  # nothing written before the config is valid
+# Each command with two --set, the first item wrong: its one-line error shows that the first --set
+# was kept. One process per command, all at once (each start costs seconds of CPU); the two tests
+# below read them.
+COMMANDS = {
+    "train.py": ["train.py", "--set", "stpes=3", "--set", "out_dir={x}"],
     # the lab's runner checks a key against each task's config, persona first
-    result = subprocess.run(
-        [sys.executable, "lab/experiment.py", "--set", "stpes=3", f"out_dir={tmp_path}/x"],
-        capture_output=True,
-        text=True,
-        cwd=__file__.rsplit("/tests/", 1)[0],
-    )
-    assert result.returncode == 2
+    "lab/experiment.py": ["lab/experiment.py", "--set", "stpes=3", "--set", "out_dir={x}"],
+    "search.py": ["search.py", "--checkpoints", "missing.pt", "--set", "evo_budget=-1"]
+    + ["--set", "pool_n=5"],
+}
+
+
+@pytest.fixture(scope="module")
+def command_line_errors(tmp_path_factory):
+    """{command: (its exit status, stderr, whether its out_dir exists after it)}"""
+    root = __file__.rsplit("/tests/", 1)[0]
+    folder = tmp_path_factory.mktemp("command_line")
+    procs = {}
+    for name, args in COMMANDS.items():
+        x = folder / name.replace("/", "_")
+        command = [sys.executable, *(a.format(x=x) for a in args)]
+        procs[name] = (
+            x,
+            subprocess.Popen(
+                command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            ),
+        )
+    results = {}
+    for name, (x, proc) in procs.items():
+        _, err = proc.communicate(timeout=120)
+        results[name] = proc.returncode, err, x.exists()
+    return results
+
+
+def test_command_line_error_is_one_line_and_nonzero(command_line_errors):
+    code, err, written = command_line_errors["train.py"]
+    assert code == 2
+    assert err.strip() == "error: unknown config key 'stpes' (did you mean 'steps'?)"
+    assert not written  # nothing written before the config is valid
+    code, err, written = command_line_errors["lab/experiment.py"]
+    assert code == 2 and not written
     assert (
-        result.stderr.strip()
+        err.strip()
         == "error: --set stpes=3 on task persona: unknown config key 'stpes' (did you mean "
         "'steps'?)"
     )
 
 
-def test_a_repeated_set_keeps_every_item(tmp_path):
-    """--set a=1 --set b=2 is --set a=1 b=2 (argparse's default keeps only the last --set)."""
-    root = __file__.rsplit("/tests/", 1)[0]
-    for command, first, second, said in [
-        (
-            ["train.py", "--config", "configs/persona.yaml"],
-            "lr=-1",
-            f"out_dir={tmp_path}/x",
-            "lr must be > 0",
-        ),
-        (["lab/experiment.py"], "lr=-1", f"out_dir={tmp_path}/x", "lr must be > 0"),
-        (
-            ["search.py", "--checkpoints", "missing.pt"],
-            "evo_budget=-1",
-            "pool_n=5",
-            "evo_budget must be >= 0",
-        ),
+def test_a_repeated_set_keeps_every_item(command_line_errors):
+    """--set a=1 --set b=2 is --set a=1 b=2 (argparse's default keeps only the last --set): each
+    command refuses its first --set's item."""
+    for command, said in [
+        ("train.py", "unknown config key 'stpes'"),
+        ("lab/experiment.py", "unknown config key 'stpes'"),
+        ("search.py", "evo_budget must be >= 0"),
     ]:
-        result = subprocess.run(
-            [sys.executable, *command, "--set", first, "--set", second],
-            capture_output=True,
-            text=True,
-            cwd=root,
-        )
-        assert result.returncode == 2 and said in result.stderr, (command, result.stderr)
-        assert not (tmp_path / "x").exists()
+        code, err, written = command_line_errors[command]
+        assert code == 2 and said in err and not written, (command, err)
 
 
 def test_max_at_k_needs_k_below_the_group_size():

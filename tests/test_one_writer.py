@@ -2,8 +2,13 @@
 refused at once, naming the first, and the first ends with every log line whole; after a SIGKILL
 the same command resumes and says it took over the dead process's lock; a second lab command on one
 out_dir is refused, and after a SIGKILL the same command resumes; two processes that need one warm
-start train it once, the second waiting for the first and loading what it cached."""
+start train it once, the second waiting for the first and loading what it cached.
 
+Where a first process must still be running while a second acts, the test stops it (SIGSTOP to its
+process group, a lab command's workers included) and lets it go on (SIGCONT) once the second is
+done: short runs suffice, whatever the machine's speed."""
+
+import fcntl
 import json
 import os
 import signal
@@ -14,6 +19,8 @@ import time
 import pytest
 from tiny_runs import ROOT, TINY
 
+import train as trainer
+
 ENV = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
 
 
@@ -23,10 +30,26 @@ def train_py(run, ws, *settings):
 
 
 def start(command):
-    # stdout unread until the end: the first processes run quiet, so no pipe fills up
+    # stdout unread until the end: the first processes run quiet, so no pipe fills up. A process
+    # group of its own, which pause() and go_on() signal whole
     return subprocess.Popen(
-        command, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
+
+
+def pause(proc):
+    """Stop the process and its children: it holds its locks, and stays mid-run, until go_on()."""
+    os.killpg(proc.pid, signal.SIGSTOP)
+
+
+def go_on(proc):
+    os.killpg(proc.pid, signal.SIGCONT)
 
 
 def finish(command, timeout=120):
@@ -40,12 +63,25 @@ def wait_for(ready, proc, timeout=120):
     deadline = time.time() + timeout
     while not ready():
         if proc.poll() is not None:
-            pytest.fail(
-                f"the first process ended ({proc.returncode}) too soon: {proc.stderr.read()}"
-            )
+            pytest.fail(f"the process ended ({proc.returncode}) too soon: {proc.stderr.read()}")
         if time.time() > deadline:
-            pytest.fail("the first process never got there")
-        time.sleep(0.05)
+            pytest.fail("the process never got there")
+        time.sleep(0.01)
+
+
+def text_of(path):
+    return path.read_text() if path.exists() else ""
+
+
+def let_go(lock_file):
+    """Whether no process holds `lock_file`'s flock (tried, and let go at once if taken)."""
+    with open(lock_file) as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return True
 
 
 def steps_logged_whole(run):
@@ -62,12 +98,13 @@ def steps_logged_whole(run):
 
 @pytest.fixture
 def processes():
-    """The processes a test starts: none outlives it."""
+    """The processes a test starts: none outlives it, nor do their children (a lab command's
+    workers), stopped or not."""
     started = []
     yield started
     for proc in started:
         if proc.poll() is None:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
 
@@ -75,12 +112,15 @@ def test_a_second_process_on_a_running_run_is_refused_naming_the_first(
     baseline, tmp_path, processes
 ):
     """The issue's scenario: the same command again, with and without resume=true, while the run
-    trains."""
+    trains (stopped once it has logged a step, so that it is mid-run while the seconds act); then
+    the first goes on and ends with every step logged whole."""
     run = tmp_path / "run"
-    command = train_py(run, baseline["ws"], "steps=200", "ckpt_every=10", "eval_every=0")
+    command = train_py(run, baseline["ws"], "steps=20", "ckpt_every=5", "eval_every=0")
     first = start(command + ["quiet=true"])
     processes.append(first)
-    wait_for(lambda: (run / "metrics.jsonl").exists(), first)
+    wait_for(lambda: '"kind": "train"' in text_of(run / "metrics.jsonl"), first)
+    pause(first)
+    assert not (run / "final.pt").exists(), "the first run finished before it was stopped"
     seconds = [start(command + more) for more in ([], ["resume=true"])]  # together: it saves time
     processes.extend(seconds)
     for second in seconds:
@@ -89,42 +129,49 @@ def test_a_second_process_on_a_running_run_is_refused_naming_the_first(
         assert err.startswith(f"error: {run} is in use by pid {first.pid} "), err
         assert err.endswith("wait for it to end, or choose another out_dir\n"), err
     assert first.poll() is None, "the first run ended before the second was refused"
+    go_on(first)
     assert first.wait(timeout=300) == 0, first.stderr.read()
-    assert steps_logged_whole(run) == list(range(1, 201))
+    assert steps_logged_whole(run) == list(range(1, 21))
     assert not (run / ".lock").exists()
 
 
 def test_after_sigkill_the_same_command_resumes_and_says_it_took_over(
-    baseline, tmp_path, processes
+    baseline, tmp_path, processes, capsys
 ):
+    """The same command's resume runs in the test's own process (another process than the killed
+    one, which is what taking over its lock needs), saving an interpreter start."""
     run = tmp_path / "run"
-    command = train_py(run, baseline["ws"], "steps=40", "ckpt_every=10", "eval_every=0")
+    command = train_py(run, baseline["ws"], "steps=12", "ckpt_every=3", "eval_every=0")
     first = start(command + ["quiet=true"])
     processes.append(first)
     wait_for(lambda: (run / "ckpt.pt").exists(), first)
     first.send_signal(signal.SIGKILL)
     assert first.wait() == -signal.SIGKILL
     assert (run / ".lock").exists() and not (run / "final.pt").exists()
-    again = finish(command + ["resume=true"])
-    assert again.returncode == 0, again.stderr
+    trainer.main(command[2:] + ["resume=true"])  # the command without `python`: train.py's main
     took_over = f"took over the lock of pid {first.pid}, which no longer runs"
-    assert took_over in again.stdout.splitlines()
+    assert took_over in capsys.readouterr().out.splitlines()
     assert took_over in (run / "log.txt").read_text()
-    assert steps_logged_whole(run) == list(range(1, 41)) and not (run / ".lock").exists()
+    assert steps_logged_whole(run) == list(range(1, 13)) and not (run / ".lock").exists()
 
 
 def test_a_second_lab_command_on_one_out_dir_is_refused_and_a_killed_one_resumed(
     tmp_path, processes
 ):
-    """The second command is refused while the first trains its run; after kill -9 of the first
-    (its worker goes with it) the same command takes over the lock and resumes the run."""
+    """The second command is refused while the first trains its run (stopped, its worker with it,
+    once the run has a checkpoint); after kill -9 of the first its worker goes with it (the run's
+    lock is let go) and the same command takes over the lock and resumes the run. The warm start
+    comes from the repository's cache (out/warmstart), which the lab and train.py share."""
     out = tmp_path / "exp"
     command = [sys.executable, "lab/experiment.py", "--quick", "--tasks", "persona", "--algos"]
-    command += ["grpo", "--set", f"out_dir={out}", f"warmstart_dir={tmp_path}/ws", "steps=200"]
+    # one worker process (each start costs seconds of CPU): the one the kill must take with it
+    command += ["grpo", "--workers", "1", "--set", f"out_dir={out}", "steps=6"]
     first = start(command)
     processes.append(first)
-    ckpt = out / "runs" / "persona-grpo-s0" / "ckpt.pt"
-    wait_for(ckpt.exists, first)
+    run = out / "runs" / "persona-grpo-s0"
+    wait_for((run / "ckpt.pt").exists, first)
+    pause(first)
+    assert not (run / "final.pt").exists(), "the run finished before it was stopped"
     second = finish(command)
     assert second.returncode == 2 and second.stderr.count("\n") == 1, second.stdout + second.stderr
     assert (
@@ -133,24 +180,34 @@ def test_a_second_lab_command_on_one_out_dir_is_refused_and_a_killed_one_resumed
     )
     first.send_signal(signal.SIGKILL)
     first.wait()
+    go_on(first)  # the worker, stopped, sees its command gone only once it runs
+    deadline = time.time() + 60
+    while not let_go(run / ".lock"):
+        assert time.time() < deadline, "the worker outlived its killed lab command"
+        time.sleep(0.05)
     third = finish(command, timeout=300)
     assert third.returncode == 0, third.stdout + third.stderr
     assert f"took over the lock of pid {first.pid}, which no longer runs" in third.stdout
     assert "resuming unfinished run" in third.stdout and not (out / ".lock").exists()
+    assert steps_logged_whole(run) == list(range(1, 7))
 
 
 def test_two_processes_that_need_one_warm_start_train_it_once(tmp_path, processes):
-    """The second starts once the first is training the warm start (600 steps: seconds) and waits
-    for it."""
+    """The first is stopped while it trains the warm start (after its first step); the second
+    starts then, and waits for it until the first goes on."""
     ws, a, b = tmp_path / "ws", tmp_path / "a", tmp_path / "b"
-    settings = ("sft_steps=600", "steps=2", "quiet=true")
+    settings = ("steps=2", "quiet=true")
     first = start(train_py(a, ws, *settings))
     processes.append(first)
-    wait_for(
-        lambda: (a / "log.txt").exists() and "warm start 1/" in (a / "log.txt").read_text(), first
-    )
-    second = finish(train_py(b, ws, *settings))
-    assert second.returncode == 0 and first.wait(timeout=120) == 0, second.stderr
+    wait_for(lambda: "warm start 1/" in text_of(a / "log.txt"), first)
+    pause(first)
+    assert not list(ws.glob("*.pt")), "the first cached its warm start before it was stopped"
+    second = start(train_py(b, ws, *settings))
+    processes.append(second)
+    wait_for(lambda: f"waiting for pid {first.pid} " in text_of(b / "log.txt"), second)
+    go_on(first)
+    assert second.wait(timeout=120) == 0, second.stderr.read()
+    assert first.wait(timeout=120) == 0, first.stderr.read()
     first_log, second_log = (a / "log.txt").read_text(), (b / "log.txt").read_text()
     assert "warm start: trained" in first_log
     assert f"waiting for pid {first.pid} " in second_log and "warm start: trained" not in second_log

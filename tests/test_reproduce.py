@@ -9,8 +9,9 @@ the first test each run is its own `python train.py`, as the
 experiment's worker processes and a rerun weeks later are, and the two processes differ in what must
 not matter: their hash seed (the iteration order of sets and dicts of strings), the thread count
 the environment asks for (a run sets its own, `threads`), and the folder they run in. Each trains
-its own warm start, so the supervised phase is compared too. A third run with another seed must
-differ, so the comparison can fail.
+its own warm start (a short one, both of its phases), so the supervised phase is compared too. A
+third run with another seed, trained meanwhile in the test's own process, must differ, so the
+comparison can fail.
 
 Same machine only: float32 CPU kernels differ between CPUs (torch's ATen dispatch level, AVX2 or
 AVX-512; MKL's code path), and a run amplifies a difference in the last bit into other numbers: the
@@ -31,19 +32,20 @@ from tiny_runs import Killed, cli, config, popen, read, same_weights, sigkill_wh
 import runfiles
 from config import ConfigError
 from runfiles import load_checkpoint
-from train import train
+from train import resolve_config, train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "configs", "tiny.yaml")
-# a short persona run of a set method (m = 3): evals at 0, 2, 4, 6, checkpoints at 3 and 6; out_dir
-# and
-# warmstart_dir are relative, so every file (config.yaml, final.pt's warm_start path) is the same
-# text
+# a short persona run of a set method (m = 3): evals at 0, 2, 4, checkpoints at 2 and 4, after a
+# warm start of 20 steps (6 on the 1-answer format, then every format: sft_single_first); out_dir
+# and warmstart_dir are relative, so every file (config.yaml, final.pt's warm_start path) is the
+# same text
 RUN = [
     "task=persona",
     "algo=vpo",
-    "steps=6",
-    "ckpt_every=3",
+    "sft_steps=20",
+    "steps=4",
+    "ckpt_every=2",
     "quiet=true",
     "out_dir=run",
     "warmstart_dir=ws",
@@ -92,11 +94,14 @@ def files(root):
     return out
 
 
-def test_two_processes_write_the_same_bytes_and_another_seed_does_not(tmp_path):
+def test_two_processes_write_the_same_bytes_and_another_seed_does_not(tmp_path, monkeypatch):
     a = start(tmp_path / "a", PYTHONHASHSEED="1", OMP_NUM_THREADS="1")
     b = start(tmp_path / "b", PYTHONHASHSEED="2", OMP_NUM_THREADS="2", MKL_NUM_THREADS="2")
-    other = start(tmp_path / "seed1", seed=1, PYTHONHASHSEED="1")
-    for proc in (a, b, other):
+    # the other seed in this process, while the two run: one interpreter start fewer
+    os.makedirs(tmp_path / "seed1")
+    monkeypatch.chdir(tmp_path / "seed1")
+    train(resolve_config(TINY, [*RUN, "seed=1"]))
+    for proc in (a, b):
         finish(proc)
     first, second, third = files(tmp_path / "a"), files(tmp_path / "b"), files(tmp_path / "seed1")
     assert {

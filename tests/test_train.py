@@ -377,6 +377,9 @@ def test_format_coef_adds_the_format_advantage_to_the_algorithms(tmp_path, monke
 
 
 def test_ctrl_c_in_one_run_says_how_to_resume_without_a_traceback(tmp_path):
+    """Ctrl-C mid-run (5000 steps: it never ends first). The warm start comes from the
+    repository's cache (out/warmstart, the default), trained once for every test and lab command
+    that needs it."""
     import signal
     import time
 
@@ -389,7 +392,6 @@ def test_ctrl_c_in_one_run_says_how_to_resume_without_a_traceback(tmp_path):
         TINY,
         "--set",
         f"out_dir={out}",
-        f"warmstart_dir={tmp_path / 'ws'}",
         "steps=5000",
         "ckpt_every=2",
         "eval_every=0",
