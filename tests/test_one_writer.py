@@ -165,7 +165,9 @@ def test_a_second_lab_command_on_one_out_dir_is_refused_and_a_killed_one_resumed
     out = tmp_path / "exp"
     command = [sys.executable, "lab/experiment.py", "--quick", "--tasks", "persona", "--algos"]
     # one worker process (each start costs seconds of CPU): the one the kill must take with it
-    command += ["grpo", "--workers", "1", "--set", f"out_dir={out}", "steps=6"]
+    # 20 steps: the 18 left after the first checkpoint outlast the second the killed command's
+    # worker takes to notice and end (with 4 left, it could finish the run)
+    command += ["grpo", "--workers", "1", "--set", f"out_dir={out}", "steps=20"]
     first = start(command)
     processes.append(first)
     run = out / "runs" / "persona-grpo-s0"
@@ -189,7 +191,7 @@ def test_a_second_lab_command_on_one_out_dir_is_refused_and_a_killed_one_resumed
     assert third.returncode == 0, third.stdout + third.stderr
     assert f"took over the lock of pid {first.pid}, which no longer runs" in third.stdout
     assert "resuming unfinished run" in third.stdout and not (out / ".lock").exists()
-    assert steps_logged_whole(run) == list(range(1, 7))
+    assert steps_logged_whole(run) == list(range(1, 21))
 
 
 def test_two_processes_that_need_one_warm_start_train_it_once(tmp_path, processes):
