@@ -362,9 +362,12 @@ class Headline:
             if status != "finished":
                 steps_done = steps_logged(cfg["out_dir"]) if status == "unfinished" else 0
                 progress.plan(kind, key, cfg, steps_done)
+        where = (
+            f"with {progress.workers} worker processes" if progress.workers else "in this process"
+        )
         progress.say(
-            f"writing to {self.out_dir}/ (runs/, results/, summary.md, figures) with "
-            f"{progress.workers} worker processes; expected time about "
+            f"writing to {self.out_dir}/ (runs/, results/, summary.md, figures) {where}; "
+            "expected time about "
             f"{progress.seconds_left() / 60:.1f} min on this CPU ({progress.machine_note}; the "
             "progress lines below correct it as the runs show their pace)"
         )
@@ -627,7 +630,9 @@ def job_runner(ray, out_dir, workers, gpu_share, device):
     "" for RAY_ADDRESS or a new local one) its own, every node checked before any job starts; it
     leaves the cluster when the jobs end."""
     if ray is None:
-        return run_jobs, workers or default_workers(pick_device(device or "auto")), None
+        if workers is None:
+            workers = default_workers(pick_device(device or "auto"))
+        return run_jobs, workers, None
     cluster = ray_jobs.connect(ray, out_dir, workers, gpu_share)
     return cluster.run_jobs, workers, cluster
 
@@ -661,7 +666,9 @@ def run_headline(
     settings = evaluation_settings(tasks or list(TASKS), quick, overrides)
     run, workers, cluster = job_runner(ray, out_dir, workers, gpu_share, overrides.get("device"))
     methods = list(algos or ALGOS) + (ABLATIONS if ablations else [])
-    progress = Progress(workers or cluster.cpus(), quick, SHARED_WARMSTART)
+    progress = Progress(
+        workers if cluster is None else workers or cluster.cpus(), quick, SHARED_WARMSTART
+    )
     if lock.note:  # a lock taken over, or none to take
         progress.say(lock.note)
     if quick:
@@ -717,7 +724,8 @@ def parser():
         "--workers",
         type=int,
         help="worker processes, one torch thread each (default: 2 on "
-        "the CPU; on CUDA one per job that can run at once, up to 8, sharing the GPU)",
+        "the CPU; on CUDA one per job that can run at once, up to 8, sharing the GPU; 0: every "
+        "job in this process, one after another)",
     )
     p.add_argument(
         "--report",

@@ -44,8 +44,6 @@ import os
 import random
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)  # so that `python lab/exploration.py` finds the reference and the lab
@@ -58,7 +56,7 @@ from config import ConfigError, WriteError, make_task
 from evaluate import load_policy
 from exploration import candidates
 from lab import experiment, ray_jobs, report, tables
-from lab.workers import _worker_init
+from lab.workers import worker_pool
 from metrics import paired_bootstrap_interval
 from rollouts import sample_rollouts
 from tasks import TrainingSet
@@ -275,11 +273,7 @@ def run_measurements(
     where = f"{cluster.cpus()} Ray CPUs" if cluster else f"{workers} workers"
     print(f"measuring {len(jobs)} checkpoints on their training sets ({where})", flush=True)
     t0 = time.time()
-    context = get_context("spawn")
-    if cluster:
-        running = contextlib.nullcontext(cluster)
-    else:
-        running = ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init)
+    running = contextlib.nullcontext(cluster) if cluster else worker_pool(workers)
     with running as pool:
         futures = [(path, pool.submit(fn, *args)) for path, fn, args in jobs]
         for path, future in futures:
@@ -793,7 +787,7 @@ def main(argv=None):
         sizes = {task: overrides(task, args.quick) for task in args.tasks}
         extra = experiment.checked_overrides(args.set, args.tasks, args.methods, per_task=sizes)
         # on Ray: as many jobs at once as the cluster has CPUs, unless --workers says
-        workers = args.workers or (None if args.ray is not None else 2)
+        workers = args.workers if args.workers is not None else None if args.ray is not None else 2
         cluster = None
         if args.ray is not None:  # one cluster for the training and the measurements
             os.makedirs(out_dir, exist_ok=True)

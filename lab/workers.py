@@ -20,7 +20,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from pathlib import Path
 from typing import NamedTuple
@@ -202,20 +202,53 @@ def _exit_with(parent):
     os._exit(1)
 
 
+class InThisProcess:
+    """--workers 0: each job runs here as it is submitted, with one torch thread as in a worker.
+    Nothing to start (a worker's start imports torch: seconds of CPU), and a debugger or a profiler
+    sees the jobs; Ctrl-C stops the job mid-way, as it stops a worker."""
+
+    def submit(self, fn, *args):
+        future, threads = Future(), torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            future.set_result(fn(*args))
+        except Exception as e:  # a job's error, as a worker's future carries it
+            future.set_exception(e)
+        finally:
+            torch.set_num_threads(threads)
+        return future
+
+    def shutdown(self, wait=True, cancel_futures=False):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def worker_pool(workers):
+    """`workers` processes, started as a job needs one; 0: the jobs run in this process."""
+    if workers == 0:
+        return InThisProcess()
+    return ProcessPoolExecutor(
+        max_workers=workers, mp_context=get_context("spawn"), initializer=_worker_init
+    )
+
+
 def run_jobs(ready, workers, progress):
     """Run the Jobs in `ready` on `workers` processes until none is left or running (a finished
     job's `done` may queue more). Ctrl-C, or a job's error (a full disk: config.WriteError), stops
     every worker at once, mid-job, and is raised again once the jobs that ended with it are done
     (their results stored): a stopped run keeps its last checkpoint, and the same command goes on
     from there."""
-    pool = ProcessPoolExecutor(
-        max_workers=workers, mp_context=get_context("spawn"), initializer=_worker_init
-    )
+    pool = worker_pool(workers)
     running = {}  # future -> (job, start time)
     try:
         while ready or running:
             ready.sort(key=longest_first)
-            while ready and len(running) < workers:
+            while ready and len(running) < max(workers, 1):
                 job = ready.pop(0)
                 running[pool.submit(job.fn, *job.args)] = job, time.time()
             finished, _ = wait(running, timeout=2.0, return_when=FIRST_COMPLETED)
@@ -314,7 +347,7 @@ class Progress:
         self.t0 = time.time()
         self.last = time.time()  # when the last progress line was printed
         self.every = every  # seconds between progress lines
-        self.workers = workers
+        self.workers = workers  # 0: the jobs run in this process
         machine, self.machine_note = machine_scale()
         self.scale = (QUICK_SCALE if quick else 1.0) * machine
         self.shared_warmstart = shared_warmstart
@@ -396,7 +429,7 @@ class Progress:
             for job, seconds in self.pending.items()
             if job not in left
         }
-        return schedule_left(left, waiting, self.workers)
+        return schedule_left(left, waiting, max(self.workers, 1))  # --workers 0: one at a time
 
     def say(self, msg):
         print(f"[{time.time() - self.t0:6.0f}s] {msg}", flush=True)

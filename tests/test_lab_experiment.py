@@ -237,9 +237,9 @@ def test_the_new_method_is_ranked_among_the_board_on_its_problems(tmp_path, caps
             "vpo_loo",
             "--against",
             BOARD,
-            # one worker process: each start costs seconds of CPU
+            # every job in this process: a worker's start costs seconds of CPU
             "--workers",
-            "1",
+            "0",
             "--set",
             f"out_dir={out}",
             f"warmstart_dir={WARMSTART_DIR}",
@@ -306,6 +306,8 @@ def test_a_method_already_on_the_board_runs_as_its_own_row_on_the_tasks_asked(tm
             "vpo",
             "--against",
             BOARD,
+            "--workers",
+            "0",
             "--set",
             f"out_dir={out}",
             f"warmstart_dir={WARMSTART_DIR}",
@@ -407,7 +409,9 @@ def test_a_second_idea_gets_its_own_result_and_the_first_comes_back_from_the_cac
     # the student tree holds no answer of exercise (b)
     every = "(rewards[:, :, None] * weights[:, None, :, None]).sum(-1)"
     command = [sys.executable, "lab/experiment.py", "--quick", "--tasks", "persona", "--algos"]
-    command += ["vpo", "--against", "tests/fixtures/board", "--set", f"out_dir={out}"]
+    # every job in the command's own process: a worker's start costs seconds of CPU
+    command += ["vpo", "--against", "tests/fixtures/board", "--workers", "0"]
+    command += ["--set", f"out_dir={out}"]
     command += [f"warmstart_dir={ws}"]
 
     def run(score, *more):

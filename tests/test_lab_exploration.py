@@ -55,7 +55,8 @@ def smaller(tmp_path_factory):
 def quick_run(tmp_path_factory, smaller):
     """One quick experiment on code, every method, shared by the tests below."""
     out = tmp_path_factory.mktemp("quick") / "exploration"
-    argv = ["--quick", "--seeds", "0", "--tasks", "code", "--workers", "2", "--out", str(out)]
+    # every job in this process: a worker's start costs seconds of CPU
+    argv = ["--quick", "--seeds", "0", "--tasks", "code", "--workers", "0", "--out", str(out)]
     exploration.main(argv + ["--set", *smaller])
     return out
 
@@ -85,7 +86,7 @@ def test_methods_trains_and_measures_only_those_beside_another_folder(quick_run,
     """--methods trains and measures only those; --against lends the other folder's starting
     point (measured there, not again here) and its other methods, marked as its own."""
     out = tmp_path / "subset"
-    argv = ["--quick", "--seeds", "0", "--tasks", "code", "--workers", "1", "--out", str(out)]
+    argv = ["--quick", "--seeds", "0", "--tasks", "code", "--workers", "0", "--out", str(out)]
     argv += ["--methods", "ucb_con", "--set", "explore_coef=1.0", *smaller]
     argv += ["--against", str(quick_run)]
     exploration.main(argv)

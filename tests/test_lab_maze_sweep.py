@@ -11,7 +11,9 @@ import pytest
 from lab import experiment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "lab"))
+sys.path.append(
+    os.path.join(ROOT, "lab")
+)  # after the root: lab/exploration.py is not exploration.py
 
 
 def test_the_sweep_reads_an_experiments_result_files(tmp_path, monkeypatch):
@@ -25,7 +27,18 @@ def test_the_sweep_reads_an_experiments_result_files(tmp_path, monkeypatch):
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(ROOT)  # where the experiment command runs: configs/ and bases/ are relative
         experiment.main(
-            ["--quick", "--tasks", "maze", "--seeds", "0", "--algos", "grpo", "vpo"]
+            [
+                "--quick",
+                "--tasks",
+                "maze",
+                "--seeds",
+                "0",
+                "--algos",
+                "grpo",
+                "vpo",
+                "--workers",
+                "0",
+            ]
             + ["--set", f"out_dir={out_dir}", *smaller]
         )
     rows = maze_sweep.load([str(out_dir)])

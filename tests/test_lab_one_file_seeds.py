@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "lab"))
+sys.path.append(
+    os.path.join(ROOT, "lab")
+)  # after the root: lab/exploration.py is not exploration.py
 
 import one_file_seeds  # noqa: E402
 

@@ -4,6 +4,7 @@ result files are byte for byte the local pool's (lab/same_results.differences); 
 mid-run and the experiment still ends with the same files, the run resumed from its checkpoint with
 each step logged once; a job's own error stops the command in one line; a node that cannot see
 out_dir is refused before any job starts; without Ray, --ray is one line naming the pip command.
+The same slice with --workers 0 (every job in the command's own process) writes the same files too.
 One cluster serves the module (starting one takes ~20 s on the 2-core VM)."""
 
 import contextlib
@@ -106,6 +107,15 @@ def test_the_slice_on_two_nodes_writes_the_local_pools_files(
     out = run_on_ray(cluster[0], tmp_path, monkeypatch)
     assert differences(str(local_run), str(out)) == []
     assert not os.path.exists(os.path.join(out, "runs", "persona-grpo-s0", ray_jobs.ATTEMPT_FILE))
+
+
+def test_workers_0_runs_the_slice_in_this_process_and_writes_the_pools_files(
+    local_run, tmp_path, monkeypatch
+):
+    """--workers 0: every job in the command's own process, one after another: the same files."""
+    monkeypatch.chdir(tmp_path)
+    experiment.run_headline(dict(SETTINGS), workers=0, **SLICE)
+    assert differences(str(local_run), str(tmp_path / "out")) == []
 
 
 def test_a_jobs_own_error_stops_the_command_with_it(cluster, tmp_path, monkeypatch):

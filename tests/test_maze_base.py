@@ -17,7 +17,9 @@ from runfiles import model_from_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = os.path.join(ROOT, "bases", "maze.pt")
-sys.path.insert(0, os.path.join(ROOT, "lab"))
+sys.path.append(
+    os.path.join(ROOT, "lab")
+)  # after the root: lab/exploration.py is not exploration.py
 
 
 def test_the_base_navigates_training_mazes():
