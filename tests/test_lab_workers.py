@@ -21,7 +21,7 @@ from lab.workers import (
 @pytest.fixture(autouse=True)
 def avx512(monkeypatch):
     """The recorded run is the reference VM's: its expectations are EXPECTED_S as they stand."""
-    monkeypatch.setattr(workers, "machine_scale", lambda: (1.0, "the reference VM"))
+    monkeypatch.setattr(workers, "machine_scale", lambda budget_s: (1.0, "the reference VM"))
 
 
 # The default experiment (python train.py: seed 0; persona, code and persona_collinear; GRPO and
@@ -200,11 +200,13 @@ def test_the_first_estimate_is_scaled_by_a_measured_forward(monkeypatch):
     EXPECTED_S; the measurement itself takes about the second it is given."""
     monkeypatch.setattr(workers, "machine_scale", machine_scale)  # the real one, not the fixture's
     assert 0 < workers.forward_seconds(budget_s=0.05) < 1.0
-    monkeypatch.setattr(workers, "forward_seconds", lambda: 2 * workers.REFERENCE_FORWARD_S)
+    monkeypatch.setattr(
+        workers, "forward_seconds", lambda budget_s: 2 * workers.REFERENCE_FORWARD_S
+    )
     scale, note = machine_scale()
     assert scale == pytest.approx(2.0) and "2.0x" in note
     slow = Progress(workers=2, quick=False, shared_warmstart=SHARED_WARMSTART)
-    monkeypatch.setattr(workers, "forward_seconds", lambda: workers.REFERENCE_FORWARD_S)
+    monkeypatch.setattr(workers, "forward_seconds", lambda budget_s: workers.REFERENCE_FORWARD_S)
     fast = Progress(workers=2, quick=False, shared_warmstart=SHARED_WARMSTART)
     assert slow.expected("warm", ("code", 0)) == pytest.approx(
         2 * fast.expected("warm", ("code", 0))
