@@ -140,24 +140,27 @@ def interrupt_at_first_checkpoint(command, env, ckpt):
     return output
 
 
-def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
+def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path, capsys):
+    """Ctrl-C in a command of its own; the same command then runs twice more in the test's own
+    process (what carries over is on disk: another process is all a second command needs)."""
     out = tmp_path / "exp"
     run = out / "runs" / "code-vpo-s0"
     # the run is stopped at its first checkpoint (step 2) until Ctrl-C is sent; the 18 steps left
     # outlast the command's reaction to it (with 4 left, the run sometimes finished first)
     settings = [f"out_dir={out}", "steps=20", "ckpt_every=2", "eval_every=0"]
-    experiment_py = os.path.join(ROOT, "lab", "experiment.py")
-    command = [sys.executable, experiment_py, "--quick", "--tasks", "code", "--algos", "vpo"]
+    settings += [f"warmstart_dir={WARMSTART_DIR}"]  # the quick warm start the other tests use
     # one worker process: each start costs seconds of CPU, and Ctrl-C stops one as it stops two
-    command += ["--workers", "1", "--set", *settings]
+    argv = ["--quick", "--tasks", "code", "--algos", "vpo", "--workers", "1", "--set", *settings]
+    command = [sys.executable, os.path.join(ROOT, "lab", "experiment.py"), *argv]
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
     output = interrupt_at_first_checkpoint(command, env, run / "ckpt.pt")
     assert "kept 0 finished run(s), 1 unfinished run(s)" in output.splitlines()[-1]
     assert not (run / "final.pt").exists()
 
-    again = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert "resuming unfinished run" in again.stdout
+    capsys.readouterr()
+    experiment.main(argv)  # ends without SystemExit: it succeeded
+    again = capsys.readouterr()
+    assert "resuming unfinished run" in again.out
     assert "resumed from step" in (run / "log.txt").read_text()
     logged = (run / "metrics.jsonl").read_text().splitlines()
     steps = [json.loads(line)["step"] for line in logged if '"train"' in line]
@@ -175,14 +178,11 @@ def test_ctrl_c_keeps_what_was_done_and_the_same_command_continues(tmp_path):
         and records["vpo"]["search"]["children_per_call"] == 1
     )
     assert records[warm_start_row(3)]["m"] == 3 and records["optimum"]["pools"]["pass_at_k"][-1] > 0
-    assert "RL learns" in again.stdout and "leaderboard.png" in again.stdout
+    assert "RL learns" in again.out and "leaderboard.png" in again.out
 
-    third = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
-    assert (
-        third.returncode == 0
-        and "reusing finished run" in third.stdout
-        and "trained" not in third.stdout
-    )
+    experiment.main(argv)
+    third = capsys.readouterr().out
+    assert "reusing finished run" in third and "trained" not in third
 
 
 def _differences(task, a, b, quick=False):
