@@ -690,6 +690,7 @@ def draw(rows, path, case_name="conflict"):
     ax.set_title(f"Where each expected update leads on the {case_name} case")
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
+    fig.set_layout_engine(None)  # laid out: savefig need not draw it twice
     fig.savefig(path, dpi=120)
 
 
@@ -1074,6 +1075,7 @@ def draw_sequential(rows, path, m=SEQUENTIAL_SETS[0]):
     fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=9)
     fig.suptitle(f"Per-answer credit on sets of {m} (lines: the optimum of E[R])", fontsize=11)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.set_layout_engine(None)  # laid out: savefig need not draw it twice
     fig.savefig(path, dpi=120)
 
 

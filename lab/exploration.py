@@ -710,6 +710,7 @@ def draw(found, tasks, seeds, path, borrowed=()):
         )
         row[0].legend(fontsize=8)
     fig.tight_layout()
+    fig.set_layout_engine(None)  # laid out: savefig need not draw it twice
     runfiles.save_figure(fig, path, dpi=110)
     plt.close(fig)
 

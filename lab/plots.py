@@ -78,6 +78,7 @@ def _mark(fig, smoke):
 
 def _save(fig, path, **layout):
     fig.tight_layout(**layout)
+    fig.set_layout_engine(None)  # laid out: savefig need not draw it twice
     runfiles.save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
