@@ -37,7 +37,7 @@ import torch
 
 from config import ConfigError
 from grpo import grpo_advantages
-from rollouts import sample_rollouts
+from rollouts import sample_rollouts, solves
 from tasks import TrainingSet
 from vpo import leave_one_out_advantages
 
@@ -176,15 +176,6 @@ def candidates(task, rng, count):
         out += batch
         if len(out) >= count:
             return out[:count]
-
-
-def solves(task, problem, rewards):
-    """rewards (..., D) of answers to one problem -> (...) bools, task.solved of each; a zero
-    vector (unparsed, repeated) never solves, so task.solved (which can be costly) is not asked."""
-    solved = torch.zeros(rewards.shape[:-1], dtype=torch.bool)
-    for index in (rewards.sum(-1) > 0).nonzero().tolist():
-        solved[tuple(index)] = bool(task.solved(problem, rewards[tuple(index)].numpy()))
-    return solved
 
 
 def solved_within(policy, task, answers, seed):

@@ -52,7 +52,7 @@ from evaluate import heldout_look
 from figures import report_run
 from model import Tokenizer
 from policy import Policy
-from rollouts import max_completion_tokens, sample_rollouts
+from rollouts import max_completion_tokens, sample_rollouts, solves
 from tasks import ParentTask, TrainingSet
 from warmstart import padded_demos, replay_loss, warm_start, warmstart_path
 
@@ -441,7 +441,7 @@ def trained_scalar(run, batch, scalar):
     if not run.cfg["outcome_reward"]:
         return scalar
     rewards = batch["rewards"]  # (P, G, m, D)
-    solved = [exploration.solves(run.task, p, rewards[i]) for i, p in enumerate(batch["problems"])]
+    solved = [solves(run.task, p, rewards[i]) for i, p in enumerate(batch["problems"])]
     return torch.stack(solved).float()  # (P, G, m)
 
 
