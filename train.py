@@ -720,10 +720,10 @@ def train(cfg):
         model, tok, cfg, device=device, answers_per_rollout=answers_per_rollout(cfg)
     )
     run = make_run(cfg, task, policy, rank=rank, world=world)
-    first_step = runfiles.restore(run, files)
     last_eval = None  # the held-out look at the last step (None: a resumed run had it already)
     if not files.resume:
         last_eval = evaluate_heldout(run, files, 0)
+    first_step = runfiles.restore(run, files)
     for step in range(first_step, cfg["steps"] + 1):
         metrics, batch = rl_step(run)
         runfiles.log_step(files, run, step, metrics=metrics, batch=batch)
