@@ -373,7 +373,7 @@ def rl_step(run):
         "sample_s": t_sample,
         "step_s": time.time() - t0,
     }
-    return distributed.reduce_metrics(metrics, run.world, run.policy.device), batch
+    return metrics, batch
 
 
 def sample_round(run):
