@@ -57,7 +57,7 @@ from evaluate import load_policy
 from exploration import candidates
 from lab import experiment, ray_jobs, report, tables
 from lab.workers import worker_pool
-from metrics import paired_bootstrap_interval
+from lab.report import paired_bootstrap_interval
 from rollouts import sample_rollouts
 from tasks import TrainingSet
 
@@ -424,7 +424,7 @@ def sampling_table(found, task, seeds, borrowed=(), against=None):
 def pooled_interval(per_seed, num_resamples=10_000, level=0.95, seed=0):
     """Paired differences, one array per seed, of different lengths -> (their pooled mean, low,
     high): a percentile bootstrap that draws seeds, and inside each drawn seed its problems, with
-    replacement, every problem weighing the same (metrics.paired_bootstrap_interval when the seeds
+    replacement, every problem weighing the same (report.paired_bootstrap_interval when the seeds
     have equally many). None when there is no difference at all."""
     per_seed = [np.asarray(d, dtype=float) for d in per_seed if len(d)]
     if not per_seed:
