@@ -54,10 +54,10 @@ import torch
 import runfiles
 from config import ConfigError, WriteError, make_task
 from evaluate import load_policy
-from exploration import candidates
+from exploration import candidate_batches
 from lab import experiment, ray_jobs, report, tables
-from lab.workers import worker_pool
 from lab.report import paired_bootstrap_interval
+from lab.workers import worker_pool
 from rollouts import sample_rollouts
 from tasks import TrainingSet
 
@@ -133,6 +133,16 @@ def sample_answers(path, task, problems, answers_per_problem, seed, m=None):
                 }
             )
     return out
+
+
+def candidates(task, rng, count):
+    """The first `count` candidates of exploration.candidate_batches: the problems a screened
+    set's positions name."""
+    out = []
+    for batch in candidate_batches(task, rng):
+        out += batch
+        if len(out) >= count:
+            return out[:count]
 
 
 def training_problems(cfg):
