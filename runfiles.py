@@ -133,8 +133,7 @@ def read_source(run_dir):
         return None
 
 
-# ---- Writes that leave every file whole: a full disk (or a failing one) stops a command in one
-# line, and what was on disk before stays as it was ----
+# ---- Writes that leave every file whole: a full or failing disk stops a command in one line ----
 
 
 @contextlib.contextmanager

@@ -225,8 +225,8 @@ def sft_lr_at(cfg, step):
 
 
 def warm_start(cfg, task, tok, device, log):
-    """The warm-start model: loaded from warmstart_from or the cache, else trained and cached. One
-    process trains a warm start: another that needs the same one waits for it, then loads it."""
+    """(model, path): loaded from warmstart_from or the cache, else trained and cached; while one
+    process trains a warm start, another that needs it waits on its lock, then loads it."""
     path = cfg["warmstart_from"] or warmstart_path(cfg)
     lock = None
     if not cfg["warmstart_from"] and not os.path.exists(path):
