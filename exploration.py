@@ -37,7 +37,7 @@ import torch
 
 from config import ConfigError
 from grpo import grpo_advantages
-from rollouts import sample_rollouts
+from rollouts import sample_rollouts, solves
 from tasks import TrainingSet
 from vpo import leave_one_out_advantages
 
@@ -163,28 +163,9 @@ SCREEN_SEED = 1_000_003
 
 def candidate_batches(task, rng):
     """Candidate training problems drawn from rng, SCREEN_BATCH at a time, without end: the one
-    sequence ScreenedTrainingSet screens and `candidates` draws again."""
+    sequence ScreenedTrainingSet screens (and lab/exploration.py draws again)."""
     while True:
         yield task.problems("train", SCREEN_BATCH, rng)
-
-
-def candidates(task, rng, count):
-    """The first `count` candidates of candidate_batches (so a screened set's positions name the
-    same problems again)."""
-    out = []
-    for batch in candidate_batches(task, rng):
-        out += batch
-        if len(out) >= count:
-            return out[:count]
-
-
-def solves(task, problem, rewards):
-    """rewards (..., D) of answers to one problem -> (...) bools, task.solved of each; a zero
-    vector (unparsed, repeated) never solves, so task.solved (which can be costly) is not asked."""
-    solved = torch.zeros(rewards.shape[:-1], dtype=torch.bool)
-    for index in (rewards.sum(-1) > 0).nonzero().tolist():
-        solved[tuple(index)] = bool(task.solved(problem, rewards[tuple(index)].numpy()))
-    return solved
 
 
 def solved_within(policy, task, answers, seed):
@@ -205,7 +186,7 @@ class ScreenedTrainingSet(TrainingSet):
     `solved` (a function: problems -> bools, e.g. solved_within's) says the start solves, the rest
     ones it does not, taken in the order candidates are drawn (repeats skipped). Visited in epochs
     like TrainingSet; its state also names each problem's place among the candidates, so the set
-    can be drawn again without the policy (`candidates`)."""
+    can be drawn again without the policy (candidate_batches)."""
 
     def __init__(self, task, size, rng, solved, solvable_share):
         wanted = {True: round(size * solvable_share)}

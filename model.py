@@ -22,10 +22,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# ---- Tokenizer: the 256 bytes (no merges) and our special tokens, via tiktoken (works offline)
-# ----
-# "numbers" adds one token per "00".."99": a number below 100 is one choice, not a tens and a units
-# digit
+# ---- Tokenizer: the 256 bytes (no merges) and our special tokens, via tiktoken (offline) ----
+# "numbers" adds one token per "00".."99": a number below 100 is one choice, not two digits
 
 # bos, prompt->answer, answer->answer, end
 SPECIAL_TOKENS = ["<|bos|>", "<|answer|>", "<|sep|>", "<|eos|>"]

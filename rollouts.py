@@ -48,6 +48,15 @@ def score_answers(task, problem, answers, m, as_written=False, memo=None):
     return rows
 
 
+def solves(task, problem, rewards):
+    """rewards (..., D) of answers to one problem -> (...) bools, task.solved of each; a zero
+    vector (unparsed, repeated) never solves, so task.solved (which can be costly) is not asked."""
+    solved = torch.zeros(rewards.shape[:-1], dtype=torch.bool)
+    for index in (rewards.sum(-1) > 0).nonzero().tolist():
+        solved[tuple(index)] = bool(task.solved(problem, rewards[tuple(index)].numpy()))
+    return solved
+
+
 def max_completion_tokens(task, m):
     """The longest completion sampling allows: m answers, each with its separator or end token."""
     return m * task.max_answer_tokens + 1

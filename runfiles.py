@@ -27,6 +27,7 @@ import time
 import torch
 import yaml
 
+import distributed
 import tracking
 from config import EVALUATION, ConfigError, WriteError, trackers
 from model import GPT, GPTConfig, Tokenizer
@@ -132,8 +133,7 @@ def read_source(run_dir):
         return None
 
 
-# ---- Writes that leave every file whole: a full disk (or a failing one) stops a command in one
-# line, and what was on disk before stays as it was ----
+# ---- Writes that leave every file whole: a full or failing disk stops a command in one line ----
 
 
 @contextlib.contextmanager
@@ -571,6 +571,8 @@ class RunFiles:
 def log_step(files, run, step, metrics, batch):
     """metrics.jsonl, timing.jsonl, the console line and, every 25 steps, a few rollouts."""
     cfg = run.cfg
+    # under torchrun, the whole batch's: each metric's mean over the ranks (alone: as it is)
+    metrics = distributed.reduce_metrics(metrics, run.world, run.policy.device)
     timing = {"step": step, "sample_s": metrics.pop("sample_s"), "step_s": metrics.pop("step_s")}
     timing["tokens_per_s"] = metrics["tokens"] / timing["step_s"]
     if cfg["peak_tflops"] > 0:  # ~2N FLOPs per sampled token, 6N per trained token

@@ -2,7 +2,7 @@
 Curves while a run trains: each metrics.jsonl line, as it is written, also goes to TensorBoard or
 trackio (report_to), so many runs sit side by side in one view. Off by default; a student can skip
 this file. runfiles.RunFiles feeds it on rank 0 only; the lab sends it the finished runs it reuses
-(show_finished), so they join the view too.
+(lab/experiment.show_finished), so they join the view too.
 
 Where: one folder for many runs, report_dir, by default `tracking/` beside the run's folder (out/
 for train.py's runs, <out_dir>/runs/ for a lab command's), holding tensorboard/<run>/ and trackio/
@@ -22,8 +22,6 @@ import json
 import os
 import shutil
 import sys
-
-import yaml
 
 from config import ConfigError, trackers
 
@@ -156,15 +154,3 @@ class Tracking:
     def close(self):
         for tracker in self.trackers:
             tracker.close()
-
-
-def show_finished(cfg):
-    """A finished run that the lab reuses instead of training it again: its whole metrics.jsonl to
-    report_to's trackers, beside the runs trained now (nothing when report_to is none)."""
-    if not trackers(cfg["report_to"]):
-        return
-    out_dir = cfg["out_dir"]
-    with open(os.path.join(out_dir, "config.yaml")) as f:
-        shown = Tracking(cfg, out_dir, yaml.safe_load(f))
-    shown.replay(os.path.join(out_dir, "metrics.jsonl"))
-    shown.close()

@@ -52,7 +52,7 @@ from evaluate import heldout_look
 from figures import report_run
 from model import Tokenizer
 from policy import Policy
-from rollouts import max_completion_tokens, sample_rollouts
+from rollouts import max_completion_tokens, sample_rollouts, solves
 from tasks import ParentTask, TrainingSet
 from warmstart import padded_demos, replay_loss, warm_start, warmstart_path
 
@@ -263,29 +263,19 @@ def answers_per_rollout(cfg):
 
 
 def resolve_config(path=None, overrides=(), base=None):
-    """DEFAULTS <- YAML file <- key=value overrides, checked (config.py): ConfigError, one line."""
+    """DEFAULTS <- YAML file <- key=value overrides, checked (config.py, then check_settings):
+    ConfigError, one line."""
     cfg = config.resolve(
         DEFAULTS, ADVANTAGES, path, overrides=overrides, base=base, samplers=vpo.WEIGHT_SAMPLERS
     )
-    check_outcome_reward(cfg)
-    check_vpo_credit(cfg)
-    if cfg["train_screen_answers"] < 0:
-        raise ConfigError("train_screen_answers must be >= 0 (0: no screening)")
-    if cfg["train_screen_answers"] and not cfg["train_problems"]:
-        raise ConfigError("train_screen_answers screens a finite training set: set train_problems")
-    if not 0 <= cfg["train_solvable_share"] <= 1:
-        raise ConfigError("train_solvable_share must be in [0, 1]")
-    if cfg["explore_bonus_at"] not in ("after", "before"):
-        raise ConfigError(
-            f"explore_bonus_at must be 'after' or 'before' (the z-score), not "
-            f"'{cfg['explore_bonus_at']}'"
-        )
+    check_settings(cfg)
     return cfg
 
 
-def check_outcome_reward(cfg):
-    """outcome_reward replaces the scalar an advantage reads, so it refuses what it cannot replace.
-    (Here, not in config.py: config.py's code is part of every cached warm start's key.)"""
+def check_settings(cfg):
+    """The settings of exploration, the outcome reward and VPO's credit, checked here, not in
+    config.py: config.py's code is part of every cached warm start's key."""
+    # outcome_reward replaces the scalar an advantage reads: it refuses what it cannot replace
     if cfg["outcome_reward"] and ADVANTAGES[cfg["algo"]].reads_vector:
         raise ConfigError(
             f"outcome_reward does not apply to {cfg['algo']}: its advantage reads the reward "
@@ -296,11 +286,7 @@ def check_outcome_reward(cfg):
             "outcome_reward trains on the outcome alone: format_coef would add a reward for "
             "answers that parse (set format_coef=0)"
         )
-
-
-def check_vpo_credit(cfg):
-    """vpo_credit names one of vpo.CREDITS, and only VPO reads it (config.py's code keys every
-    cached warm start, so this check sits here); DAPO's resampling reads one advantage a rollout."""
+    # only VPO reads vpo_credit; DAPO's resampling reads one advantage a rollout
     if cfg["vpo_credit"] not in vpo.CREDITS:
         credits = ", ".join(vpo.CREDITS)
         raise ConfigError(f"vpo_credit must be one of {credits}, got '{cfg['vpo_credit']}'")
@@ -308,6 +294,17 @@ def check_vpo_credit(cfg):
         raise ConfigError(
             f"vpo_credit={cfg['vpo_credit']} pays VPO's answers one by one: it needs algo=vpo and "
             f"dynamic_sampling=0 (here {cfg['algo']} and {cfg['dynamic_sampling']})"
+        )
+    if cfg["train_screen_answers"] < 0:
+        raise ConfigError("train_screen_answers must be >= 0 (0: no screening)")
+    if cfg["train_screen_answers"] and not cfg["train_problems"]:
+        raise ConfigError("train_screen_answers screens a finite training set: set train_problems")
+    if not 0 <= cfg["train_solvable_share"] <= 1:
+        raise ConfigError("train_solvable_share must be in [0, 1]")
+    if cfg["explore_bonus_at"] not in ("after", "before"):
+        raise ConfigError(
+            f"explore_bonus_at must be 'after' or 'before' (the z-score), not "
+            f"'{cfg['explore_bonus_at']}'"
         )
 
 
@@ -373,7 +370,7 @@ def rl_step(run):
         "sample_s": t_sample,
         "step_s": time.time() - t0,
     }
-    return distributed.reduce_metrics(metrics, run.world, run.policy.device), batch
+    return metrics, batch
 
 
 def sample_round(run):
@@ -441,7 +438,7 @@ def trained_scalar(run, batch, scalar):
     if not run.cfg["outcome_reward"]:
         return scalar
     rewards = batch["rewards"]  # (P, G, m, D)
-    solved = [exploration.solves(run.task, p, rewards[i]) for i, p in enumerate(batch["problems"])]
+    solved = [solves(run.task, p, rewards[i]) for i, p in enumerate(batch["problems"])]
     return torch.stack(solved).float()  # (P, G, m)
 
 
@@ -720,10 +717,10 @@ def train(cfg):
         model, tok, cfg, device=device, answers_per_rollout=answers_per_rollout(cfg)
     )
     run = make_run(cfg, task, policy, rank=rank, world=world)
-    first_step = runfiles.restore(run, files)
     last_eval = None  # the held-out look at the last step (None: a resumed run had it already)
     if not files.resume:
         last_eval = evaluate_heldout(run, files, 0)
+    first_step = runfiles.restore(run, files)
     for step in range(first_step, cfg["steps"] + 1):
         metrics, batch = rl_step(run)
         runfiles.log_step(files, run, step, metrics=metrics, batch=batch)

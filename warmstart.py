@@ -225,8 +225,8 @@ def sft_lr_at(cfg, step):
 
 
 def warm_start(cfg, task, tok, device, log):
-    """The warm-start model: loaded from warmstart_from or the cache, else trained and cached. One
-    process trains a warm start: another that needs the same one waits for it, then loads it."""
+    """(model, path): loaded from warmstart_from or the cache, else trained and cached; while one
+    process trains a warm start, another that needs it waits on its lock, then loads it."""
     path = cfg["warmstart_from"] or warmstart_path(cfg)
     lock = None
     if not cfg["warmstart_from"] and not os.path.exists(path):
@@ -236,21 +236,15 @@ def warm_start(cfg, task, tok, device, log):
         if lock.note:
             log(f"warm start: {lock.note}")
     try:
-        return cached_or_trained(cfg, task, tok, device=device, log=log, path=path)
-    finally:
-        if lock:
-            lock.release()
-
-
-def cached_or_trained(cfg, task, tok, device, log, path):
-    """warm_start's model, once no other process is training it."""
-    saved = None  # the cached or given warm start (a missing warmstart_from fails loudly here)
-    if cfg["warmstart_from"] or os.path.exists(path):
-        saved = runfiles.load_checkpoint(path)
-    # the initial weights come from the seed alone, not from what this process drew before
-    torch.manual_seed(cfg["seed"])
-    model = build_model(cfg["model"], cfg["block_size"], tok.vocab_size, device=device)
-    if saved is not None:
+        saved = None  # the cached or given warm start (a missing warmstart_from fails loudly here)
+        if cfg["warmstart_from"] or os.path.exists(path):  # another process may have cached it
+            saved = runfiles.load_checkpoint(path)
+        # the initial weights come from the seed alone, not from what this process drew before
+        torch.manual_seed(cfg["seed"])
+        model = build_model(cfg["model"], cfg["block_size"], tok.vocab_size, device=device)
+        if saved is None:
+            train_and_cache(model, cfg, task, tok=tok, log=log, path=path)
+            return model, path
         if saved["model_config"] != vars(model.cfg):
             raise ConfigError(
                 f"{path} holds a model of {saved['model_config']}, the settings ask for "
@@ -259,17 +253,21 @@ def cached_or_trained(cfg, task, tok, device, log, path):
         model.load_state_dict(saved["model"])
         log(f"warm start: loaded cached {path}")
         return model, path
+    finally:
+        if lock:
+            lock.release()
+
+
+def train_and_cache(model, cfg, task, tok, log, path):
+    """supervised_steps, then the warm start saved at `path` for every run that needs it."""
     t0 = time.time()
     supervised_steps(model, cfg, task, tok=tok, log=log)
-    with runfiles.writing(cfg["warmstart_dir"]):
-        os.makedirs(cfg["warmstart_dir"], exist_ok=True)
     state = {"model": model.state_dict(), "model_config": vars(model.cfg), "config": cfg}
     runfiles.atomic_save({**state, "source": warmstart_source()}, path)
     log(
         f"warm start: trained in {time.time() - t0:.0f}s, cached in {path} (runs with this task, "
         "seed and warm-start settings load it)"
     )
-    return model, path
 
 
 def supervised_steps(model, cfg, task, tok, log):

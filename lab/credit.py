@@ -11,7 +11,7 @@ TASK-METHOD-sSEED under DIR/runs/. What result files lack, the share of valid an
 of a set, is measured here from the run folders' final checkpoints and their warm starts, on the
 pools' own held-out problems and draws (with best@30 and pass@30 of the same pools). Every
 difference comes with its paired 95% interval over seeds and problems
-(metrics.paired_bootstrap_interval) on the seeds both hold: against the committed board (VPO, GRPO,
+(report.paired_bootstrap_interval) on the seeds both hold: against the committed board (VPO, GRPO,
 the warm start asked for sets of 3) for lab/experiment.py's result files, and against the run
 named vpo_set (vpo_credit=set) for the measured pools.
 Deliberately left out: the search on code (its cost did not fit the session).
@@ -33,8 +33,11 @@ import yaml  # noqa: E402
 import evaluate  # noqa: E402
 from config import EVALUATION, make_task  # noqa: E402
 from lab.experiment import CREDIT_FORMS  # noqa: E402
-from lab.report import load_records, verdict  # noqa: E402
-from metrics import paired_bootstrap_interval  # noqa: E402
+from lab.report import (  # noqa: E402
+    load_records,
+    paired_bootstrap_interval,  # noqa: E402
+    verdict,
+)
 
 BOARD = os.path.join(HERE, "docs", "figures", "leaderboard")
 BASELINES = {"VPO": "vpo", "GRPO": "grpo", "the warm start": "warm_start_m3"}

@@ -42,6 +42,7 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 
 import numpy as np
+import yaml
 
 import config
 import evolve
@@ -449,7 +450,7 @@ class Headline:
                 status = self.run_status(cfg)
                 if status == "finished":
                     self.progress.say(f"reusing finished run {cfg['out_dir']}")
-                    tracking.show_finished(cfg)  # its curves beside those trained now (report_to)
+                    show_finished(cfg)  # its curves beside those trained now (report_to)
                     self.run_trained(key, cfg["out_dir"])
                     continue
                 cfg["resume"] = status == "unfinished"
@@ -588,6 +589,18 @@ class Headline:
             f"evaluation in {self.out_dir}/; the same command continues from there",
             flush=True,
         )
+
+
+def show_finished(cfg):
+    """A finished run that the lab reuses instead of training it again: its whole metrics.jsonl to
+    report_to's trackers, beside the runs trained now (nothing when report_to is none)."""
+    if not config.trackers(cfg["report_to"]):
+        return
+    out_dir = cfg["out_dir"]
+    with open(os.path.join(out_dir, "config.yaml")) as f:
+        shown = tracking.Tracking(cfg, out_dir, yaml.safe_load(f))
+    shown.replay(os.path.join(out_dir, "metrics.jsonl"))
+    shown.close()
 
 
 def evaluation_settings(tasks, quick, overrides):

@@ -54,10 +54,10 @@ import torch
 import runfiles
 from config import ConfigError, WriteError, make_task
 from evaluate import load_policy
-from exploration import candidates
+from exploration import candidate_batches
 from lab import experiment, ray_jobs, report, tables
+from lab.report import paired_bootstrap_interval
 from lab.workers import worker_pool
-from metrics import paired_bootstrap_interval
 from rollouts import sample_rollouts
 from tasks import TrainingSet
 
@@ -133,6 +133,16 @@ def sample_answers(path, task, problems, answers_per_problem, seed, m=None):
                 }
             )
     return out
+
+
+def candidates(task, rng, count):
+    """The first `count` candidates of exploration.candidate_batches: the problems a screened
+    set's positions name."""
+    out = []
+    for batch in candidate_batches(task, rng):
+        out += batch
+        if len(out) >= count:
+            return out[:count]
 
 
 def training_problems(cfg):
@@ -424,7 +434,7 @@ def sampling_table(found, task, seeds, borrowed=(), against=None):
 def pooled_interval(per_seed, num_resamples=10_000, level=0.95, seed=0):
     """Paired differences, one array per seed, of different lengths -> (their pooled mean, low,
     high): a percentile bootstrap that draws seeds, and inside each drawn seed its problems, with
-    replacement, every problem weighing the same (metrics.paired_bootstrap_interval when the seeds
+    replacement, every problem weighing the same (report.paired_bootstrap_interval when the seeds
     have equally many). None when there is no difference at all."""
     per_seed = [np.asarray(d, dtype=float) for d in per_seed if len(d)]
     if not per_seed:

@@ -31,8 +31,7 @@ import numpy as np
 import evaluate
 import maze
 from config import make_task
-from lab.report import fmt_interval, verdict, warm_start_answers
-from metrics import paired_bootstrap_interval
+from lab.report import fmt_interval, paired_bootstrap_interval, verdict, warm_start_answers
 
 ADOPTED_KL = 0.001  # configs/maze.yaml's, the paper's
 DRAWN = ("warm_start", "grpo", "vpo", "max_at_k", "multi_rlvr")  # routes.png's columns

@@ -4,7 +4,7 @@ answers in it) once as it is and once with one line changed, as you would change
 seeds, and compare the two. Each run is `python grpo_vs_vpo.py --seed S --out FILE.json`, one at a
 time; its JSON (per held-out problem numbers, and the sha256 of the text it trained) and its printed
 log go under out/one_file/ (NAME/ for an experiment). The tables give means and 95% paired bootstrap
-intervals over seeds and problems (metrics.paired_bootstrap_interval).
+intervals over seeds and problems (report.paired_bootstrap_interval).
 
     python lab/one_file_seeds.py --experiment no_kl     # your file and KL_COEF = 0.0, seeds 0 1 2
     python lab/one_file_seeds.py --experiment no_kl --seeds 0 --set RL_STEPS=50   # a quicker look
@@ -47,8 +47,8 @@ import numpy as np
 import train
 from config import make_task
 from evaluate import evaluate_checkpoint, heldout_weights
-from lab.report import fmt_interval, verdict
-from metrics import max_at_k, paired_bootstrap_interval, scalarized_best_at_k
+from lab.report import fmt_interval, paired_bootstrap_interval, verdict
+from metrics import max_at_k, scalarized_best_at_k
 from runfiles import load_checkpoint
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -38,7 +38,7 @@ sys.path.insert(0, HERE)  # so that `python lab/placement.py` finds the referenc
 
 import numpy as np  # noqa: E402
 
-from metrics import paired_bootstrap_interval  # noqa: E402
+from lab.report import paired_bootstrap_interval  # noqa: E402
 
 TASKS = ("persona", "maze")
 PLACES = {

@@ -13,13 +13,13 @@ Deliberately left out: significance tests beyond the bootstrap, multiple-compari
 
 import glob
 import json
+import operator
 import os
 import re
 
 import numpy as np
 
 from lab import oracle
-from metrics import paired_bootstrap_interval, rank_correlation_interval
 from runfiles import write_json, writing
 
 # maj@k's two curves only in result files written since evaluate.py reported them (merge keeps a
@@ -583,6 +583,76 @@ def search_points(results):
             }
             points.append((method, seed, point))
     return points
+
+
+def paired_bootstrap_interval(a, b, num_resamples=10_000, level=0.95, seed=0):
+    """(mean of a - b, low, high): a percentile bootstrap interval for the gap between two methods,
+    from paired (seeds, problems) arrays; the seeds and, within each drawn seed, the problems are
+    resampled."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.ndim != 2 or a.shape != b.shape or a.size == 0:
+        raise ValueError(
+            f"a and b must be (seeds, problems) arrays of one shape, got {a.shape} and {b.shape}"
+        )
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("a and b must be finite")
+    if not 0 < level < 1 or operator.index(num_resamples) < 1:
+        raise ValueError(
+            f"need 0 < level < 1 and num_resamples >= 1, got {level} and {num_resamples}"
+        )
+    diff = a - b
+    S, Q = diff.shape
+    rng = np.random.default_rng(seed)
+    stats = []
+    for start in range(0, num_resamples, 1000):  # in chunks: (resamples, S, Q) indices stay small
+        n = min(1000, num_resamples - start)
+        seeds = rng.integers(0, S, size=(n, S))
+        problems = rng.integers(0, Q, size=(n, S, Q))  # drawn anew inside every drawn seed
+        stats.append(diff[seeds[..., None], problems].mean(axis=(1, 2)))
+    low, high = np.quantile(np.concatenate(stats), [(1 - level) / 2, (1 + level) / 2])
+    return float(diff.mean()), float(low), float(high)
+
+
+def spearman(x, y) -> float:
+    """Spearman's rank correlation (ties share their mean rank); nan when either side is
+    constant."""
+
+    def ranks(v):
+        v = np.asarray(v, dtype=float)
+        r = np.empty(len(v))
+        r[v.argsort(kind="stable")] = np.arange(len(v))
+        for value in np.unique(v):  # ties share the mean of their ranks
+            r[v == value] = r[v == value].mean()
+        return r
+
+    rx, ry = ranks(x), ranks(y)
+    if rx.std() == 0 or ry.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def rank_correlation_interval(x, y, groups, num_resamples=2000, level=0.95, seed=0):
+    """(rho, low, high): a bootstrap drawing the groups (methods), then each group's points
+    (seeds)."""
+    x, y, groups = np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(groups)
+    members = [np.flatnonzero(groups == g) for g in np.unique(groups)]
+    rng = np.random.default_rng(seed)
+    stats = []
+    for _ in range(num_resamples):
+        drawn = np.concatenate(
+            [
+                rng.choice(members[i], size=len(members[i]))
+                for i in rng.integers(0, len(members), size=len(members))
+            ]
+        )
+        stats.append(spearman(x[drawn], y[drawn]))
+    stats = np.array(stats)
+    low, high = (
+        np.nanquantile(stats, [(1 - level) / 2, (1 + level) / 2])
+        if np.isfinite(stats).any()
+        else (np.nan,) * 2
+    )
+    return spearman(x, y), float(low), float(high)
 
 
 def search_drivers(results):

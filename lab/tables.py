@@ -8,7 +8,6 @@ import os
 
 import numpy as np
 
-import metrics
 import runfiles
 from lab import plots
 from lab.report import (
@@ -21,6 +20,7 @@ from lab.report import (
     search_drivers,
     search_points,
     shown_name,
+    spearman,
     untrained_row,
     verdict,
     voting_policies,
@@ -273,7 +273,7 @@ def leaderboard_table(results):
 
 
 def rank_correlation(x, y, num_resamples=10_000, level=0.95, seed=0):
-    """Paired values, one pair per policy -> Spearman's rank correlation (metrics.rank_correlation)
+    """Paired values, one pair per policy -> Spearman's rank correlation (report.spearman)
     and a percentile bootstrap interval that draws policies with replacement: (rho, low, high).
     Draws whose ranks are all tied have no correlation and are left out. None with fewer than 4
     policies or with every value of x or of y tied (e.g. a smoke test's untrained pools)."""
@@ -282,9 +282,9 @@ def rank_correlation(x, y, num_resamples=10_000, level=0.95, seed=0):
         return None
     rng = np.random.default_rng(seed)
     drawn = [rng.integers(0, len(x), len(x)) for _ in range(num_resamples)]
-    rhos = [metrics.rank_correlation(x[i], y[i]) for i in drawn]  # nan where all tied
+    rhos = [spearman(x[i], y[i]) for i in drawn]  # nan where all tied
     low, high = np.nanquantile(rhos, [(1 - level) / 2, (1 + level) / 2])
-    return metrics.rank_correlation(x, y), float(low), float(high)
+    return spearman(x, y), float(low), float(high)
 
 
 def voting_table(results):

@@ -14,6 +14,7 @@ import exploration
 import train as trainer
 from codetask import CodeTask
 from config import ConfigError
+from lab import exploration as lab_exploration
 from maze import MazeTask, maze_of, walk
 from rewards import PersonaTask
 from runfiles import load_checkpoint
@@ -268,7 +269,7 @@ def test_a_screened_set_mixes_solvable_and_unsolved_and_can_be_drawn_again():
     flags = solved(screened.problems)
     assert len(screened.problems) == 10 and sum(flags) == 3  # round(10 x 0.3) the start solves
     assert len({repr(p) for p in screened.problems}) == 10
-    drawn = exploration.candidates(task, random.Random(5), max(screened.positions) + 1)
+    drawn = lab_exploration.candidates(task, random.Random(5), max(screened.positions) + 1)
     assert [drawn[i] for i in screened.positions] == screened.problems
     # the first candidates in draw order: each part takes them as they come
     unsolved = [p for p in drawn if not solved([p])[0]]

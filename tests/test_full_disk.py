@@ -12,7 +12,7 @@ The write sites covered, 14 (a site: the project function that asked for the wri
 run's 8 (runfiles: prepare_out_dir, Lock.__init__, write_config, RunFiles.__init__ (source.json and
 the resume's cut of metrics.jsonl), RunFiles._open, .log, .write, .save: the folder, its lock,
 config.yaml, source.json, log.txt, metrics.jsonl, timing.jsonl, samples.jsonl, ckpt.pt, final.pt),
-the warm start's 2 (warm_start's folder, cached_or_trained's checkpoint), figures.run_figure
+the warm start's 2 (warm_start's folder, train_and_cache's checkpoint), figures.run_figure
 (run.png), the lab's report.update_record (a result file), tables.write_report (results.json,
 summary.md) and plots._save (every figure of the report), and a lab worker's run. Every n of
 runfiles.write_file, append_line, update_record and a warm start; of a training run (54 calls), the
@@ -220,7 +220,7 @@ def test_a_warm_start_stopped_by_any_write_caches_nothing_torn_and_the_same_comm
     assert set(write_sites(disk.calls)) == {
         "warmstart.py:warm_start",  # the cache's folder
         "runfiles.py:Lock.__init__",  # its lock, taken by warm_start
-        "warmstart.py:cached_or_trained",  # the checkpoint
+        "warmstart.py:train_and_cache",  # the checkpoint
     }
     firsts = {c.site: n for n, c in reversed(list(enumerate(disk.calls, 1)))}
     for err, chosen in [

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from checks import record as _record
 
@@ -445,3 +446,92 @@ def test_what_drives_search_correlates_each_trained_policys_properties_with_its_
     )
     tables.write_report(str(tmp_path), results)
     assert os.path.exists(tmp_path / "search_drivers.png")
+
+
+def test_spearman_is_spearmans_with_ties_sharing_their_mean_rank():
+    assert report.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert report.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    # ranks (0, 1.5, 1.5, 3) against (0, 1, 2, 3): Pearson's r of the ranks, by hand 3 / sqrt(10)
+    assert report.spearman([1, 2, 2, 3], [5, 6, 7, 8]) == pytest.approx(3 / np.sqrt(10))
+    # nan: no order
+    assert report.spearman([7, 7, 7], [1, 2, 3]) != report.spearman([7, 7, 7], [1, 2, 3])
+
+
+def test_rank_correlation_interval_resamples_whole_methods():
+    # three methods, two seeds each, perfectly ordered: every resample keeps the order
+    rho, low, high = report.rank_correlation_interval(
+        [1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 2, 2], 300
+    )
+    assert rho == pytest.approx(1.0) and low == pytest.approx(1.0) and high == pytest.approx(1.0)
+    # the third method against the order of the other two: which methods a resample draws decides
+    # the sign
+    rho, low, high = report.rank_correlation_interval(
+        [1, 2, 3, 4, 5, 6], [1, 2, 3, 4, -9, -8], [0, 0, 1, 1, 2, 2], 300
+    )
+    assert (
+        rho == pytest.approx(-13 / 35) and low == pytest.approx(-1.0) and high == pytest.approx(1.0)
+    )
+
+
+# ---------------------------------------------------------------- paired bootstrap interval
+
+
+def test_paired_bootstrap_identical_methods_and_a_constant_shift():
+    a = np.random.default_rng(0).random((3, 40))
+    assert report.paired_bootstrap_interval(a, a.copy()) == (0.0, 0.0, 0.0)
+    # every problem 0.25 better: every resample's mean gap is 0.25 whatever it draws
+    assert report.paired_bootstrap_interval(a + 0.25, a, num_resamples=500) == pytest.approx(
+        (0.25, 0.25, 0.25), abs=1e-12
+    )
+    # paired: a shift survives problems of very different difficulty, which an unpaired interval
+    # would not
+    hard_and_easy = np.tile(np.linspace(0, 0.7, 40), (3, 1))
+    assert report.paired_bootstrap_interval(hard_and_easy + 0.1, hard_and_easy) == pytest.approx(
+        (0.1, 0.1, 0.1), abs=1e-12
+    )
+
+
+def test_paired_bootstrap_known_cases():
+    # one seed, two problems with gaps 0 and 1: a resample's mean is 0, .5 or 1 with chances 1/4,
+    # 1/2,
+    # 1/4, so the 95% interval runs from 0 to 1 around the mean .5
+    assert report.paired_bootstrap_interval([[1.0, 1.0]], [[1.0, 0.0]]) == (0.5, 0.0, 1.0)
+    # the same gaps on two seeds of one problem: now the seeds are what is resampled
+    assert report.paired_bootstrap_interval([[0.0], [1.0]], [[0.0], [0.0]]) == (0.5, 0.0, 1.0)
+    # one seed, one problem: nothing to resample
+    assert report.paired_bootstrap_interval([[0.75]], [[0.5]]) == (0.25, 0.25, 0.25)
+    # at level ~0 the interval shrinks to the resamples' median, .5 here
+    assert report.paired_bootstrap_interval([[1.0, 1.0]], [[1.0, 0.0]], level=1e-9)[1:] == (
+        0.5,
+        0.5,
+    )
+
+
+def test_paired_bootstrap_is_antisymmetric_deterministic_and_brackets_the_mean():
+    rng = np.random.default_rng(1)
+    a, b = rng.random((3, 30)), rng.random((3, 30))
+    mean, low, high = report.paired_bootstrap_interval(a, b, seed=7)
+    assert mean == pytest.approx(float((a - b).mean()), abs=1e-15) and low < mean < high
+    assert report.paired_bootstrap_interval(a, b, seed=7) == (mean, low, high)
+    assert report.paired_bootstrap_interval(a, b, seed=8) != (mean, low, high)
+    assert report.paired_bootstrap_interval(b, a, seed=7) == pytest.approx(
+        (-mean, -high, -low), abs=1e-12
+    )
+    narrow = report.paired_bootstrap_interval(a, b, level=0.5, seed=7)
+    assert low < narrow[1] < narrow[2] < high
+
+
+@pytest.mark.parametrize(
+    "a, b, kwargs",
+    [
+        (np.zeros((2, 3)), np.zeros((2, 4)), {}),  # different problems
+        (np.zeros(3), np.zeros(3), {}),  # not (seeds, problems)
+        (np.zeros((0, 3)), np.zeros((0, 3)), {}),  # empty
+        (np.full((2, 3), np.nan), np.zeros((2, 3)), {}),
+        (np.zeros((2, 3)), np.zeros((2, 3)), {"level": 1.0}),
+        (np.zeros((2, 3)), np.zeros((2, 3)), {"num_resamples": 0}),
+    ],
+)
+def test_paired_bootstrap_rejects_bad_inputs(a, b, kwargs):
+    with pytest.raises(ValueError):
+        report.paired_bootstrap_interval(a, b, **kwargs)

@@ -171,9 +171,9 @@ def test_a_resumed_run_logs_each_step_once(baseline, tmp_path, trackio_store, mo
 def test_a_finished_run_the_lab_reuses_joins_the_view_whole(baseline, tmp_path):
     run = tmp_path / "runs" / "persona-vpo-s0"
     shutil.copytree(baseline["out"], run)
-    tracking.show_finished(config(run, baseline["ws"]))  # report_to=none: nothing
+    experiment.show_finished(config(run, baseline["ws"]))  # report_to=none: nothing
     assert sorted(os.listdir(tmp_path / "runs")) == ["persona-vpo-s0"]
-    tracking.show_finished(config(run, baseline["ws"], "report_to=tensorboard"))
+    experiment.show_finished(config(run, baseline["ws"], "report_to=tensorboard"))
     logged, config_text = tensorboard_curves(
         str(tmp_path / "runs/tracking/tensorboard/persona-vpo-s0")
     )

@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from metrics import paired_bootstrap_interval  # noqa: E402
+from lab.report import paired_bootstrap_interval  # noqa: E402
 
 MEASURES = {"best": "best@{pool}", "w_best": "w-best@{pool}", "both_corners": "both corners"}
 
