@@ -90,7 +90,6 @@ def run_figure(path, cfg, logged, rows):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.set_layout_engine(None)  # laid out: savefig need not draw it twice
     save_figure(fig, path, dpi=100)
     return path
 
