@@ -30,7 +30,7 @@ from lang import (
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
 BINARY_OPS = sorted(lang.BINARY)
-FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def ev(text, x=0):

@@ -1,5 +1,5 @@
 """rollouts.py: prompts and completions in the policy's format, and rollouts (any token ids the
-policy can write) split into answers and scored: hand-made cases, then hostile model output, 10,000
+policy can write) split into answers and scored: hand-made cases, then hostile model output, 3,000
 generated rollouts per task through the training path (token ids -> Tokenizer.split_answers ->
 rollouts.score_answers), a thousand answers in one rollout, and any string handed to the rewards and
 the interpreter."""
@@ -460,8 +460,8 @@ sys.addaudithook(_audit)  # cannot be removed; it does nothing unless a test swi
 @pytest.mark.parametrize(
     "family", [("persona", "persona_collinear"), ("code",)], ids=["persona", "code"]
 )
-def test_ten_thousand_hostile_rollouts(family):
-    """10,000 rollouts per task; the two persona tasks score the same generated rollouts."""
+def test_three_thousand_hostile_rollouts(family):
+    """3,000 rollouts per task; the two persona tasks score the same generated rollouts."""
     tasks = {name: make_task(name) for name in family}
     task_name, task = family[0], tasks[family[0]]
     rng = random.Random(f"fuzz-{task_name}")
@@ -471,7 +471,7 @@ def test_ten_thousand_hostile_rollouts(family):
     _AUDIT["on"] = False
     assert "exec" in _AUDIT["events"]
     _AUDIT["events"].clear()
-    n, worst, t_all = 10_000, 0.0, time.perf_counter()
+    n, worst, t_all = 3_000, 0.0, time.perf_counter()
     scored = dict.fromkeys(tasks, 0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # includes lang's "internal error" RuntimeWarning

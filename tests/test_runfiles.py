@@ -56,8 +56,8 @@ def test_the_logged_set_score_is_the_same_for_every_weight_sampler_and_count():
 
 def test_logging_draws_nothing_from_the_training_stream(tmp_path, monkeypatch):
     """Removing a metric must not change the run: step_metrics may not touch the training
-    generator."""
-    out = train(tiny(tmp_path, "algo=grpo", f"out_dir={tmp_path}/a"))
+    generator (two steps check it twice a run)."""
+    out = train(tiny(tmp_path, "algo=grpo", "steps=2", f"out_dir={tmp_path}/a"))
     real = trainer.step_metrics
 
     def step_metrics(run, *args, **kwargs):
@@ -67,7 +67,7 @@ def test_logging_draws_nothing_from_the_training_stream(tmp_path, monkeypatch):
         return metrics
 
     monkeypatch.setattr(trainer, "step_metrics", step_metrics)
-    again = train(tiny(tmp_path, "algo=grpo", f"out_dir={tmp_path}/b"))
+    again = train(tiny(tmp_path, "algo=grpo", "steps=2", f"out_dir={tmp_path}/b"))
     assert (
         Path(os.path.join(out, "metrics.jsonl")).read_text()
         == Path(os.path.join(again, "metrics.jsonl")).read_text()

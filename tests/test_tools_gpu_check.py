@@ -1,8 +1,8 @@
 """tools/gpu_check.py runs where a GPU is lent, rarely: dry-run its checks on the CPU here so that
 the script cannot rot between loans (CPU against CPU: every comparison must come out exact).
 Here the timings mean nothing: the captured sampler's check draws each sampler's tokens once, not
-timed 5 times more, and the generate check's model is the nano preset, not the cpu one (the same
-code, cheaper)."""
+timed 5 times more, and the generate and captured sampler checks' model is the nano preset, not the
+cpu one (the same code, cheaper)."""
 
 import os
 import sys
@@ -42,6 +42,7 @@ def test_score_and_generate_checks_pass_on_the_cpu(monkeypatch):
 def test_the_captured_sampler_check_passes_on_the_cpu(monkeypatch):
     """On the CPU generate_static runs its step eagerly (no graph to capture): the same tokens."""
     monkeypatch.setattr(gpu_check, "DEVICE", "cpu")
+    monkeypatch.setattr(gpu_check, "PRESETS", {**PRESETS, "cpu": PRESETS["nano"]})
     timed = untimed(monkeypatch)
     results = []
     gpu_check.check_graph(results)
