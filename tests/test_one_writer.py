@@ -1,8 +1,10 @@
 """One writer per run (runfiles.Lock), between real processes: a second train.py on a running run is
-refused at once, naming the first, and the first ends with every log line whole; after a SIGKILL
-the same command resumes and says it took over the dead process's lock; a second lab command on one
-out_dir is refused, and after a SIGKILL the same command resumes; two processes that need one warm
-start train it once, the second waiting for the first and loading what it cached.
+refused at once, naming the first, and the first ends with every log line whole; a second lab
+command on one out_dir is refused, and after a SIGKILL the same command resumes; two processes that
+need one warm start train it once, the second waiting for the first and loading what it cached.
+(After a SIGKILL of train.py the same command resumes and says it took over the dead process's
+lock: tests/test_reproduce.py's test_sigkill_mid_run_and_during_warm_start_then_resume, whose
+killed run this would repeat.)
 
 Where a first process must still be running while a second acts, the test stops it (SIGSTOP to its
 process group, a lab command's workers included) and lets it go on (SIGCONT) once the second is
@@ -140,26 +142,6 @@ def test_a_second_process_on_a_running_run_is_refused_naming_the_first(
     assert first.wait(timeout=300) == 0, first.stderr.read()
     assert steps_logged_whole(run) == list(range(1, 21))
     assert not (run / ".lock").exists()
-
-
-def test_after_sigkill_the_same_command_resumes_and_says_it_took_over(
-    baseline, tmp_path, processes, capsys
-):
-    """The same command's resume runs in the test's own process (another process than the killed
-    one, which is what taking over its lock needs), saving an interpreter start."""
-    run = tmp_path / "run"
-    command = train_py(run, baseline["ws"], "steps=12", "ckpt_every=3", "eval_every=0")
-    first = start(command + ["quiet=true"])
-    processes.append(first)
-    wait_for(lambda: (run / "ckpt.pt").exists(), first)
-    first.send_signal(signal.SIGKILL)
-    assert first.wait() == -signal.SIGKILL
-    assert (run / ".lock").exists() and not (run / "final.pt").exists()
-    trainer.main(command[2:] + ["resume=true"])  # the command without `python`: train.py's main
-    took_over = f"took over the lock of pid {first.pid}, which no longer runs"
-    assert took_over in capsys.readouterr().out.splitlines()
-    assert took_over in (run / "log.txt").read_text()
-    assert steps_logged_whole(run) == list(range(1, 13)) and not (run / ".lock").exists()
 
 
 def test_a_second_lab_command_on_one_out_dir_is_refused_and_a_killed_one_resumed(
