@@ -190,6 +190,7 @@ def command_line_errors(tmp_path_factory, baseline):
         text=True,
         timeout=120,
     )
+    assert proc.stdout, proc.stderr  # the commands before the last said how they ended
     caught = json.loads(proc.stdout.splitlines()[0]) + [(proc.returncode, proc.stderr)]
     results = {
         name: (code, err, outs[name].exists() and name != "unfinished")

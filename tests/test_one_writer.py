@@ -9,9 +9,9 @@ killed run this would repeat.)
 Where a first process must still be running while a second acts, the test stops it (SIGSTOP to its
 process group, a lab command's workers included) and lets it go on (SIGCONT) once the second is
 done: short runs suffice, whatever the machine's speed. The first is always a process of its own
-(it holds the lock, is stopped, killed); the second, the process that is refused, waits or takes
-over, is the test's own process, which is another pid than the first (each interpreter start costs
-seconds of CPU)."""
+(it holds the lock, is stopped, killed); the other side (the command refused, the one that waits,
+the one that takes over) runs in the test's own process, another pid than the first, without an
+interpreter start (seconds of CPU each)."""
 
 import fcntl
 import json
