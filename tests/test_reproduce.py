@@ -31,7 +31,6 @@ import pytest
 from tiny_runs import Killed, cli, config, popen, read, same_weights, sigkill_when, weights
 
 import runfiles
-import train as trainer
 from config import ConfigError
 from runfiles import load_checkpoint
 from train import resolve_config, train
@@ -134,10 +133,10 @@ def test_two_processes_write_the_same_bytes_and_another_seed_does_not(tmp_path, 
 
 def test_sigkill_mid_run_and_during_warm_start_then_resume(baseline, tmp_path, capsys):
     """Two real SIGKILLs: a run with the warm start cached, killed once ckpt.pt exists (step 3) and
-    step 4 is logged; and a run with a fresh cache, killed during its warm start. The same command
-    resumes the first in the test's own process, another process than the killed one: it says it
-    took over the dead process's lock (runfiles.Lock; tests/test_one_writer.py holds the other
-    tests of the lock between processes)."""
+    step 4 is logged; and a run with a fresh cache, killed during its warm start. The first resumes,
+    with the command's settings, in the test's own process, another process than the killed one:
+    it says it took over the dead process's lock (runfiles.Lock; tests/test_one_writer.py holds the
+    other tests of the lock between processes)."""
     mid, ws = tmp_path / "mid", baseline["ws"]
     warm, fresh_ws = tmp_path / "warm", tmp_path / "ws"
     killed = popen(cli(mid, ws))
@@ -156,9 +155,10 @@ def test_sigkill_mid_run_and_during_warm_start_then_resume(baseline, tmp_path, c
     # did
     assert not (mid / "final.pt").exists(), "the run finished before it could be killed"
     assert (mid / ".lock").exists()
-    # in-process: train.py's main, without another interpreter start; not quiet, to say what it did
+    # in-process: the same code, without another interpreter start (nor the report train.py's main
+    # adds at the end); not quiet, to say what it did
     capsys.readouterr()
-    trainer.main([*cli(mid, ws, "resume=true", "quiet=false")[2:]])
+    train(config(mid, ws, "resume=true", "quiet=false"))
     took_over = f"took over the lock of pid {killed.pid}, which no longer runs"
     assert took_over in capsys.readouterr().out.splitlines()
     assert took_over in (mid / "log.txt").read_text() and not (mid / ".lock").exists()
