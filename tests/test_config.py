@@ -2,12 +2,15 @@
 fail with one line, in-process and end to end (train.py's command line: exit 2, one line on stderr,
 nothing in out_dir modified), and make_task refuses what it does not know."""
 
+import json
+import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 import torch
-from tiny_runs import cli, popen, refuses_in_one_line, snapshot, tiny
+from tiny_runs import cli, refuses_in_one_line, snapshot, tiny
 from tiny_runs import config as run_config
 
 import config
@@ -122,36 +125,78 @@ def test_bad_files(tmp_path):
 
 
 # Each command with two --set, the first item wrong: its one-line error shows that the first --set
-# was kept. One process per command, all at once (each start costs seconds of CPU); the two tests
-# below read them.
+# was kept. Then train.py on the copies of a run (`runs` below): a range error on a fresh out_dir,
+# and a resume of an unfinished run with a changed config. The tests below read them.
 COMMANDS = {
-    "train.py": ["train.py", "--set", "stpes=3", "--set", "out_dir={x}"],
-    # the lab's runner checks a key against each task's config, persona first
     "lab/experiment.py": ["lab/experiment.py", "--set", "stpes=3", "--set", "out_dir={x}"],
     "search.py": ["search.py", "--checkpoints", "missing.pt", "--set", "evo_budget=-1"]
     + ["--set", "pool_n=5"],
+    "fresh": cli("{runs}/fresh", "{ws}", "answers_per_rollout=0")[1:],
+    "unfinished": cli("{runs}/unfinished", "{ws}", "resume=true", "group_size=8")[1:],
+    # the last: the process's own exit status and stderr
+    "train.py": ["train.py", "--set", "stpes=3", "--set", "out_dir={x}"],
 }
+
+# One interpreter runs every command (each start costs seconds of CPU), each script as `python
+# script ...` runs it (runpy, as __main__, with its own sys.argv and sys.path[0]), its exit status
+# (SystemExit) and stderr caught; the last command is the process's own, read as it exits. Anything
+# printed outside a command (at import, at exit) lands in some command's stderr, each one line.
+RUN_EACH = """
+import contextlib, io, json, os, runpy, sys
+
+commands, path = json.loads(sys.argv[1]), list(sys.path)
+
+
+def run(argv):
+    sys.argv, sys.path[:] = argv, [os.path.dirname(os.path.abspath(argv[0]))] + path[1:]
+    runpy.run_path(argv[0], run_name="__main__")
+
+
+caught = []
+for argv in commands[:-1]:
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            run(argv)
+        code = 0
+    except SystemExit as e:
+        code = 0 if e.code is None else e.code
+    caught.append((code, err.getvalue()))
+print(json.dumps(caught), flush=True)
+run(commands[-1])
+"""
 
 
 @pytest.fixture(scope="module")
-def command_line_errors(tmp_path_factory):
-    """{command: (its exit status, stderr, whether its out_dir exists after it)}"""
+def command_line_errors(tmp_path_factory, baseline):
+    """{command: (its exit status, stderr, whether its out_dir exists after it)}, and "runs":
+    snapshots of the copies of the run before and after every command."""
     root = __file__.rsplit("/tests/", 1)[0]
     folder = tmp_path_factory.mktemp("command_line")
-    procs = {}
-    for name, args in COMMANDS.items():
-        x = folder / name.replace("/", "_")
-        command = [sys.executable, *(a.format(x=x) for a in args)]
-        procs[name] = (
-            x,
-            subprocess.Popen(
-                command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-            ),
-        )
-    results = {}
-    for name, (x, proc) in procs.items():
-        _, err = proc.communicate(timeout=120)
-        results[name] = proc.returncode, err, x.exists()
+    runs = folder / "runs"
+    shutil.copytree(baseline["out"], runs / "unfinished")
+    os.remove(runs / "unfinished" / "final.pt")
+    outs = {name: folder / name.replace("/", "_") for name in COMMANDS}
+    outs.update(fresh=runs / "fresh", unfinished=runs / "unfinished")
+    argvs = [
+        [a.format(x=outs[name], runs=runs, ws=baseline["ws"]) for a in args]
+        for name, args in COMMANDS.items()
+    ]
+    before = snapshot(runs)
+    proc = subprocess.run(
+        [sys.executable, "-c", RUN_EACH, json.dumps(argvs)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.stdout, proc.stderr  # the commands before the last said how they ended
+    caught = json.loads(proc.stdout.splitlines()[0]) + [(proc.returncode, proc.stderr)]
+    results = {
+        name: (code, err, outs[name].exists() and name != "unfinished")
+        for name, (code, err) in zip(COMMANDS, caught)
+    }
+    results["runs"] = before, snapshot(runs)
     return results
 
 
@@ -262,29 +307,19 @@ def test_unavailable_device_writes_nothing(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_bad_configuration_subprocess(runs, baseline):
-    """The real command line, two at once (each start costs seconds of CPU): a range error on a
+def test_bad_configuration_subprocess(command_line_errors):
+    """The real command line (in the one process of `command_line_errors`): a range error on a
     fresh out_dir, and a resume of an unfinished run with a changed config."""
-    cases = [
-        (
-            runs / "fresh",
-            ["answers_per_rollout=0"],
-            "error: answers_per_rollout (m) must be >= 1, got 0",
-        ),
-        (
-            runs / "unfinished",
-            ["resume=true", "group_size=8"],
-            "config differs from the saved run in ['group_size']",
-        ),
-    ]
-    before = snapshot(runs)
-    procs = [popen(cli(out, baseline["ws"], *overrides)) for out, overrides, _ in cases]
-    for proc, (_, _, message) in zip(procs, cases):
-        _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 2, err
+    for name, message in [
+        ("fresh", "error: answers_per_rollout (m) must be >= 1, got 0"),
+        ("unfinished", "config differs from the saved run in ['group_size']"),
+    ]:
+        code, err, written = command_line_errors[name]
+        assert code == 2, err
         assert len(err.splitlines()) == 1 and err.startswith("error: ") and message in err, err
-    assert snapshot(runs) == before
-    assert not (runs / "fresh").exists()
+        assert not written
+    before, after = command_line_errors["runs"]
+    assert after == before
 
 
 def test_every_setting_says_why_and_help_lists_it(capsys):

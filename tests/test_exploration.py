@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from tiny_runs import cli, popen, read, sigkill_when, tiny
+from tiny_runs import config as run_config
 
 import exploration
 import train as trainer
@@ -310,24 +311,25 @@ def _policy(cfg):
 
 def test_outcome_counts_survive_sigkill_and_resume(baseline, tmp_path):
     """A ucb_con run killed with SIGKILL after its first checkpoint resumes to the same metrics,
-    weights and outcome counts as the run that was never interrupted."""
+    weights and outcome counts as the run that was never interrupted. Only the killed run is a
+    process of its own; the others train its settings in the test's process (train(), without the
+    report train.py's main adds at the end)."""
     ws = baseline["ws"]  # the cached tiny warm start
     whole, killed = tmp_path / "whole", tmp_path / "killed"
+    # 6 steps, not RUN's 12: a checkpoint at 3, killed at 4, resumed to 6
+    settings = ("algo=ucb_con", "train_problems=4", "steps=6")
 
-    def command(out):  # 6 steps, not RUN's 12: a checkpoint at 3, killed at 4, resumed to 6
-        return cli(out, ws, "algo=ucb_con", "train_problems=4", "steps=6")
-
-    trainer.main(command(whole)[2:])
+    trainer.train(run_config(whole, ws, *settings))
     sigkill_when(
         {
-            popen(command(killed)): lambda: (
+            popen(cli(killed, ws, *settings)): lambda: (
                 (killed / "ckpt.pt").exists()
                 and b'"kind": "train", "step": 4,' in read(killed / "metrics.jsonl")
             )
         }
     )
     assert not (killed / "final.pt").exists(), "the run finished before it could be killed"
-    trainer.main([*command(killed)[2:], "resume=true"])
+    trainer.train(run_config(killed, ws, *settings, "resume=true"))
     assert read(killed / "metrics.jsonl") == read(whole / "metrics.jsonl")
     a, b = load_checkpoint(str(whole / "final.pt")), load_checkpoint(str(killed / "final.pt"))
     assert a["history"] == b["history"] and a["train_set"] == b["train_set"]

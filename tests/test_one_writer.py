@@ -1,12 +1,17 @@
 """One writer per run (runfiles.Lock), between real processes: a second train.py on a running run is
-refused at once, naming the first, and the first ends with every log line whole; after a SIGKILL
-the same command resumes and says it took over the dead process's lock; a second lab command on one
-out_dir is refused, and after a SIGKILL the same command resumes; two processes that need one warm
-start train it once, the second waiting for the first and loading what it cached.
+refused at once, naming the first, and the first ends with every log line whole; a second lab
+command on one out_dir is refused, and after a SIGKILL the same command resumes; two processes that
+need one warm start train it once, the second waiting for the first and loading what it cached.
+(After a SIGKILL of train.py the same command resumes and says it took over the dead process's
+lock: tests/test_reproduce.py's test_sigkill_mid_run_and_during_warm_start_then_resume, whose
+killed run this would repeat.)
 
 Where a first process must still be running while a second acts, the test stops it (SIGSTOP to its
 process group, a lab command's workers included) and lets it go on (SIGCONT) once the second is
-done: short runs suffice, whatever the machine's speed."""
+done: short runs suffice, whatever the machine's speed. The first is always a process of its own
+(it holds the lock, is stopped, killed); the other side (the command refused, the one that waits,
+the one that takes over) runs in the test's own process, another pid than the first, without an
+interpreter start (seconds of CPU each)."""
 
 import fcntl
 import json
@@ -14,12 +19,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 from tiny_runs import ROOT, TINY
 
 import train as trainer
+from lab import experiment
 
 ENV = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
 
@@ -109,11 +116,12 @@ def processes():
 
 
 def test_a_second_process_on_a_running_run_is_refused_naming_the_first(
-    baseline, tmp_path, processes
+    baseline, tmp_path, processes, capsys
 ):
     """The issue's scenario: the same command again, with and without resume=true, while the run
     trains (stopped once it has logged a step, so that it is mid-run while the seconds act); then
-    the first goes on and ends with every step logged whole."""
+    the first goes on and ends with every step logged whole. The seconds run train.py's main in the
+    test's own process: exit status 2 and one line on stderr, as the command's."""
     run = tmp_path / "run"
     command = train_py(run, baseline["ws"], "steps=20", "ckpt_every=5", "eval_every=0")
     first = start(command + ["quiet=true"])
@@ -121,11 +129,12 @@ def test_a_second_process_on_a_running_run_is_refused_naming_the_first(
     wait_for(lambda: '"kind": "train"' in text_of(run / "metrics.jsonl"), first)
     pause(first)
     assert not (run / "final.pt").exists(), "the first run finished before it was stopped"
-    seconds = [start(command + more) for more in ([], ["resume=true"])]  # together: it saves time
-    processes.extend(seconds)
-    for second in seconds:
-        out, err = second.communicate(timeout=60)
-        assert second.returncode == 2 and err.count("\n") == 1 and not out, out + err
+    capsys.readouterr()
+    for more in ([], ["resume=true"]):
+        with pytest.raises(SystemExit) as exit_:
+            trainer.main(command[2:] + more)  # the command without `python`: train.py's main
+        out, err = capsys.readouterr()
+        assert exit_.value.code == 2 and err.count("\n") == 1 and not out, out + err
         assert err.startswith(f"error: {run} is in use by pid {first.pid} "), err
         assert err.endswith("wait for it to end, or choose another out_dir\n"), err
     assert first.poll() is None, "the first run ended before the second was refused"
@@ -135,33 +144,16 @@ def test_a_second_process_on_a_running_run_is_refused_naming_the_first(
     assert not (run / ".lock").exists()
 
 
-def test_after_sigkill_the_same_command_resumes_and_says_it_took_over(
-    baseline, tmp_path, processes, capsys
-):
-    """The same command's resume runs in the test's own process (another process than the killed
-    one, which is what taking over its lock needs), saving an interpreter start."""
-    run = tmp_path / "run"
-    command = train_py(run, baseline["ws"], "steps=12", "ckpt_every=3", "eval_every=0")
-    first = start(command + ["quiet=true"])
-    processes.append(first)
-    wait_for(lambda: (run / "ckpt.pt").exists(), first)
-    first.send_signal(signal.SIGKILL)
-    assert first.wait() == -signal.SIGKILL
-    assert (run / ".lock").exists() and not (run / "final.pt").exists()
-    trainer.main(command[2:] + ["resume=true"])  # the command without `python`: train.py's main
-    took_over = f"took over the lock of pid {first.pid}, which no longer runs"
-    assert took_over in capsys.readouterr().out.splitlines()
-    assert took_over in (run / "log.txt").read_text()
-    assert steps_logged_whole(run) == list(range(1, 13)) and not (run / ".lock").exists()
-
-
 def test_a_second_lab_command_on_one_out_dir_is_refused_and_a_killed_one_resumed(
-    tmp_path, processes
+    tmp_path, processes, capsys
 ):
     """The second command is refused while the first trains its run (stopped, its worker with it,
     once the run has a checkpoint); after kill -9 of the first its worker goes with it (the run's
-    lock is let go) and the same command takes over the lock and resumes the run. The warm start
-    comes from the repository's cache (out/warmstart), which the lab and train.py share."""
+    lock is let go) and the same command takes over the lock and resumes the run. The second and
+    the resuming command run the lab's main in the test's own process, the resume with --workers 0
+    (its jobs in that process: the pool is the first command's, whose worker the kill must take
+    with it). The warm start comes from the repository's cache (out/warmstart), which the lab and
+    train.py share."""
     out = tmp_path / "exp"
     command = [sys.executable, "lab/experiment.py", "--quick", "--tasks", "persona", "--algos"]
     # one worker process (each start costs seconds of CPU): the one the kill must take with it
@@ -174,12 +166,12 @@ def test_a_second_lab_command_on_one_out_dir_is_refused_and_a_killed_one_resumed
     wait_for((run / "ckpt.pt").exists, first)
     pause(first)
     assert not (run / "final.pt").exists(), "the run finished before it was stopped"
-    second = finish(command)
-    assert second.returncode == 2 and second.stderr.count("\n") == 1, second.stdout + second.stderr
-    assert (
-        second.stderr.startswith(f"error: {out} is in use by pid {first.pid} ")
-        and not second.stdout
-    )
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        experiment.main(command[2:])  # the command without `python`: the lab's main
+    said, err = capsys.readouterr()
+    assert exit_.value.code == 2 and err.count("\n") == 1, said + err
+    assert err.startswith(f"error: {out} is in use by pid {first.pid} ") and not said
     first.send_signal(signal.SIGKILL)
     first.wait()
     go_on(first)  # the worker, stopped, sees its command gone only once it runs
@@ -187,16 +179,18 @@ def test_a_second_lab_command_on_one_out_dir_is_refused_and_a_killed_one_resumed
     while not let_go(run / ".lock"):
         assert time.time() < deadline, "the worker outlived its killed lab command"
         time.sleep(0.05)
-    third = finish(command, timeout=300)
-    assert third.returncode == 0, third.stdout + third.stderr
-    assert f"took over the lock of pid {first.pid}, which no longer runs" in third.stdout
-    assert "resuming unfinished run" in third.stdout and not (out / ".lock").exists()
+    at = command.index("--workers")
+    experiment.main(command[2:at] + ["--workers", "0"] + command[at + 2 :])
+    said = capsys.readouterr().out
+    assert f"took over the lock of pid {first.pid}, which no longer runs" in said
+    assert "resuming unfinished run" in said and not (out / ".lock").exists()
     assert steps_logged_whole(run) == list(range(1, 21))
 
 
 def test_two_processes_that_need_one_warm_start_train_it_once(tmp_path, processes):
-    """The first is stopped while it trains the warm start (after its first step); the second
-    starts then, and waits for it until the first goes on."""
+    """The first is stopped while it trains the warm start (after its first step); the second (the
+    test's own process) starts then, and waits for it until the first goes on (a thread of the
+    test's lets it go on once the second has said that it waits)."""
     ws, a, b = tmp_path / "ws", tmp_path / "a", tmp_path / "b"
     settings = ("steps=2", "quiet=true")
     first = start(train_py(a, ws, *settings))
@@ -204,11 +198,23 @@ def test_two_processes_that_need_one_warm_start_train_it_once(tmp_path, processe
     wait_for(lambda: "warm start 1/" in text_of(a / "log.txt"), first)
     pause(first)
     assert not list(ws.glob("*.pt")), "the first cached its warm start before it was stopped"
-    second = start(train_py(b, ws, *settings))
-    processes.append(second)
-    wait_for(lambda: f"waiting for pid {first.pid} " in text_of(b / "log.txt"), second)
-    go_on(first)
-    assert second.wait(timeout=120) == 0, second.stderr.read()
+
+    second_done = threading.Event()
+
+    def go_on_once_the_second_waits():
+        # a second that never says it waits fails below, on its log
+        while f"waiting for pid {first.pid} " not in text_of(b / "log.txt"):
+            if second_done.wait(0.01):
+                break
+        go_on(first)
+
+    watcher = threading.Thread(target=go_on_once_the_second_waits, daemon=True)
+    watcher.start()
+    try:
+        trainer.main(train_py(b, ws, *settings)[2:])  # the command without `python`
+    finally:
+        second_done.set()
+        watcher.join()
     assert first.wait(timeout=120) == 0, first.stderr.read()
     first_log, second_log = (a / "log.txt").read_text(), (b / "log.txt").read_text()
     assert "warm start: trained" in first_log

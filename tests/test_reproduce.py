@@ -20,6 +20,7 @@ start. A byte-for-byte comparison with a stored file would fail on another machi
 """
 
 import gc
+import json
 import os
 import re
 import subprocess
@@ -130,14 +131,18 @@ def test_two_processes_write_the_same_bytes_and_another_seed_does_not(tmp_path, 
 # conftest.py)
 
 
-def test_sigkill_mid_run_and_during_warm_start_then_resume(baseline, tmp_path):
+def test_sigkill_mid_run_and_during_warm_start_then_resume(baseline, tmp_path, capsys):
     """Two real SIGKILLs: a run with the warm start cached, killed once ckpt.pt exists (step 3) and
-    step 4 is logged; and a run with a fresh cache, killed during its warm start."""
+    step 4 is logged; and a run with a fresh cache, killed during its warm start. The first resumes,
+    with the command's settings, in the test's own process, another process than the killed one:
+    it says it took over the dead process's lock (runfiles.Lock; tests/test_one_writer.py holds the
+    other tests of the lock between processes)."""
     mid, ws = tmp_path / "mid", baseline["ws"]
     warm, fresh_ws = tmp_path / "warm", tmp_path / "ws"
+    killed = popen(cli(mid, ws))
     sigkill_when(
         {
-            popen(cli(mid, ws)): lambda: (
+            killed: lambda: (
                 (mid / "ckpt.pt").exists()
                 and b'"kind": "train", "step": 4,' in read(mid / "metrics.jsonl")
             ),
@@ -149,9 +154,18 @@ def test_sigkill_mid_run_and_during_warm_start_then_resume(baseline, tmp_path):
     # mid-run: the resume drops what was logged after ckpt.pt and ends exactly where the baseline
     # did
     assert not (mid / "final.pt").exists(), "the run finished before it could be killed"
-    # in-process: the same code, without another interpreter start
-    train(config(mid, ws, "resume=true"))
+    assert (mid / ".lock").exists()
+    # in-process: the same code, without another interpreter start (nor the report train.py's main
+    # adds at the end); not quiet, to say what it did
+    capsys.readouterr()
+    train(config(mid, ws, "resume=true", "quiet=false"))
+    took_over = f"took over the lock of pid {killed.pid}, which no longer runs"
+    assert took_over in capsys.readouterr().out.splitlines()
+    assert took_over in (mid / "log.txt").read_text() and not (mid / ".lock").exists()
     assert read(mid / "metrics.jsonl") == baseline["metrics"]
+    for name in ("samples.jsonl", "timing.jsonl"):  # every line whole
+        for line in read(mid / name).splitlines():
+            json.loads(line)
     assert same_weights(weights(mid / "final.pt"), baseline["final"])
     # during the warm start: nothing half-trained was cached, and with no checkpoint yet the resume
     # starts the run again. steps may change on resume; 4 keeps this short, and a fresh warm start

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tiny_runs
 import torch
 from tiny_runs import TINY, all_finite, same_weights, tiny
 
@@ -24,12 +25,19 @@ from policy import Policy
 from runfiles import model_from_checkpoint
 from train import ADVANTAGES, resolve_config, train
 
+# The end-to-end runs below train 2 RL steps, not tiny.yaml's 4 (each costs CPU): the second logs,
+# evaluates and checkpoints as any later one would. A finite training set (historical exploration
+# needs one) of 2 problems, 2 prompts a step: the second step draws them again, so the outcome
+# counts it reads have grown.
+SHORT = ["steps=2"]
+FINITE = ["train_problems=2"]
+
 
 @pytest.mark.parametrize("algo", sorted(ADVANTAGES))
 def test_every_algorithm_runs_end_to_end(tmp_path, algo):
     # historical exploration counts outcomes per problem: it needs a finite training set
-    finite = ["train_problems=4"] if ADVANTAGES[algo].explores == "historical" else []
-    out = train(tiny(tmp_path, f"algo={algo}", *finite))
+    finite = FINITE if ADVANTAGES[algo].explores == "historical" else []
+    out = train(tiny(tmp_path, f"algo={algo}", *SHORT, *finite))
     for name in (
         "config.yaml",
         "metrics.jsonl",
@@ -45,7 +53,7 @@ def test_every_algorithm_runs_end_to_end(tmp_path, algo):
         for line in Path(os.path.join(out, "metrics.jsonl")).read_text().splitlines()
     ]
     train_lines = [r for r in lines if r["kind"] == "train"]
-    assert [r["step"] for r in train_lines] == [1, 2, 3, 4]
+    assert [r["step"] for r in train_lines] == [1, 2]
     for r in train_lines:
         for key in (
             "reward_scalar",
@@ -79,13 +87,14 @@ def test_every_leaderboard_variant_runs_end_to_end(tmp_path, name):
 
     algo, settings = _variants()[name]
     task = ["task=code"] if name in experiment.CODE_ONLY else []
-    out = train(tiny(tmp_path, f"algo={algo}", *task, *[f"{k}={v}" for k, v in settings.items()]))
+    changed = [f"{k}={v}" for k, v in settings.items()]
+    out = train(tiny(tmp_path, f"algo={algo}", *task, *SHORT, *changed))
     lines = [
         json.loads(line)
         for line in Path(os.path.join(out, "metrics.jsonl")).read_text().splitlines()
         if '"train"' in line
     ]
-    assert [r["step"] for r in lines] == [1, 2, 3, 4] and all(r["loss"] == r["loss"] for r in lines)
+    assert [r["step"] for r in lines] == [1, 2] and all(r["loss"] == r["loss"] for r in lines)
     if settings.get("dynamic_sampling"):
         assert all(1 <= r["sampling_rounds"] <= settings["dynamic_sampling"] for r in lines)
 
@@ -97,13 +106,13 @@ def test_every_open_exploration_choice_runs_end_to_end(tmp_path, name):
 
     algo, settings = experiment.OPEN_CHOICES[name]
     changed = [f"{k}={v}" for k, v in settings.items()]
-    out = train(tiny(tmp_path, f"algo={algo}", "train_problems=4", *changed))
+    out = train(tiny(tmp_path, f"algo={algo}", *SHORT, *FINITE, *changed))
     lines = [
         json.loads(line)
         for line in Path(os.path.join(out, "metrics.jsonl")).read_text().splitlines()
         if '"train"' in line
     ]
-    assert [r["step"] for r in lines] == [1, 2, 3, 4] and all(r["loss"] == r["loss"] for r in lines)
+    assert [r["step"] for r in lines] == [1, 2] and all(r["loss"] == r["loss"] for r in lines)
 
 
 def test_code_task_runs(tmp_path):
@@ -143,13 +152,13 @@ def test_kl_and_several_epochs(tmp_path):
     ],
 )
 def test_grpo_fixes_and_mutation_prompts_run_end_to_end(tmp_path, flags):
-    out = train(tiny(tmp_path, *flags))
+    out = train(tiny(tmp_path, *SHORT, *flags))
     lines = [
         json.loads(line)
         for line in Path(os.path.join(out, "metrics.jsonl")).read_text().splitlines()
         if '"train"' in line
     ]
-    assert len(lines) == 4
+    assert len(lines) == 2
     if "entropy_coef=0.05" in flags:
         assert all(r["entropy_bonus"] > 0 for r in lines)
     if "dynamic_sampling=3" in flags:  # flat groups are kept only once the 3 rounds have run out
@@ -377,9 +386,9 @@ def test_format_coef_adds_the_format_advantage_to_the_algorithms(tmp_path, monke
 
 
 def test_ctrl_c_in_one_run_says_how_to_resume_without_a_traceback(tmp_path):
-    """Ctrl-C mid-run (5000 steps: it never ends first). The warm start comes from the
-    repository's cache (out/warmstart, the default), trained once for every test and lab command
-    that needs it."""
+    """Ctrl-C mid-run (5000 steps: it never ends first). The warm start comes from the session's
+    cache (tiny_runs.WARMSTARTS), which this file's runs above have trained (else this run trains
+    it): a process that loads it reaches its first checkpoint sooner."""
     import signal
     import time
 
@@ -392,6 +401,7 @@ def test_ctrl_c_in_one_run_says_how_to_resume_without_a_traceback(tmp_path):
         TINY,
         "--set",
         f"out_dir={out}",
+        f"warmstart_dir={tiny_runs.WARMSTARTS or tmp_path / 'ws'}",
         "steps=5000",
         "ckpt_every=2",
         "eval_every=0",
@@ -420,9 +430,11 @@ def test_one_run_explains_itself(tmp_path, capsys):
     """python train.py says where its warm start went, ends with its held-out best@k against the
     warm start's (how many problems, which seed, the warm start asked for m answers), writes
     run.png, its closing lines count the whole wall time and say whether the warm start was
-    trained or loaded; its folder records the code that trained it."""
+    trained or loaded; its folder records the code that trained it. A warm start of its own, of 8
+    steps (tiny.yaml's 80 cost seconds of CPU), which the second run loads."""
     import train as trainer
 
+    short = ["sft_steps=8", *SHORT]
     trainer.main(
         [
             "--config",
@@ -432,6 +444,7 @@ def test_one_run_explains_itself(tmp_path, capsys):
             f"warmstart_dir={tmp_path}/ws",
             "eval_problems=2",
             "pool_n=4",
+            *short,
         ]
     )
     out = capsys.readouterr().out
@@ -444,9 +457,8 @@ def test_one_run_explains_itself(tmp_path, capsys):
     assert "(the warm start trained here, included)" in (tmp_path / "run" / "log.txt").read_text()
     source = json.loads((tmp_path / "run" / "source.json").read_text())
     assert {"train.py", "vpo.py", "warmstart.py"} <= source.keys()
-    trainer.main(
-        ["--config", TINY, "--set", f"out_dir={tmp_path}/again", f"warmstart_dir={tmp_path}/ws"]
-    )
+    again = [f"out_dir={tmp_path}/again", f"warmstart_dir={tmp_path}/ws", "eval_problems=2"]
+    trainer.main(["--config", TINY, "--set", *again, "pool_n=4", *short])
     assert "(the warm start loaded from its cache)" in (tmp_path / "again" / "log.txt").read_text()
 
 
@@ -550,22 +562,24 @@ def test_rl_step_keeps_weights_finite(monkeypatch, task_name, mode):
             assert same_weights(model.state_dict(), before), algo
 
 
-def main_args(tmp_path, *overrides):
-    """train.py's command line for a tiny run in tmp_path."""
-    run = [f"out_dir={tmp_path}/run", f"warmstart_dir={tmp_path}/ws", "quiet=true"]
+def main_args(tmp_path, *overrides, ws=None):
+    """train.py's command line for a tiny run in tmp_path (its warm start in tmp_path/ws unless
+    `ws` names a cache)."""
+    run = [f"out_dir={tmp_path}/run", f"warmstart_dir={ws or tmp_path / 'ws'}", "quiet=true"]
     return ["--config", TINY, "--set", *run, *overrides]
 
 
 def test_a_bug_in_the_code_shows_its_traceback(tmp_path, monkeypatch, capsys):
     """A shape bug in a student's own vpo.py is no bad setting: train.py's main lets it raise, so
-    its traceback shows where it is, instead of one line that names no place."""
+    its traceback shows where it is, instead of one line that names no place. The warm start comes
+    from the session's cache: the bug is in the first RL step."""
 
     def set_scores_with_a_shape_bug(rewards, weights):
         return rewards.sum(-1) * weights.sum(-1)  # (P, G, m) * (P, N): the sizes do not match
 
     monkeypatch.setattr(vpo, "set_scores", set_scores_with_a_shape_bug)
     with pytest.raises(RuntimeError, match="The size of tensor a"):
-        trainer.main(main_args(tmp_path, "algo=vpo"))
+        trainer.main(main_args(tmp_path, "algo=vpo", ws=tiny_runs.WARMSTARTS))
     assert "error:" not in capsys.readouterr().err
 
 
