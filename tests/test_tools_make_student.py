@@ -885,7 +885,6 @@ def _probe_behaviour(tree, sources, probes, seconds=0.25):
     Only the project's own files are imported. Each call runs under a timer, in a scratch folder,
     with starting a process and removing a file refused; `main` and pytest's test functions are
     not called."""
-    import copy
     import shutil
     import signal
     import tempfile
@@ -893,15 +892,7 @@ def _probe_behaviour(tree, sources, probes, seconds=0.25):
     def timeout(signum, frame):
         raise TimeoutError
 
-    # graded functions that take the same arguments (grpo's and loo's scores) share one call
-    # (decoded once: each call gets a deep copy of the arguments)
-    by_arguments = {}
-    for exercise, graded, args, expected in probes:
-        decoded = [_decoded(a) for a in args]
-        expected = _decoded(expected) if isinstance(expected, dict) else expected
-        by_arguments.setdefault(json.dumps(args), (decoded, []))[1].append(
-            (exercise, graded, expected)
-        )
+    by_arguments = _probes_by_arguments(probes)
     scratch = tempfile.mkdtemp()  # before the patch: a first mkdtemp removes a probe file
     saved = _refuse_processes_and_removals()
     previous = signal.signal(signal.SIGALRM, timeout)
@@ -919,22 +910,7 @@ def _probe_behaviour(tree, sources, probes, seconds=0.25):
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
             found["modules"] += 1
-            for fname, fn, takes in _candidates(module):
-                for args, answers in by_arguments.values():
-                    if not takes(len(args)):
-                        continue
-                    found["calls"] += 1
-                    signal.setitimer(signal.ITIMER_REAL, seconds)
-                    try:
-                        got = fn(*copy.deepcopy(args))
-                        same = [_same(got, expected) for _, _, expected in answers]
-                    except BaseException:  # noqa: BLE001  any failure is not the answer
-                        same = [False] * len(answers)
-                    finally:
-                        signal.setitimer(signal.ITIMER_REAL, 0)
-                    for (exercise, graded, _), hit in zip(answers, same):
-                        if hit:
-                            found["matches"].append([exercise, graded, f"{rel}:{fname}"])
+            _call_candidates(module, rel, by_arguments, seconds, found)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
@@ -945,16 +921,47 @@ def _probe_behaviour(tree, sources, probes, seconds=0.25):
     return found
 
 
-def _run_all(jobs_path, out_path):
-    """Run each job with pytest.main in this one process, then call each probe with None arguments.
+def _probes_by_arguments(probes):
+    """Graded functions that take the same arguments (grpo's and loo's scores) share one call:
+    {arguments as JSON: (decoded arguments, [(exercise, graded, expected)])}, decoded once (each
+    call gets a deep copy)."""
+    by_arguments = {}
+    for exercise, graded, args, expected in probes:
+        decoded = [_decoded(a) for a in args]
+        expected = _decoded(expected) if isinstance(expected, dict) else expected
+        by_arguments.setdefault(json.dumps(args), (decoded, []))[1].append(
+            (exercise, graded, expected)
+        )
+    return by_arguments
 
-    One tree serves every job: before each, its graded files get the job's text and the tree's
-    modules are dropped (the next job's grpo.py is a different text under the same module name);
-    at the end the tree gets back the full student text of its graded files.
-    """
-    import importlib.util
-    import time
 
+def _call_candidates(module, rel, by_arguments, seconds, found):
+    """Call each candidate of `module` once per argument set it takes, under the timer; each
+    answer it matches goes to found["matches"]."""
+    import copy
+    import signal
+
+    for fname, fn, takes in _candidates(module):
+        for args, answers in by_arguments.values():
+            if not takes(len(args)):
+                continue
+            found["calls"] += 1
+            signal.setitimer(signal.ITIMER_REAL, seconds)
+            try:
+                got = fn(*copy.deepcopy(args))
+                same = [_same(got, expected) for _, _, expected in answers]
+            except BaseException:  # noqa: BLE001  any failure is not the answer
+                same = [False] * len(answers)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            for (exercise, graded, _), hit in zip(answers, same):
+                if hit:
+                    found["matches"].append([exercise, graded, f"{rel}:{fname}"])
+
+
+def _load_once():
+    """What every job imports, loaded once for all of them; hypothesis saves no examples and does
+    not shrink (a blanked function fails on every input)."""
     import matplotlib
     import numpy  # noqa: F401  imported once here, kept across runs
     import torch  # noqa: F401
@@ -968,10 +975,21 @@ def _run_all(jobs_path, out_path):
     import matplotlib.ticker  # noqa: F401
     from hypothesis import Phase, settings
 
-    # save no examples anywhere, and do not shrink: a blanked function fails on every input
     settings.register_profile("student-kit", database=None, phases=[Phase.explicit, Phase.generate])
     settings.load_profile("student-kit")
 
+
+def _run_all(jobs_path, out_path):
+    """Run each job with pytest.main in this one process, then call each probe with None arguments.
+
+    One tree serves every job: before each, its graded files get the job's text and the tree's
+    modules are dropped (the next job's grpo.py is a different text under the same module name);
+    at the end the tree gets back the full student text of its graded files.
+    """
+    import importlib.util
+    import time
+
+    _load_once()
     before, path = set(sys.modules), list(sys.path)
     with open(jobs_path) as f:
         jobs = json.load(f)
