@@ -14,8 +14,32 @@ DEFINITION = (
 )
 
 
+# The files that take longest, slowest first (seconds of one worker in the full run on a 2-core VM,
+# docs/RESULTS.md): `--dist loadfile --no-loadscope-reorder` hands files to the xdist workers in
+# this order, so the short files, last, fill in while the other worker ends a long one
+SLOWEST_FIRST = [
+    "test_lab_experiment.py",  # 100 s
+    "test_lab_ray.py",  # 65 s, most of it waiting on the Ray cluster
+    "test_reproduce.py",  # 39 s
+    "test_train.py",  # 35 s
+    "test_one_writer.py",  # 31 s
+    "test_tools_make_student.py",  # 30 s
+    "test_lab_one_file_seeds.py",  # 28 s
+    "test_full_disk.py",  # 24 s
+    "test_distributed.py",  # 23 s
+    "test_lab_exploration.py",  # 20 s
+    "test_notebook.py",  # 16 s
+]
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", DEFINITION)
+
+
+def pytest_collection_modifyitems(items):
+    """The slowest files first; the others after them, in their own order (a stable sort)."""
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 def pytest_terminal_summary(terminalreporter):
