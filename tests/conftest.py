@@ -14,21 +14,21 @@ DEFINITION = (
 )
 
 
-# The files that take longest, slowest first (seconds of one worker in the full run on a 2-core VM,
-# docs/RESULTS.md): `--dist loadfile --no-loadscope-reorder` hands files to the xdist workers in
-# this order, so the short files, last, fill in while the other worker ends a long one
+# The files that take longest, slowest first as measured in the full run (docs/RESULTS.md):
+# `--dist loadfile --no-loadscope-reorder` hands files to the xdist workers in this order, so the
+# short files, last, fill in while the other worker ends a long one
 SLOWEST_FIRST = [
-    "test_lab_experiment.py",  # 100 s
-    "test_lab_ray.py",  # 65 s, most of it waiting on the Ray cluster
-    "test_reproduce.py",  # 39 s
-    "test_train.py",  # 35 s
-    "test_one_writer.py",  # 31 s
-    "test_tools_make_student.py",  # 30 s
-    "test_lab_one_file_seeds.py",  # 28 s
-    "test_full_disk.py",  # 24 s
-    "test_distributed.py",  # 23 s
-    "test_lab_exploration.py",  # 20 s
-    "test_notebook.py",  # 16 s
+    "test_lab_experiment.py",
+    "test_lab_ray.py",  # most of it waiting on the Ray cluster: early, beside a busy file
+    "test_reproduce.py",
+    "test_train.py",
+    "test_one_writer.py",
+    "test_tools_make_student.py",
+    "test_lab_one_file_seeds.py",
+    "test_full_disk.py",
+    "test_distributed.py",
+    "test_lab_exploration.py",
+    "test_notebook.py",
 ]
 
 

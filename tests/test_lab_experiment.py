@@ -389,12 +389,39 @@ def test_the_summary_names_the_commit_and_the_files_edited_since(tmp_path):
     assert experiment.code_state(str(tmp_path / "nowhere")) == "unknown"
 
 
+# The student's commands in one interpreter (each start costs seconds of CPU): before each, vpo.py
+# gets its text and every module of the tree is dropped, so the command imports the tree's code as
+# a new process would (no bytecode kept: a text of the same size within a second would pass it);
+# after each, its stdout and copies of what it wrote go to snapshot <i>.
+STUDENT_LOOP = """
+import contextlib, io, json, os, runpy, shutil, sys
+
+sys.dont_write_bytecode = True
+tree, (steps, run, result), path = os.getcwd(), json.loads(sys.argv[1]), list(sys.path)
+for i, (vpo_text, argv) in enumerate(steps):
+    with open("vpo.py", "w") as f:
+        f.write(vpo_text)
+    for name, module in list(sys.modules.items()):
+        if (getattr(module, "__file__", None) or "").startswith(tree + os.sep):
+            del sys.modules[name]
+    sys.argv, sys.path[:] = argv, [os.path.join(tree, "lab")] + path[1:]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        runpy.run_path(argv[0], run_name="__main__")  # an error or a SystemExit ends the loop
+    os.makedirs(f"snapshot{i}")
+    shutil.copy(os.path.join(run, "final.pt"), f"snapshot{i}/final.pt")
+    shutil.copy(result, f"snapshot{i}/result.json")
+    with open(f"snapshot{i}/stdout.txt", "w") as f:
+        f.write(out.getvalue())
+"""
+
+
 def test_a_second_idea_gets_its_own_result_and_the_first_comes_back_from_the_cache(tmp_path):
     """The student's loop in a copy of the tree: change vpo.py and run against the board; change it
     again: trained again, a new result; back to the first change: the first result, nothing
     trained; --set overwrite=true: trained again. One warm start serves them all (vpo.py does not
     shape it): the first finds it in the repository's cache or trains it, and no later one trains
-    another."""
+    another. The four commands run one after another in one interpreter (STUDENT_LOOP)."""
     tree, out, ws = tmp_path / "tree", tmp_path / "against", WARMSTART_DIR
     ignore = shutil.ignore_patterns("__pycache__")
     for folder in ("lab", "configs", "tests/fixtures/board"):
@@ -408,35 +435,46 @@ def test_a_second_idea_gets_its_own_result_and_the_first_comes_back_from_the_cac
     # every answer under every weighting, (P, G, N, M), written otherwise than set_scores' einsum:
     # the student tree holds no answer of exercise (b)
     every = "(rewards[:, :, None] * weights[:, None, :, None]).sum(-1)"
-    command = [sys.executable, "lab/experiment.py", "--quick", "--tasks", "persona", "--algos"]
+    command = ["lab/experiment.py", "--quick", "--tasks", "persona", "--algos"]
     # every job in the command's own process: a worker's start costs seconds of CPU
     command += ["vpo", "--against", "tests/fixtures/board", "--workers", "0"]
-    command += ["--set", f"out_dir={out}"]
-    command += [f"warmstart_dir={ws}"]
+    command += ["--set", f"out_dir={out}", f"warmstart_dir={ws}"]
 
-    def run(score, *more):
-        (tree / "vpo.py").write_text(
-            "".join(lines[:at] + [f"    return {score}\n"] + lines[at + 1 :])
-        )
-        env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
-        done = subprocess.run(
-            command + list(more), cwd=tree, capture_output=True, text=True, env=env, timeout=300
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        final = (out / "runs" / "persona-vpo-s0" / "final.pt").read_bytes()
-        return done.stdout, final, (out / "results" / "persona-vpo-s0.json").read_text()
+    def vpo_text(score):
+        return "".join(lines[:at] + [f"    return {score}\n"] + lines[at + 1 :])
 
     mean = f"{every}.mean(dim=-1).mean(dim=-1)"  # the first idea: the mean over answers
-    first = run(mean)
+    soft = f"(0.05 * torch.logsumexp({every} / 0.05, dim=-1)).mean(dim=-1)"  # the second
+    steps = [(vpo_text(mean), command), (vpo_text(soft), command), (vpo_text(mean), command)]
+    steps.append((vpo_text(mean), command + ["overwrite=true"]))
+    run = str(out / "runs" / "persona-vpo-s0")
+    argument = json.dumps([steps, run, str(out / "results" / "persona-vpo-s0.json")])
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    done = subprocess.run(
+        [sys.executable, "-c", STUDENT_LOOP, argument],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    def snapshot(i):  # what command i printed, its final.pt, its result file
+        folder = tree / f"snapshot{i}"
+        return (
+            (folder / "stdout.txt").read_text(),
+            (folder / "final.pt").read_bytes(),
+            (folder / "result.json").read_bytes(),
+        )
+
+    first, second, back, again = (snapshot(i) for i in range(4))
     assert "trained persona/vpo/0" in first[0]
-    second = run(f"(0.05 * torch.logsumexp({every} / 0.05, dim=-1)).mean(dim=-1)")
     assert "vpo.py changed since persona/vpo/0 was made: training it again" in second[0]
     assert "trained persona/vpo/0" in second[0] and second[1] != first[1]
-    back = run(mean)
     assert "persona/vpo/0: made by this very code before" in back[0]
     assert "trained" not in back[0] and back[1:] == first[1:]
     assert "reward_vectors.png" in back[0]  # redrawn from the first idea's result file
-    again = run(mean, "overwrite=true")
     # the same seed: the same result (final.pt differs only in its config's overwrite)
     assert "trained persona/vpo/0" in again[0] and again[2] == first[2]
     assert "warm start persona/0 ready" not in second[0] + back[0] + again[0]
