@@ -416,6 +416,20 @@ for i, (vpo_text, argv) in enumerate(steps):
 """
 
 
+def student_tree(tree):
+    """A copy of the tree's code, configs and the board fixture at `tree` -> vpo_text(score): vpo.py
+    with set_scores' last line, the score a student changes, returning `score`."""
+    ignore = shutil.ignore_patterns("__pycache__")
+    for folder in ("lab", "configs", "tests/fixtures/board"):
+        shutil.copytree(os.path.join(ROOT, folder), tree / folder, ignore=ignore)
+    for path in glob.glob(os.path.join(ROOT, "*.py")):
+        shutil.copy(path, tree)
+    lines = (tree / "vpo.py").read_text().splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if line.startswith("def set_scores"))
+    at = next(i for i in range(start, len(lines)) if lines[i].startswith("    return "))
+    return lambda score: "".join(lines[:at] + [f"    return {score}\n"] + lines[at + 1 :])
+
+
 def test_a_second_idea_gets_its_own_result_and_the_first_comes_back_from_the_cache(tmp_path):
     """The student's loop in a copy of the tree: change vpo.py and run against the board; change it
     again: trained again, a new result; back to the first change: the first result, nothing
@@ -423,15 +437,7 @@ def test_a_second_idea_gets_its_own_result_and_the_first_comes_back_from_the_cac
     shape it): the first finds it in the repository's cache or trains it, and no later one trains
     another. The four commands run one after another in one interpreter (STUDENT_LOOP)."""
     tree, out, ws = tmp_path / "tree", tmp_path / "against", WARMSTART_DIR
-    ignore = shutil.ignore_patterns("__pycache__")
-    for folder in ("lab", "configs", "tests/fixtures/board"):
-        shutil.copytree(os.path.join(ROOT, folder), tree / folder, ignore=ignore)
-    for path in glob.glob(os.path.join(ROOT, "*.py")):
-        shutil.copy(path, tree)
-    lines = (tree / "vpo.py").read_text().splitlines(keepends=True)
-    # set_scores' last line, the score a student changes
-    start = next(i for i, line in enumerate(lines) if line.startswith("def set_scores"))
-    at = next(i for i in range(start, len(lines)) if lines[i].startswith("    return "))
+    vpo_text = student_tree(tree)
     # every answer under every weighting, (P, G, N, M), written otherwise than set_scores' einsum:
     # the student tree holds no answer of exercise (b)
     every = "(rewards[:, :, None] * weights[:, None, :, None]).sum(-1)"
@@ -439,9 +445,6 @@ def test_a_second_idea_gets_its_own_result_and_the_first_comes_back_from_the_cac
     # every job in the command's own process: a worker's start costs seconds of CPU
     command += ["vpo", "--against", "tests/fixtures/board", "--workers", "0"]
     command += ["--set", f"out_dir={out}", f"warmstart_dir={ws}"]
-
-    def vpo_text(score):
-        return "".join(lines[:at] + [f"    return {score}\n"] + lines[at + 1 :])
 
     mean = f"{every}.mean(dim=-1).mean(dim=-1)"  # the first idea: the mean over answers
     soft = f"(0.05 * torch.logsumexp({every} / 0.05, dim=-1)).mean(dim=-1)"  # the second
