@@ -35,7 +35,7 @@ from config import EVALUATION, make_task  # noqa: E402
 from lab.experiment import CREDIT_FORMS  # noqa: E402
 from lab.report import (  # noqa: E402
     load_records,
-    paired_bootstrap_interval,  # noqa: E402
+    paired_bootstrap_interval,
     verdict,
 )
 

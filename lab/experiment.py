@@ -42,7 +42,6 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 
 import numpy as np
-import yaml
 
 import config
 import evolve
@@ -597,8 +596,7 @@ def show_finished(cfg):
     if not config.trackers(cfg["report_to"]):
         return
     out_dir = cfg["out_dir"]
-    with open(os.path.join(out_dir, "config.yaml")) as f:
-        shown = tracking.Tracking(cfg, out_dir, yaml.safe_load(f))
+    shown = tracking.Tracking(cfg, out_dir, config.read_yaml(os.path.join(out_dir, "config.yaml")))
     shown.replay(os.path.join(out_dir, "metrics.jsonl"))
     shown.close()
 

@@ -797,8 +797,9 @@ def main(argv=None):
         out_dir = args.out or ("out/exploration_quick" if args.quick else "out/exploration")
         sizes = {task: overrides(task, args.quick) for task in args.tasks}
         extra = experiment.checked_overrides(args.set, args.tasks, args.methods, per_task=sizes)
-        # on Ray: as many jobs at once as the cluster has CPUs, unless --workers says
-        workers = args.workers if args.workers is not None else None if args.ray is not None else 2
+        workers = args.workers
+        if workers is None:  # on Ray: as many jobs at once as the cluster has CPUs
+            workers = None if args.ray is not None else 2
         cluster = None
         if args.ray is not None:  # one cluster for the training and the measurements
             os.makedirs(out_dir, exist_ok=True)
