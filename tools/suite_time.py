@@ -40,14 +40,14 @@ def readme_test_command(readme):
 
 
 def machine_busy_seconds():
-    """CPU seconds the whole machine has spent busy since boot (user, nice, system, irq, softirq,
-    steal), or None where there is no /proc/stat."""
+    """CPU seconds the whole machine has spent busy since boot (user, nice, system, irq, softirq;
+    not the time the hypervisor stole), or None where there is no /proc/stat."""
     try:
         with open("/proc/stat") as f:
             fields = [int(x) for x in f.readline().split()[1:]]
     except OSError:
         return None
-    busy = fields[0] + fields[1] + fields[2] + fields[5] + fields[6] + fields[7]
+    busy = fields[0] + fields[1] + fields[2] + fields[5] + fields[6]
     return busy / os.sysconf("SC_CLK_TCK")
 
 
