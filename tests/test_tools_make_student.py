@@ -901,14 +901,11 @@ def _probe_behaviour(tree, sources, probes, seconds=0.25):
     try:
         os.chdir(scratch)
         for rel in sorted(sources):
-            signal.setitimer(signal.ITIMER_REAL, 30.0)  # an import, on a busy machine
-            try:
-                module = _imported(tree, rel)
-            except BaseException as e:  # noqa: BLE001  a file that does not import is no candidate
-                found["not_imported"].append(f"{rel}: {type(e).__name__}")
+            # 30 s: an import, on a busy machine; a file that does not import is no candidate
+            imported, module = _under_timer(30.0, _imported, tree, rel)
+            if not imported:
+                found["not_imported"].append(f"{rel}: {type(module).__name__}")
                 continue
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
             found["modules"] += 1
             _call_candidates(module, rel, by_arguments, seconds, found)
     finally:
@@ -935,25 +932,41 @@ def _probes_by_arguments(probes):
     return by_arguments
 
 
+def _under_timer(seconds, fn, *args):
+    """fn(*args) with SIGALRM's handler raising after `seconds` -> (True, its value), or (False,
+    the exception) for any exception it raises, the timer's included. The timer is stopped inside
+    the inner try, and whatever escapes that (the timer firing just before it is stopped, on a
+    machine that paused this process there) is caught by the outer one: a one-shot timer fires
+    once, so nothing can escape it."""
+    import signal
+
+    try:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            return True, fn(*args)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except BaseException as e:  # noqa: BLE001
+        return False, e
+
+
 def _call_candidates(module, rel, by_arguments, seconds, found):
     """Call each candidate of `module` once per argument set it takes, under the timer; each
     answer it matches goes to found["matches"]."""
     import copy
-    import signal
+
+    def compared(fn, args, answers):
+        got = fn(*copy.deepcopy(args))
+        return [_same(got, expected) for _, _, expected in answers]
 
     for fname, fn, takes in _candidates(module):
         for args, answers in by_arguments.values():
             if not takes(len(args)):
                 continue
             found["calls"] += 1
-            signal.setitimer(signal.ITIMER_REAL, seconds)
-            try:
-                got = fn(*copy.deepcopy(args))
-                same = [_same(got, expected) for _, _, expected in answers]
-            except BaseException:  # noqa: BLE001  any failure is not the answer
+            called, same = _under_timer(seconds, compared, fn, args, answers)
+            if not called:  # any failure, the timer's included, is not the answer
                 same = [False] * len(answers)
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
             for (exercise, graded, _), hit in zip(answers, same):
                 if hit:
                     found["matches"].append([exercise, graded, f"{rel}:{fname}"])
