@@ -66,18 +66,17 @@ def main(argv=None):
     p.add_argument("--json", metavar="FILE", help="also write the measurements to FILE")
     p.add_argument("pytest_args", nargs="*", help="after --: arguments that replace the README's")
     args = p.parse_args(argv)
-    with open(os.path.join(ROOT, "README.md")) as f:
-        command = readme_test_command(f.read())
-    command = [sys.executable, *command[1:]]  # the python running this script
     if args.pytest_args:
-        command = [sys.executable, "-m", "pytest", *args.pytest_args]
+        pytest_args = args.pytest_args
+    else:
+        with open(os.path.join(ROOT, "README.md")) as f:
+            pytest_args = readme_test_command(f.read())[3:]  # after `python -m pytest`
+    command = [sys.executable, "-m", "pytest", *pytest_args]  # the python running this script
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")  # as .ci/run sets it
     before = yardstick()
-    busy0, children0, t0 = (
-        machine_busy_seconds(),
-        resource.getrusage(resource.RUSAGE_CHILDREN),
-        time.time(),
-    )
+    busy0 = machine_busy_seconds()
+    children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.time()
     returncode = subprocess.run(command, cwd=ROOT, env=env).returncode
     wall = time.time() - t0
     children, busy1 = resource.getrusage(resource.RUSAGE_CHILDREN), machine_busy_seconds()
